@@ -1,0 +1,151 @@
+// The resolved configuration: every key has a value after defaults are applied. This file is the
+// contract between config parsing (src/config) and every component that reads config. Names are the
+// YAML keys (snake_case, units last) so a config finding and the code speak the same words.
+
+export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session"] as const;
+export type PolicyName = (typeof POLICIES)[number];
+
+export const ENGINE_KINDS = ["sim", "vllm", "sglang", "trtllm", "command", "external"] as const;
+export type EngineKind = (typeof ENGINE_KINDS)[number];
+
+export const ROLES = ["aggregated", "prefill", "decode"] as const;
+export type Role = (typeof ROLES)[number];
+
+export interface NodeConfig {
+  /** Stable node name; defaults to the host name. */
+  name: string;
+  /** Address other nodes use to reach this one; defaults to 127.0.0.1. */
+  advertise: string;
+  /** Logs, state and (later) the KV tier live here. */
+  data_dir: string;
+}
+
+export interface FrontendConfig {
+  /** HOST:PORT of the OpenAI-compatible listener (also serves /admin and /metrics). */
+  listen: string;
+  /** Bearer keys accepted on /v1/*; empty = no auth. */
+  api_keys: string[];
+  /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */
+  admin_token: string;
+  /** Request bodies above this get 413. */
+  max_body_bytes: number;
+  /** Admitted requests beyond this get 429 (bounded queue in front of the router). */
+  max_in_flight: number;
+  /** A stream with no first token after this is aborted (hung engine). */
+  first_token_timeout_ms: number;
+  /** A stream with no bytes for this long after the first token is aborted. */
+  idle_timeout_ms: number;
+  /** On SIGTERM, admitted streams get this long to finish before engines stop. */
+  drain_timeout_ms: number;
+}
+
+export interface RetryConfig {
+  /** Extra attempts on another worker for failures before the first byte. */
+  attempts: number;
+  /** Retries allowed as a fraction of recent requests (Envoy-style budget). */
+  budget_ratio: number;
+  /** Retries always allowed regardless of the ratio, so a quiet service can still retry. */
+  min_retries_per_window: number;
+}
+
+export interface SessionPolicyConfig {
+  /** Request header carrying the session id. */
+  header: string;
+  /** Bounded-load factor: a worker is skipped when its load exceeds factor × mean load + 1. */
+  load_factor: number;
+  /** Virtual nodes per worker on the hash ring. */
+  virtual_nodes: number;
+}
+
+export interface RouterConfig {
+  policy: PolicyName;
+  /** Seed for routing randomness (ties, random, power-of-two); 0 = from time. */
+  seed: number;
+  session: SessionPolicyConfig;
+  retry: RetryConfig;
+  /** How often engine /metrics are scraped to correct herd's own load accounting. */
+  metrics_scrape_interval_ms: number;
+}
+
+export interface ModelConfig {
+  /** The model name clients send (served model name). */
+  name: string;
+  /** What engines load (HF repo id or local path); defaults to `name`. */
+  path: string;
+  /** Directory with tokenizer.json (+ tokenizer_config.json); empty = built-in fallback (sim only). */
+  tokenizer: string;
+  /** KV block size in tokens; must match the engines'. */
+  block_size: number;
+  /** Context window passed to engines as --max-model-len; 0 = engine default. */
+  max_model_len: number;
+}
+
+export interface KvEventsEndpoint {
+  endpoint: string;
+  replay_endpoint: string;
+  topic: string;
+}
+
+export interface EngineConfig {
+  kind: EngineKind;
+  /** A models[].name. */
+  model: string;
+  /** Identical engines from this entry. */
+  count: number;
+  role: Role;
+  /** GPU ids for this entry; with count > 1 they are split evenly, in order, across the engines. */
+  gpus: number[];
+  /** Host the engine binds to (and herd connects to). */
+  host: string;
+  /** First engine's port; 0 = allocate from supervisor.port_range_start. Engine i gets port + i. */
+  port: number;
+  /** Extra command-line arguments appended to the generated command line. */
+  args: string[];
+  env: Record<string, string>;
+  /** Full argv for kind `command` ({port}, {model}, {host} are substituted). */
+  command: string[];
+  /** Base URL for kind `external`. */
+  url: string;
+  /** KV event endpoints for kind `external` (and to override the generated ones). */
+  kv_events: KvEventsEndpoint | null;
+  /** Health path polled before the worker takes traffic. */
+  health_path: string;
+}
+
+export interface SupervisorConfig {
+  /** Ports for engines with port 0 are allocated upwards from here. */
+  port_range_start: number;
+  health_interval_ms: number;
+  health_timeout_ms: number;
+  /** Consecutive failed probes before a ready worker is taken out of rotation. */
+  unhealthy_threshold: number;
+  /** An engine not healthy within this is killed and restarted (model load can be slow). */
+  startup_timeout_ms: number;
+  restart_backoff_initial_ms: number;
+  restart_backoff_max_ms: number;
+  /** Consecutive crashes (without staying up for restart_reset_ms) before the worker is `failed`. */
+  max_restarts: number;
+  /** An engine up this long resets its crash count. */
+  restart_reset_ms: number;
+  /** SIGTERM → SIGKILL grace when stopping an engine. */
+  stop_timeout_ms: number;
+  /** Lines of engine output kept in memory per engine (full logs go to data_dir/logs). */
+  log_tail_lines: number;
+  /** PYTHONHASHSEED given to every Python engine (identical across a model's engines). */
+  python_hash_seed: number;
+}
+
+export interface Config {
+  node: NodeConfig;
+  frontend: FrontendConfig;
+  router: RouterConfig;
+  models: ModelConfig[];
+  engines: EngineConfig[];
+  supervisor: SupervisorConfig;
+  /** Reserved for the cluster issue (discovery, peers, leader election). */
+  cluster: Record<string, unknown>;
+  /** Reserved for the KV tier issue. */
+  kv_tier: Record<string, unknown>;
+  /** Reserved for the planner issue. */
+  planner: Record<string, unknown>;
+}

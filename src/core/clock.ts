@@ -1,0 +1,134 @@
+// Time is injected everywhere decisions are made, so a seeded simulation can run on a virtual clock
+// (no sleeping, no sockets) and reproduce a whole run from one seed.
+
+export interface TimerHandle {
+  cancel(): void;
+}
+
+export interface Clock {
+  /** Milliseconds since an arbitrary epoch; monotonic. */
+  now(): number;
+  /** Run fn after ms milliseconds (ms may be 0). */
+  setTimer(ms: number, fn: () => void): TimerHandle;
+  /** Resolve after ms milliseconds of this clock's time. */
+  sleep(ms: number): Promise<void>;
+}
+
+/** Wall clock backed by performance.now() and setTimeout. */
+export class RealClock implements Clock {
+  now(): number {
+    return performance.now();
+  }
+  setTimer(ms: number, fn: () => void): TimerHandle {
+    const t = setTimeout(fn, Math.max(0, ms));
+    return { cancel: () => clearTimeout(t) };
+  }
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+  }
+}
+
+interface Pending {
+  at: number;
+  seq: number;
+  fn: () => void;
+  cancelled: boolean;
+}
+
+/**
+ * Discrete-event clock: timers fire in (time, insertion) order when the owner advances it.
+ * Used by `herd simulate` and by deterministic tests.
+ */
+export class VirtualClock implements Clock {
+  private t: number;
+  private seq = 0;
+  private heap: Pending[] = [];
+
+  constructor(startMs = 0) {
+    this.t = startMs;
+  }
+
+  now(): number {
+    return this.t;
+  }
+
+  setTimer(ms: number, fn: () => void): TimerHandle {
+    const p: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, cancelled: false };
+    this.push(p);
+    return { cancel: () => void (p.cancelled = true) };
+  }
+
+  sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => this.setTimer(ms, resolve));
+  }
+
+  /** Time of the next live timer, or undefined when none is pending. */
+  peek(): number | undefined {
+    while (this.heap.length > 0 && this.heap[0]!.cancelled) this.pop();
+    return this.heap[0]?.at;
+  }
+
+  /** Fire the next timer (advancing time to it). Returns false when nothing is pending. */
+  step(): boolean {
+    while (this.heap.length > 0) {
+      const p = this.pop()!;
+      if (p.cancelled) continue;
+      this.t = Math.max(this.t, p.at);
+      p.fn();
+      return true;
+    }
+    return false;
+  }
+
+  /** Fire every timer due up to and including `untilMs`, then set the time to it. */
+  advanceTo(untilMs: number): void {
+    for (let next = this.peek(); next !== undefined && next <= untilMs; next = this.peek()) this.step();
+    this.t = Math.max(this.t, untilMs);
+  }
+
+  advance(ms: number): void {
+    this.advanceTo(this.t + ms);
+  }
+
+  get pending(): number {
+    return this.heap.filter((p) => !p.cancelled).length;
+  }
+
+  private less(a: Pending, b: Pending): boolean {
+    return a.at < b.at || (a.at === b.at && a.seq < b.seq);
+  }
+
+  private push(p: Pending): void {
+    const h = this.heap;
+    h.push(p);
+    let i = h.length - 1;
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      if (!this.less(h[i]!, h[parent]!)) break;
+      [h[i], h[parent]] = [h[parent]!, h[i]!];
+      i = parent;
+    }
+  }
+
+  private pop(): Pending | undefined {
+    const h = this.heap;
+    if (h.length === 0) return undefined;
+    const top = h[0]!;
+    const last = h.pop()!;
+    if (h.length > 0) {
+      h[0] = last;
+      let i = 0;
+      for (;;) {
+        const l = 2 * i + 1;
+        const r = l + 1;
+        let m = i;
+        if (l < h.length && this.less(h[l]!, h[m]!)) m = l;
+        if (r < h.length && this.less(h[r]!, h[m]!)) m = r;
+        if (m === i) break;
+        [h[i], h[m]] = [h[m]!, h[i]!];
+        i = m;
+      }
+    }
+    return top;
+  }
+}
