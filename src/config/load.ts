@@ -1,0 +1,98 @@
+// Entry points for config: text or file → resolved Config plus findings. Phases: YAML parse (syntax
+// errors with lines) → resolve against the spec (types, defaults, unknown keys) → semantic checks.
+// Every phase collects all its findings; a config is returned only when there is no error.
+
+import { LineCounter, parseDocument, stringify } from "yaml";
+import { readFile } from "node:fs/promises";
+import { errorMessage } from "../core/errors.ts";
+import { checkListen } from "./checks.ts";
+import { hasErrors, type Finding } from "./findings.ts";
+import { hostDefaults } from "./host.ts";
+import { lineOfNode, lineOfPath, resolveValue, type WalkContext } from "./resolve.ts";
+import { configSpec } from "./schema.ts";
+import type { DefaultsEnv } from "./spec.ts";
+import type { Config } from "./types.ts";
+import { validateConfig } from "./validate.ts";
+
+export interface ConfigResult {
+  /** Present only when there are no error findings. */
+  config?: Config;
+  findings: Finding[];
+  /** The file the findings' lines refer to (for renderFindings); absent for command-line overrides. */
+  file?: string;
+}
+
+export interface Overrides {
+  /** `herd run --listen HOST:PORT` */
+  listen?: string;
+}
+
+/** Parse and validate YAML text; `fileName` is only used for messages. */
+export function parseConfigText(text: string, fileName = "herd.yaml", env: DefaultsEnv = hostDefaults()): ConfigResult {
+  const file = fileName;
+  const lineCounter = new LineCounter();
+  const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, strict: true });
+  const findings: Finding[] = [];
+  const at = (pos: readonly [number, number]) => lineCounter.linePos(pos[0]).line;
+  for (const e of doc.errors) findings.push({ path: "", line: at(e.pos), message: `YAML syntax error: ${firstLine(e.message)}`, severity: "error" });
+  if (findings.length) return { findings, file };
+  for (const w of doc.warnings) findings.push({ path: "", line: at(w.pos), message: `YAML: ${firstLine(w.message)}`, severity: "warning" });
+
+  const ctx: WalkContext = { doc, lineCounter, env, findings, lines: new Map([["", 1]]) };
+  const root = doc.contents;
+  const value = resolveValue(ctx, configSpec, root, "", lineOfNode(ctx, root) || 1) as Config | undefined;
+  if (value === undefined || hasErrors(findings)) return { findings, file };
+
+  // The embedded demo (one sim model, two sim engines) fills in only when neither list is given:
+  // a config naming its own models must not silently gain a simulated engine, and vice versa.
+  const given = (k: string) => ctx.lines.has(k);
+  if (given("models") !== given("engines")) {
+    if (!given("models")) value.models = [];
+    if (!given("engines")) value.engines = [];
+  }
+  findings.push(...validateConfig(value, (p) => lineOfPath(ctx.lines, p)));
+  return hasErrors(findings) ? { findings, file } : { config: value, findings, file };
+}
+
+export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaults()): Promise<ConfigResult> {
+  let text: string;
+  try {
+    text = await readFile(path, "utf8");
+  } catch (e) {
+    const message = `cannot read config file: ${errorMessage(e)}`;
+    return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
+  }
+  return parseConfigText(text, path, env);
+}
+
+/** The embedded default: one node named after the host, 127.0.0.1:8000, two sim engines of `herd-sim`. */
+export function defaultConfig(env: DefaultsEnv = hostDefaults()): Config {
+  const r = parseConfigText("", "<embedded default>", env);
+  if (!r.config) throw new Error(`embedded default config is invalid: ${r.findings.map((f) => f.message).join("; ")}`);
+  return r.config;
+}
+
+/** Command-line overrides on top of a valid config; re-checks what they can break (e.g. a port clash). */
+export function applyOverrides(config: Config, overrides: Overrides): ConfigResult {
+  const next: Config = structuredClone(config);
+  const findings: Finding[] = [];
+  if (overrides.listen !== undefined) {
+    const bad = checkListen(overrides.listen);
+    if (bad) return { findings: [{ path: "--listen", line: 0, message: bad, severity: "error" }] };
+    next.frontend.listen = overrides.listen;
+    for (const f of validateConfig(next)) {
+      if (f.severity === "error" && /port/.test(f.path) && /frontend\.listen/.test(f.message))
+        findings.push({ ...f, message: `${f.message} (set by --listen)` });
+    }
+  }
+  return hasErrors(findings) ? { findings } : { config: next, findings };
+}
+
+/** The resolved config as YAML (what `herd config check` prints). */
+export function configToYaml(config: Config): string {
+  return stringify(config, { lineWidth: 0 });
+}
+
+function firstLine(s: string): string {
+  return s.split("\n")[0] ?? s;
+}
