@@ -1,9 +1,11 @@
 // The routing seam. A policy is a small pure module: given the request's routing facts and the
 // eligible workers' views, it picks one and says why, term by term. Filtering (state, model, role,
 // excluded-after-failure) happens before a policy sees the candidates, so every policy gets only
-// workers it may choose.
+// workers it may choose. The KV-aware issue adds scorers and pickers behind the same Policy seam:
+// a pipeline (filters → weighted scorers → picker) is itself one Policy.
 import type { Rng } from "../core/rng.ts";
 import type { Worker } from "../cluster/workers.ts";
+import type { RouterConfig } from "../config/types.ts";
 
 /** What the router knows about a request when it routes it. */
 export interface RouteRequest {
@@ -12,13 +14,18 @@ export interface RouteRequest {
   sessionId: string | null;
   /** Approximate prompt length in tokens (exact once tokenization lands), for load terms. */
   promptTokens: number;
-  /** Workers that already failed this request (retry goes elsewhere). */
+  /** Workers that already failed this request (retry goes elsewhere). Empty on the first attempt. */
   exclude: ReadonlySet<string>;
 }
 
 export interface RouteCtx {
   rng: Rng;
   nowMs: number;
+  /**
+   * True for /admin/route/explain: the policy must answer exactly as it would route but leave its
+   * own state untouched (round-robin does not advance, nothing is remembered).
+   */
+  dryRun: boolean;
 }
 
 /** One candidate's figures as the policy saw them, for /admin/route/explain. */
@@ -29,17 +36,43 @@ export interface CandidateExplain {
   terms: Record<string, number | string | null>;
 }
 
-export interface Decision {
-  policy: string;
-  /** Chosen worker id. */
+/** What a policy returns: the pick and every candidate's terms. */
+export interface Pick {
+  /** Chosen worker id; always one of the candidates. */
   chosen: string;
+  /** Every candidate the policy was given, in the order given. */
   candidates: CandidateExplain[];
   /** One sentence: why this worker. */
   reason: string;
 }
 
+/** A worker removed before the policy ran, and the filter that removed it. */
+export interface FilteredOut {
+  worker: string;
+  node: string;
+  filter: string;
+}
+
+export interface Decision extends Pick {
+  policy: string;
+  /** Workers of the model that filters removed (not ready, wrong role, excluded after failure). */
+  filtered: FilteredOut[];
+}
+
 export interface Policy {
   readonly name: string;
   /** `candidates` is non-empty and already filtered. Must not mutate shared state except its own. */
-  pick(req: RouteRequest, candidates: readonly Worker[], ctx: RouteCtx): Decision;
+  pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick;
+}
+
+/** A policy's entry in the registry list (src/router/policies/index.ts): one file + one line. */
+export interface PolicyFactory {
+  readonly name: string;
+  create(config: RouterConfig): Policy;
+}
+
+/** A filter keeps or drops one worker for a request; filters run in order before the policy. */
+export interface Filter {
+  readonly name: string;
+  keep(worker: Readonly<Worker>, req: RouteRequest): boolean;
 }

@@ -1,0 +1,59 @@
+// The load figure every load-aware policy compares, written once so explain output and policies
+// agree. Two views of the same worker are combined:
+// - in_flight: requests herd itself dispatched and has not seen finish. Exact for herd's own
+//   traffic and never stale, but blind to traffic that reaches the engine another way.
+// - running + waiting: the engine's own queue from its /metrics. Sees all traffic, but lags by up
+//   to one scrape interval (null when never scraped or the last scrape failed).
+// load = max(in_flight, running + waiting): right after a burst herd's count is ahead of the last
+// scrape; with outside traffic the engine's count is ahead. Taking the larger never under-counts.
+import type { Worker, WorkerLoad } from "../cluster/workers.ts";
+import type { Rng } from "../core/rng.ts";
+
+export function effectiveLoad(load: Readonly<WorkerLoad>): number {
+  if (load.running === null && load.waiting === null) return load.in_flight;
+  return Math.max(load.in_flight, (load.running ?? 0) + (load.waiting ?? 0));
+}
+
+/** The load terms shown in explain output for one worker. */
+export function loadTerms(w: Readonly<Worker>): Record<string, number | null> {
+  return {
+    in_flight: w.load.in_flight,
+    running: w.load.running,
+    waiting: w.load.waiting,
+    kv_usage: w.load.kv_usage,
+    load: effectiveLoad(w.load),
+  };
+}
+
+/**
+ * Index of the smallest key (compared lexicographically), ties broken uniformly at random through
+ * `rng` (reservoir sampling, one pass, no allocation beyond the keys). `keys` must be non-empty.
+ */
+export function argminRandomTie(keys: readonly (readonly number[])[], rng: Rng): number {
+  let best = 0;
+  let ties = 1;
+  for (let i = 1; i < keys.length; i++) {
+    const c = compareKeys(keys[i]!, keys[best]!);
+    if (c < 0) {
+      best = i;
+      ties = 1;
+    } else if (c === 0) {
+      ties++;
+      if (rng.int(ties) === 0) best = i;
+    }
+  }
+  return best;
+}
+
+function compareKeys(a: readonly number[], b: readonly number[]): number {
+  for (let i = 0; i < a.length; i++) {
+    const d = (a[i] ?? 0) - (b[i] ?? 0);
+    if (d !== 0) return d;
+  }
+  return 0;
+}
+
+/** Sort key for least-loaded choices: effective load first, then KV usage (unknown counts as 0). */
+export function loadKey(w: Readonly<Worker>): [number, number] {
+  return [effectiveLoad(w.load), w.load.kv_usage ?? 0];
+}

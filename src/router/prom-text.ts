@@ -1,0 +1,130 @@
+// A small parser for the Prometheus text exposition format (0.0.4, and the OpenMetrics lines vLLM
+// and SGLang emit): `name{label="value",…} value [timestamp]`. It is built for scraping engines we
+// do not control: malformed lines are skipped (counted), never thrown on; input size and sample
+// count are bounded; `names` restricts the work to the few metrics the router reads.
+
+export interface Sample {
+  name: string;
+  labels: Record<string, string>;
+  value: number;
+}
+
+export interface ParseOptions {
+  /** Keep only samples with these metric names (others are skipped before their labels are parsed). */
+  names?: ReadonlySet<string>;
+  /** Stop after this many kept samples. */
+  maxSamples?: number;
+  /** Lines longer than this are skipped as junk. */
+  maxLineChars?: number;
+}
+
+export interface ParseResult {
+  samples: Sample[];
+  /** Non-comment lines that did not parse. */
+  malformed: number;
+  /** True when maxSamples cut the parse short. */
+  truncated: boolean;
+}
+
+const NAME_START = /[a-zA-Z_:]/;
+const NAME_CHAR = /[a-zA-Z0-9_:]/;
+const FLOAT = /^[+-]?(?:\d+\.?\d*(?:[eE][+-]?\d+)?|\.\d+(?:[eE][+-]?\d+)?)$/;
+
+export function parsePromText(text: string, opts: ParseOptions = {}): ParseResult {
+  const maxSamples = opts.maxSamples ?? 100_000;
+  const maxLine = opts.maxLineChars ?? 64 * 1024;
+  const samples: Sample[] = [];
+  let malformed = 0;
+  let pos = 0;
+  while (pos < text.length) {
+    let end = text.indexOf("\n", pos);
+    if (end === -1) end = text.length;
+    const line = text.charCodeAt(end - 1) === 13 ? text.slice(pos, end - 1) : text.slice(pos, end);
+    pos = end + 1;
+    const trimmed = line.trim();
+    if (trimmed === "" || trimmed.startsWith("#")) continue;
+    if (trimmed.length > maxLine) {
+      malformed++;
+      continue;
+    }
+    const r = parseLine(trimmed, opts.names);
+    if (r === null) malformed++;
+    else if (r !== SKIPPED) {
+      if (samples.length >= maxSamples) return { samples, malformed, truncated: true };
+      samples.push(r);
+    }
+  }
+  return { samples, malformed, truncated: false };
+}
+
+const SKIPPED = Symbol("skipped");
+
+/** One sample line; null when malformed, SKIPPED when its name is not wanted. */
+function parseLine(s: string, names: ReadonlySet<string> | undefined): Sample | null | typeof SKIPPED {
+  let i = 0;
+  if (!NAME_START.test(s[0] ?? "")) return null;
+  while (i < s.length && NAME_CHAR.test(s[i]!)) i++;
+  const name = s.slice(0, i);
+  if (names && !names.has(name)) return SKIPPED;
+  const labels: Record<string, string> = {};
+  if (s[i] === "{") {
+    i = parseLabels(s, i + 1, labels);
+    if (i < 0) return null;
+  }
+  const rest = s.slice(i).trim().split(/[ \t]+/);
+  if (rest.length < 1 || rest.length > 2 || rest[0] === "") return null;
+  const value = parseValue(rest[0]!);
+  if (value === null) return null;
+  return { name, labels, value };
+}
+
+/** Parses `a="x",b="y"}` from i; returns the index after `}` or -1. */
+function parseLabels(s: string, i: number, out: Record<string, string>): number {
+  for (;;) {
+    while (s[i] === " " || s[i] === "\t") i++;
+    if (s[i] === "}") return i + 1;
+    const start = i;
+    if (!NAME_START.test(s[i] ?? "")) return -1;
+    while (i < s.length && NAME_CHAR.test(s[i]!)) i++;
+    const key = s.slice(start, i);
+    while (s[i] === " ") i++;
+    if (s[i] !== "=") return -1;
+    i++;
+    while (s[i] === " ") i++;
+    if (s[i] !== '"') return -1;
+    i++;
+    let value = "";
+    for (;;) {
+      const c = s[i];
+      if (c === undefined) return -1;
+      if (c === '"') break;
+      if (c === "\\") {
+        const n = s[i + 1];
+        if (n === undefined) return -1;
+        value += n === "n" ? "\n" : n;
+        i += 2;
+        continue;
+      }
+      value += c;
+      i++;
+    }
+    i++;
+    if (key !== "__proto__") out[key] = value;
+    while (s[i] === " ") i++;
+    if (s[i] === ",") i++;
+    else if (s[i] !== "}") return -1;
+  }
+}
+
+function parseValue(v: string): number | null {
+  switch (v) {
+    case "NaN":
+      return NaN;
+    case "+Inf":
+    case "Inf":
+      return Infinity;
+    case "-Inf":
+      return -Infinity;
+  }
+  return FLOAT.test(v) ? Number(v) : null;
+}

@@ -1,0 +1,208 @@
+// The router facade the frontend calls: filters → policy → decision, in-flight leases, the retry
+// budget, and hooks for metrics. Everything here is synchronous and I/O-free; the frontend does the
+// HTTP. Typical use per request:
+//
+//   const { worker, decision } = router.route(req);   // throws HerdError 404 / 503
+//   const lease = router.book(worker.id, req.promptTokens);   // same tick as route()
+//   try { … relay; on first chunk lease.firstToken() … } finally { lease.release(); }
+//   on failure before the first byte: if (router.allowRetry(attempt, failure)) route again with
+//   exclude = the workers that failed.
+import type { Clock } from "../core/clock.ts";
+import { HerdError, errorMessage, invariant, unavailable } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { SeededRng, type Rng } from "../core/rng.ts";
+import type { RouterConfig } from "../config/types.ts";
+import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { Worker } from "../cluster/workers.ts";
+import { DEFAULT_FILTERS } from "./filters.ts";
+import { LoadBook, type Lease, type PrefillLoad } from "./lease.ts";
+import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
+import { RetryBudget, retryable, type Failure } from "./retry.ts";
+import type { Decision, Filter, FilteredOut, Policy, RouteRequest } from "./types.ts";
+
+export interface RouteResult {
+  worker: Readonly<Worker>;
+  decision: Decision;
+}
+
+/** Optional hooks (metrics, tracing). Every method is optional; a throwing observer is logged. */
+export interface RouterObserver {
+  /** A routing decision was made (not called for explain). `elapsedMs` is on the router's clock. */
+  decision?(d: Decision, elapsedMs: number): void;
+  /** A request could not be routed. */
+  rejected?(model: string, code: "model_not_found" | "no_worker_available"): void;
+  /** A worker's in-flight count changed to `n`. */
+  inFlight?(workerId: string, n: number): void;
+  /** A retry was asked for: allowed, or refused (not retryable, attempts or budget exhausted). */
+  retry?(allowed: boolean, reason: "allowed" | "not_retryable" | "budget"): void;
+}
+
+export interface RouterOptions {
+  config: RouterConfig;
+  registry: WorkerRegistry;
+  clock: Clock;
+  /** Defaults to a SeededRng from config.seed (0 = a random seed). */
+  rng?: Rng;
+  log?: Logger;
+  /** Overrides config.policy (tests, benchmarks, the KV issue's pipelines). */
+  policy?: Policy;
+  filters?: readonly Filter[];
+}
+
+/** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
+export const SESSION_ID_MAX_CHARS = 256;
+
+export class Router {
+  readonly policy: Policy;
+  readonly retryBudget: RetryBudget;
+  readonly sessionHeader: string;
+  private readonly registry: WorkerRegistry;
+  private readonly clock: Clock;
+  private readonly rng: Rng;
+  /** Explain draws from its own stream so /admin/route/explain never shifts live routing. */
+  private readonly explainRng: Rng;
+  private readonly log: Logger | undefined;
+  private readonly filters: readonly Filter[];
+  private readonly loads: LoadBook;
+  private readonly observers = new Set<RouterObserver>();
+
+  constructor(opts: RouterOptions) {
+    this.registry = opts.registry;
+    this.clock = opts.clock;
+    this.log = opts.log;
+    this.rng = opts.rng ?? new SeededRng(opts.config.seed !== 0 ? opts.config.seed : Math.floor(Math.random() * 2 ** 32));
+    this.explainRng = this.rng.fork();
+    this.filters = opts.filters ?? DEFAULT_FILTERS;
+    this.sessionHeader = opts.config.session.header.toLowerCase();
+    this.retryBudget = new RetryBudget(opts.config.retry, opts.clock);
+    this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)));
+    if (opts.policy) this.policy = opts.policy;
+    else {
+      const f = policyFactory(opts.config.policy);
+      if (!f) {
+        const known = POLICY_FACTORIES.map((p) => p.name).join(", ");
+        throw new HerdError(500, "server_error", `unknown router.policy "${opts.config.policy}", expected one of: ${known}`, "config_error");
+      }
+      this.policy = f.create(opts.config);
+    }
+  }
+
+  /** Pick a worker for a request. Throws HerdError 404 (model_not_found) or 503 (none ready). */
+  route(req: RouteRequest): RouteResult {
+    const t0 = this.clock.now();
+    const result = this.decide(req, false);
+    if (req.exclude.size === 0) this.retryBudget.recordRequest();
+    const elapsedMs = this.clock.now() - t0;
+    this.notify((o) => o.decision?.(result.decision, elapsedMs));
+    this.log?.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
+    return result;
+  }
+
+  /** What route() would answer, without changing any state (for /admin/route/explain). */
+  explain(req: RouteRequest): RouteResult {
+    return this.decide(req, true);
+  }
+
+  /** route() then book() in one call, so no await can slip between them. */
+  routeAndBook(req: RouteRequest): RouteResult & { lease: Lease } {
+    const r = this.route(req);
+    return { ...r, lease: this.book(r.worker.id, req.promptTokens) };
+  }
+
+  /** Count a request as in flight on a worker until the returned lease is released. */
+  book(workerId: string, promptTokens = 0): Lease {
+    return this.loads.book(workerId, promptTokens);
+  }
+
+  inFlight(workerId: string): number {
+    return this.loads.inFlight(workerId);
+  }
+
+  /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
+  prefilling(workerId: string): PrefillLoad {
+    return this.loads.prefillOf(workerId);
+  }
+
+  /**
+   * May this failed attempt be retried on another worker? `attempt` is the retry's number (1 for
+   * the first retry). Checks the failure kind (never after the first byte), router.retry.attempts
+   * and the retry budget; an allowed retry is counted against the budget.
+   */
+  allowRetry(attempt: number, failure: Failure): boolean {
+    if (!retryable(failure)) {
+      this.notify((o) => o.retry?.(false, "not_retryable"));
+      return false;
+    }
+    const ok = this.retryBudget.tryAcquire(attempt);
+    this.notify((o) => o.retry?.(ok, ok ? "allowed" : "budget"));
+    return ok;
+  }
+
+  /** The session id from request headers (the configured header), trimmed and bounded; null if absent. */
+  sessionIdFrom(headers: Headers | Readonly<Record<string, string | undefined>>): string | null {
+    let v: string | null | undefined;
+    if (headers instanceof Headers) v = headers.get(this.sessionHeader);
+    else {
+      v = headers[this.sessionHeader];
+      if (v === undefined) {
+        for (const [k, val] of Object.entries(headers)) if (k.toLowerCase() === this.sessionHeader) v = val;
+      }
+    }
+    const s = v?.trim();
+    return s ? s.slice(0, SESSION_ID_MAX_CHARS) : null;
+  }
+
+  /** Subscribe to routing events; returns the unsubscribe function. */
+  observe(observer: RouterObserver): () => void {
+    this.observers.add(observer);
+    return () => void this.observers.delete(observer);
+  }
+
+  private decide(req: RouteRequest, dryRun: boolean): RouteResult {
+    const all = this.registry.ofModel(req.model);
+    if (all.length === 0) {
+      if (!dryRun) this.notify((o) => o.rejected?.(req.model, "model_not_found"));
+      throw new HerdError(404, "invalid_request_error", `The model \`${req.model}\` does not exist.`, "model_not_found");
+    }
+    const filtered: FilteredOut[] = [];
+    let candidates = all;
+    for (const f of this.filters) {
+      const kept: Readonly<Worker>[] = [];
+      for (const w of candidates) {
+        if (f.keep(w, req)) kept.push(w);
+        else filtered.push({ worker: w.id, node: w.node, filter: f.name });
+      }
+      candidates = kept;
+    }
+    if (candidates.length === 0) {
+      if (!dryRun) this.notify((o) => o.rejected?.(req.model, "no_worker_available"));
+      const starting = all.some((w) => w.state === "starting");
+      throw unavailable(`no worker ready for model \`${req.model}\` (${summarise(all, filtered)})`, "no_worker_available", starting ? 5 : 1);
+    }
+    const pick = this.policy.pick(req, candidates, { rng: dryRun ? this.explainRng : this.rng, nowMs: this.clock.now(), dryRun });
+    const worker = candidates.find((w) => w.id === pick.chosen);
+    invariant(worker, `policy ${this.policy.name} chose ${pick.chosen}, which is not a candidate`);
+    return { worker, decision: { policy: this.policy.name, ...pick, filtered } };
+  }
+
+  private notify(fn: (o: RouterObserver) => void): void {
+    for (const o of this.observers) {
+      try {
+        fn(o);
+      } catch (e) {
+        this.log?.error("router observer threw", { err: errorMessage(e) });
+      }
+    }
+  }
+}
+
+/** "2 starting, 1 excluded": why nothing was left, for the 503 message. */
+function summarise(all: readonly Readonly<Worker>[], filtered: readonly FilteredOut[]): string {
+  const counts = new Map<string, number>();
+  const state = new Map(all.map((w) => [w.id, w.state]));
+  for (const f of filtered) {
+    const key = f.filter === "state" ? (state.get(f.worker) ?? "unknown") : f.filter === "excluded" ? "failed this request" : `filtered by ${f.filter}`;
+    counts.set(key, (counts.get(key) ?? 0) + 1);
+  }
+  return [...counts].map(([k, n]) => `${n} ${k}`).join(", ");
+}

@@ -1,0 +1,176 @@
+// The engine metrics scraper: every router.metrics_scrape_interval_ms, GET <url>/metrics of each
+// ready worker, fold the load metrics (engine-load.ts) into the registry. This is the imperative
+// shell around two pure parts (prom-text.ts, engine-load.ts).
+// - A failed or timed-out scrape clears running/waiting/kv_usage to null: a stale figure would keep
+//   steering traffic by a queue that no longer exists; with nulls, policies fall back to herd's own
+//   in-flight count. The same happens when a worker leaves `ready` (e.g. restarts).
+// - Rounds never overlap (a slow engine delays the next round, it does not stack them); bodies are
+//   read up to maxBytes and then abandoned; scrapes run at most `concurrency` at a time.
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { Worker } from "../cluster/workers.ts";
+import { ENGINE_LOAD_METRICS, engineLoad, type EngineLoad } from "./engine-load.ts";
+import { parsePromText } from "./prom-text.ts";
+
+export interface ScraperOptions {
+  registry: WorkerRegistry;
+  clock: Clock;
+  /** router.metrics_scrape_interval_ms; 0 disables the loop (scrapeOnce still works). */
+  intervalMs: number;
+  /** Per-request timeout; defaults to min(interval, 2 s). */
+  timeoutMs?: number;
+  /** Largest body read; vLLM's /metrics with all histograms is a few hundred KB. */
+  maxBytes?: number;
+  concurrency?: number;
+  fetch?: (url: string, init: { signal: AbortSignal }) => Promise<Response>;
+  log?: Logger;
+  /** Wall clock for WorkerLoad.scraped_at_ms (documented as wall-clock ms). */
+  wallNowMs?: () => number;
+}
+
+export interface ScrapeOutcome {
+  worker: string;
+  ok: boolean;
+  load: EngineLoad | null;
+  error?: string;
+}
+
+export class MetricsScraper {
+  private timer: TimerHandle | null = null;
+  private running: Promise<ScrapeOutcome[]> | null = null;
+  private stopped = true;
+  private unsubscribe: (() => void) | null = null;
+  /** Workers whose last scrape failed (warn once per failure streak, info on recovery). */
+  private readonly failing = new Set<string>();
+  private readonly timeoutMs: number;
+  private readonly maxBytes: number;
+  private readonly concurrency: number;
+  private readonly doFetch: NonNullable<ScraperOptions["fetch"]>;
+  private readonly wallNowMs: () => number;
+
+  constructor(private readonly opts: ScraperOptions) {
+    this.timeoutMs = opts.timeoutMs ?? Math.min(Math.max(opts.intervalMs, 100), 2000);
+    this.maxBytes = opts.maxBytes ?? 4 * 1024 * 1024;
+    this.concurrency = Math.max(1, opts.concurrency ?? 8);
+    this.doFetch = opts.fetch ?? ((url, init) => fetch(url, init));
+    this.wallNowMs = opts.wallNowMs ?? (() => Date.now());
+  }
+
+  start(): void {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.unsubscribe = this.opts.registry.onChange((c) => {
+      if (c.type === "updated" && c.worker.state !== "ready" && c.previous.state === "ready") this.clear(c.worker.id);
+      if (c.type === "removed") this.failing.delete(c.worker.id);
+    });
+    if (this.opts.intervalMs > 0) this.schedule(0);
+  }
+
+  /** Stop the loop; resolves once an in-progress round has finished. */
+  async stop(): Promise<void> {
+    this.stopped = true;
+    this.timer?.cancel();
+    this.timer = null;
+    this.unsubscribe?.();
+    this.unsubscribe = null;
+    await this.running?.catch(() => {});
+  }
+
+  /** One round over every ready worker (joins the round in progress, if any). */
+  scrapeOnce(): Promise<ScrapeOutcome[]> {
+    if (!this.running) {
+      this.running = this.round().finally(() => {
+        this.running = null;
+      });
+    }
+    return this.running;
+  }
+
+  private schedule(delayMs: number): void {
+    if (this.stopped) return;
+    this.timer = this.opts.clock.setTimer(delayMs, () => {
+      this.timer = null;
+      void this.scrapeOnce().finally(() => this.schedule(this.opts.intervalMs));
+    });
+  }
+
+  private async round(): Promise<ScrapeOutcome[]> {
+    const workers = this.opts.registry.list().filter((w) => w.state === "ready");
+    const out: ScrapeOutcome[] = [];
+    let next = 0;
+    const lane = async () => {
+      while (next < workers.length) {
+        const w = workers[next++]!;
+        out.push(await this.scrapeWorker(w));
+      }
+    };
+    await Promise.all(Array.from({ length: Math.min(this.concurrency, workers.length) }, lane));
+    return out;
+  }
+
+  private async scrapeWorker(w: Readonly<Worker>): Promise<ScrapeOutcome> {
+    try {
+      const text = await this.fetchText(`${w.url.replace(/\/+$/, "")}/metrics`);
+      const load = engineLoad(parsePromText(text, { names: ENGINE_LOAD_METRICS }).samples);
+      if (!load) throw new Error("no engine load metrics in /metrics (metrics disabled?)");
+      // The worker may have left `ready` while we waited; its figures are cleared on that transition.
+      if (this.opts.registry.get(w.id)?.state !== "ready") return { worker: w.id, ok: false, load: null, error: "not ready" };
+      this.opts.registry.updateLoad(w.id, { ...load, scraped_at_ms: this.wallNowMs() });
+      if (this.failing.delete(w.id)) this.opts.log?.info("engine metrics scrape recovered", { worker: w.id });
+      return { worker: w.id, ok: true, load };
+    } catch (e) {
+      const error = errorMessage(e);
+      this.clear(w.id);
+      if (!this.failing.has(w.id)) {
+        this.failing.add(w.id);
+        this.opts.log?.warn("engine metrics scrape failed", { worker: w.id, url: w.url, err: error });
+      }
+      return { worker: w.id, ok: false, load: null, error };
+    }
+  }
+
+  private clear(id: string): void {
+    this.opts.registry.updateLoad(id, { running: null, waiting: null, kv_usage: null });
+  }
+
+  private async fetchText(url: string): Promise<string> {
+    const ac = new AbortController();
+    const t = this.opts.clock.setTimer(this.timeoutMs, () => ac.abort(new Error(`timed out after ${this.timeoutMs} ms`)));
+    try {
+      const res = await this.doFetch(url, { signal: ac.signal });
+      if (!res.ok) {
+        await res.body?.cancel().catch(() => {});
+        throw new Error(`HTTP ${res.status}`);
+      }
+      if (!res.body) return "";
+      const reader = res.body.getReader();
+      const chunks: Uint8Array[] = [];
+      let total = 0;
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        total += value.byteLength;
+        if (total > this.maxBytes) {
+          await reader.cancel().catch(() => {});
+          throw new Error(`/metrics body over ${this.maxBytes} bytes`);
+        }
+        chunks.push(value);
+      }
+      return new TextDecoder().decode(concat(chunks, total));
+    } finally {
+      t.cancel();
+    }
+  }
+}
+
+function concat(chunks: Uint8Array[], total: number): Uint8Array {
+  const out = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    out.set(c, off);
+    off += c.byteLength;
+  }
+  return out;
+}
