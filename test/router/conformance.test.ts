@@ -1,0 +1,86 @@
+// Every registered policy must honour the Policy contract: pick one of the candidates, never an
+// excluded worker (the router filters them, the policy never sees them), be deterministic for a
+// seed, explain every candidate it was given, and leave its state alone on a dry run.
+import { describe, expect, test } from "bun:test";
+import { POLICIES } from "../../src/config/types.ts";
+import { SeededRng } from "../../src/core/rng.ts";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { Router } from "../../src/router/router.ts";
+import { POLICY_FACTORIES } from "../../src/router/policies/index.ts";
+import type { Worker } from "../../src/cluster/workers.ts";
+import { registryWith, req, routerConfig, worker } from "./fixtures.ts";
+
+function fleet(seed: number): Worker[] {
+  const rng = new SeededRng(seed);
+  return Array.from({ length: 2 + rng.int(9) }, (_, i) =>
+    worker(`w${i}`, { load: { running: rng.int(5), waiting: rng.int(3), kv_usage: rng.float() } }),
+  );
+}
+
+const requests = (n: number, seed: number) => {
+  const rng = new SeededRng(seed);
+  return Array.from({ length: n }, (_, i) => req({ sessionId: rng.int(3) === 0 ? null : `s${rng.int(50)}`, promptTokens: i }));
+};
+
+test("the registry lists exactly the policies the config accepts", () => {
+  expect(POLICY_FACTORIES.map((f) => f.name).sort()).toEqual([...POLICIES].sort());
+});
+
+describe.each(POLICY_FACTORIES.map((f) => [f.name, f] as const))("policy %s", (_name, factory) => {
+  test("picks one of the candidates and explains every candidate, in order", () => {
+    for (let seed = 1; seed <= 20; seed++) {
+      const ws = fleet(seed);
+      const policy = factory.create(routerConfig());
+      const rng = new SeededRng(seed);
+      for (const r of requests(50, seed)) {
+        const p = policy.pick(r, ws, { rng, nowMs: 0, dryRun: false });
+        expect(ws.map((w) => w.id)).toContain(p.chosen);
+        expect(p.candidates.map((c) => c.worker)).toEqual(ws.map((w) => w.id));
+        for (const c of p.candidates) expect(Object.keys(c.terms).length).toBeGreaterThan(0);
+        expect(p.reason.length).toBeGreaterThan(0);
+      }
+    }
+  });
+
+  test("never routes to an excluded or non-ready worker through the Router", () => {
+    const ws = [...fleet(7), worker("down", { state: "starting" }), worker("bad")];
+    const router = new Router({ config: routerConfig({ policy: factory.name as never }), registry: registryWith(ws), clock: new VirtualClock(), rng: new SeededRng(3) });
+    for (const r of requests(200, 9)) {
+      const { worker: w } = router.route({ ...r, exclude: new Set(["bad", "w0"]) });
+      expect(["bad", "w0", "down"]).not.toContain(w.id);
+    }
+  });
+
+  test("is deterministic for a seed", () => {
+    const run = () => {
+      const policy = factory.create(routerConfig());
+      const rng = new SeededRng(11);
+      const ws = fleet(5);
+      return requests(100, 5).map((r) => policy.pick(r, ws, { rng, nowMs: 0, dryRun: false }).chosen);
+    };
+    expect(run()).toEqual(run());
+  });
+
+  test("a dry run leaves the policy's state alone", () => {
+    const ws = fleet(4);
+    const a = factory.create(routerConfig());
+    const b = factory.create(routerConfig());
+    const ra = new SeededRng(2);
+    const rb = new SeededRng(2);
+    const explainRng = new SeededRng(99);
+    const picksA: string[] = [];
+    const picksB: string[] = [];
+    for (const r of requests(30, 1)) {
+      a.pick(r, ws, { rng: explainRng, nowMs: 0, dryRun: true });
+      picksA.push(a.pick(r, ws, { rng: ra, nowMs: 0, dryRun: false }).chosen);
+      picksB.push(b.pick(r, ws, { rng: rb, nowMs: 0, dryRun: false }).chosen);
+    }
+    expect(picksA).toEqual(picksB);
+  });
+
+  test("a single candidate is always chosen", () => {
+    const policy = factory.create(routerConfig());
+    const only = [worker("solo", { load: { in_flight: 99 } })];
+    for (const r of requests(10, 3)) expect(policy.pick(r, only, { rng: new SeededRng(1), nowMs: 0, dryRun: false }).chosen).toBe("solo");
+  });
+});
