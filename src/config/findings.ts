@@ -16,8 +16,10 @@ export const hasErrors = (findings: readonly Finding[]): boolean => findings.som
 
 /** `engines[1].gpus: expected a list of integers at herd.yaml:14` — one line per finding. */
 export function renderFinding(f: Finding, fileName: string | null): string {
-  const where = fileName === null ? "" : f.line > 0 ? ` at ${fileName}:${f.line}` : ` in ${fileName}`;
   const head = f.severity === "warning" ? "warning: " : "";
+  // Nothing to point at inside the file (unreadable file): lead with the file, like cp or ls do.
+  if (!f.path && f.line === 0 && fileName !== null) return `${head}${fileName}: ${f.message}`;
+  const where = fileName === null ? "" : f.line > 0 ? ` at ${fileName}:${f.line}` : ` in ${fileName}`;
   return `${head}${f.path ? `${f.path}: ` : ""}${f.message}${where}`;
 }
 

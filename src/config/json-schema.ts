@@ -67,7 +67,6 @@ export function toJsonSchema(spec: AnySpec): Json {
 export function herdJsonSchema(): Json {
   return {
     $schema: "http://json-schema.org/draft-07/schema#",
-    $id: "https://github.com/herd/herd/config/herd.schema.json",
     title: "herd configuration",
     ...toJsonSchema(configSpec),
     // An empty YAML file is a valid config (everything defaults).

@@ -2,8 +2,9 @@
 // errors with lines) → resolve against the spec (types, defaults, unknown keys) → semantic checks.
 // Every phase collects all its findings; a config is returned only when there is no error.
 
-import { LineCounter, parseDocument, stringify } from "yaml";
+import { Document, LineCounter, isScalar, parseDocument, visit } from "yaml";
 import { readFile } from "node:fs/promises";
+import { dirname, resolve } from "node:path";
 import { errorMessage } from "../core/errors.ts";
 import { checkListen } from "./checks.ts";
 import { hasErrors, type Finding } from "./findings.ts";
@@ -59,10 +60,20 @@ export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaul
   try {
     text = await readFile(path, "utf8");
   } catch (e) {
-    const message = `cannot read config file: ${errorMessage(e)}`;
+    const code = (e as { code?: string }).code;
+    const reason = code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : code === "EISDIR" ? "is a directory" : errorMessage(e);
+    const message = `cannot read config file: ${reason}`;
     return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
   }
-  return parseConfigText(text, path, env);
+  const result = parseConfigText(text, path, env);
+  if (result.config) resolvePaths(result.config, dirname(resolve(path)));
+  return result;
+}
+
+/** Relative directories in a config file mean "next to this file", not "wherever herd was started". */
+function resolvePaths(config: Config, baseDir: string): void {
+  config.node.data_dir = resolve(baseDir, config.node.data_dir);
+  for (const m of config.models) if (m.tokenizer !== "") m.tokenizer = resolve(baseDir, m.tokenizer);
 }
 
 /** The embedded default: one node named after the host, 127.0.0.1:8000, two sim engines of `herd-sim`. */
@@ -90,7 +101,14 @@ export function applyOverrides(config: Config, overrides: Overrides): ConfigResu
 
 /** The resolved config as YAML (what `herd config check` prints). */
 export function configToYaml(config: Config): string {
-  return stringify(config, { lineWidth: 0 });
+  const doc = new Document(config);
+  // Short lists of scalars (args, gpus, command) read best on one line, as people write them.
+  visit(doc, {
+    Seq: (_key, node) => {
+      if (node.items.every((i) => isScalar(i))) node.flow = true;
+    },
+  });
+  return doc.toString({ lineWidth: 0 });
 }
 
 function firstLine(s: string): string {

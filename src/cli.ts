@@ -1,0 +1,221 @@
+#!/usr/bin/env bun
+// The `herd` command line: argv → one entry of COMMANDS. This is the only file that calls
+// process.exit. Exit codes: 0 success, 1 failure (bad config, daemon error), 2 usage error.
+// A later command (status, drain, logs, bench, …) is one more entry in COMMANDS.
+
+import { checkListen } from "./config/checks.ts";
+import { renderFindings, type Finding } from "./config/findings.ts";
+import { applyOverrides, configToYaml, defaultConfig, loadConfigFile, type ConfigResult } from "./config/load.ts";
+import { errorMessage } from "./core/errors.ts";
+import { versionLine } from "./version.ts";
+
+export interface Io {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const stdio: Io = {
+  out: (t) => void process.stdout.write(t.endsWith("\n") ? t : t + "\n"),
+  err: (t) => void process.stderr.write(t.endsWith("\n") ? t : t + "\n"),
+};
+
+interface Parsed {
+  flags: Record<string, string>;
+  positionals: string[];
+}
+
+interface Command {
+  /** Words after `herd`, e.g. "config check". */
+  name: string;
+  summary: string;
+  /** Arguments after the name, for the usage line, e.g. "[--config FILE] [--listen HOST:PORT]". */
+  args: string;
+  /** Extra help text: flags and details. */
+  help: string;
+  /** Flags taking a value (`--name VALUE` or `--name=VALUE`). */
+  valueFlags?: readonly string[];
+  positionals?: { min: number; max: number };
+  /** Hand argv untouched to the command, which does its own parsing and --help. */
+  passThrough?: boolean;
+  run(args: Parsed, io: Io, rawArgs: string[]): Promise<number>;
+}
+
+class UsageError extends Error {}
+
+const COMMANDS: readonly Command[] = [
+  {
+    name: "run",
+    summary: "start the daemon: engines, router and the OpenAI-compatible frontend",
+    args: "[--config FILE] [--listen HOST:PORT]",
+    help: [
+      "Options:",
+      "  --config FILE        YAML config (default: the embedded default, two simulated engines)",
+      "  --listen HOST:PORT   override frontend.listen",
+    ].join("\n"),
+    valueFlags: ["config", "listen"],
+    async run({ flags }, io) {
+      const listen = flags.listen;
+      if (listen !== undefined) {
+        const bad = checkListen(listen);
+        if (bad) throw new UsageError(`--listen: ${bad}`);
+      }
+      const configPath = flags.config ?? null;
+      let result: ConfigResult = configPath === null ? { config: defaultConfig(), findings: [] } : await loadConfigFile(configPath);
+      if (!report(result, io)) return 1;
+      if (listen !== undefined && result.config) {
+        result = applyOverrides(result.config, { listen });
+        if (!report(result, io)) return 1;
+      }
+      const config = result.config;
+      if (!config) return 1;
+      const { runDaemon } = await import("./daemon.ts");
+      return await runDaemon(config, { configPath });
+    },
+  },
+  {
+    name: "config check",
+    summary: "validate a config file and print it with every default filled in",
+    args: "FILE",
+    help: "Prints the resolved config as YAML (exit 0), or one line per problem as\n`path: message at FILE:LINE` on stderr (exit 1). Warnings go to stderr either way.",
+    positionals: { min: 1, max: 1 },
+    async run({ positionals }, io) {
+      const file = positionals[0] ?? "";
+      const result = await loadConfigFile(file);
+      if (!report(result, io)) return 1;
+      if (!result.config) return 1;
+      io.out(`# ${file}: valid; resolved with defaults\n${configToYaml(result.config)}`);
+      return 0;
+    },
+  },
+  {
+    name: "sim-engine",
+    summary: "run a simulated engine that speaks vLLM's OpenAI API (no GPU)",
+    args: "[options]",
+    help: "Run `herd sim-engine --help` for its options (--port, --model, --time-scale, --kv-blocks, …).",
+    passThrough: true,
+    async run(_parsed, _io, rawArgs) {
+      const { simEngineMain } = await import("./engine/sim/main.ts");
+      return await simEngineMain(rawArgs);
+    },
+  },
+  {
+    name: "version",
+    summary: "print the version and the commit it was built from",
+    args: "",
+    help: "",
+    async run(_parsed, io) {
+      io.out(versionLine());
+      return 0;
+    },
+  },
+];
+
+/** Print findings; true when there is a usable config (warnings alone do not stop anything). */
+function report(result: ConfigResult, io: Io): boolean {
+  const findings: Finding[] = result.findings;
+  if (findings.length) io.err(renderFindings(findings, result.file ?? null));
+  const errors = findings.filter((f) => f.severity === "error").length;
+  if (!result.config && errors) io.err(`herd: ${errors} config error${errors === 1 ? "" : "s"}${result.file ? ` in ${result.file}` : ""}`);
+  return result.config !== undefined;
+}
+
+function usage(): string {
+  const width = Math.max(...COMMANDS.map((c) => c.name.length));
+  return [
+    "herd: one OpenAI-compatible service from the LLM engines on this host",
+    "",
+    "Usage: herd <command> [options]",
+    "",
+    "Commands:",
+    ...COMMANDS.map((c) => `  ${c.name.padEnd(width)}  ${c.summary}`),
+    "",
+    "Run `herd <command> --help` for a command's options.",
+  ].join("\n");
+}
+
+function commandHelp(c: Command): string {
+  const line = `Usage: herd ${c.name}${c.args ? ` ${c.args}` : ""}`;
+  return [`herd ${c.name}: ${c.summary}`, "", line, ...(c.help ? ["", c.help] : [])].join("\n");
+}
+
+function parseArgs(c: Command, argv: readonly string[]): Parsed | "help" {
+  const flags: Record<string, string> = {};
+  const positionals: string[] = [];
+  const valueFlags = c.valueFlags ?? [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] ?? "";
+    if (a === "--help" || a === "-h") return "help";
+    if (a === "--") {
+      positionals.push(...argv.slice(i + 1));
+      break;
+    }
+    if (a.startsWith("-") && a !== "-") {
+      const m = /^--([A-Za-z0-9-]+)(?:=(.*))?$/s.exec(a);
+      const name = m?.[1];
+      if (!m || name === undefined || !valueFlags.includes(name)) throw new UsageError(`unknown flag ${a}`);
+      const value = m[2] ?? argv[++i];
+      if (value === undefined) throw new UsageError(`flag --${name} needs a value`);
+      flags[name] = value;
+      continue;
+    }
+    positionals.push(a);
+  }
+  const { min, max } = c.positionals ?? { min: 0, max: 0 };
+  if (positionals.length < min) throw new UsageError(`missing argument ${c.args.split(" ")[positionals.length] ?? ""}`.trim());
+  if (positionals.length > max) throw new UsageError(`unexpected argument ${JSON.stringify(positionals[max])}`);
+  return { flags, positionals };
+}
+
+/** Longest command whose words prefix argv. */
+function findCommand(argv: readonly string[]): { command: Command; rest: string[] } | null {
+  let best: { command: Command; rest: string[] } | null = null;
+  for (const command of COMMANDS) {
+    const words = command.name.split(" ");
+    if (words.every((w, i) => argv[i] === w) && (!best || words.length > best.command.name.split(" ").length))
+      best = { command, rest: argv.slice(words.length) };
+  }
+  return best;
+}
+
+/** Run `herd ARGV…` and return the exit code. */
+export async function main(argv: readonly string[], io: Io = stdio): Promise<number> {
+  const first = argv[0];
+  if (first === undefined) {
+    io.err(usage());
+    return 2;
+  }
+  if (first === "--help" || first === "-h" || first === "help") {
+    io.out(usage());
+    return 0;
+  }
+  if (first === "--version") return main(["version", ...argv.slice(1)], io);
+  const found = findCommand(argv);
+  if (!found) {
+    const group = COMMANDS.filter((c) => c.name.startsWith(`${first} `));
+    const known = group.length ? `${first} needs a subcommand: ${group.map((c) => c.name).join(", ")}` : `unknown command ${JSON.stringify(first)}`;
+    io.err(`herd: ${known}\n\n${usage()}`);
+    return 2;
+  }
+  const { command, rest } = found;
+  try {
+    if (command.passThrough) return await command.run({ flags: {}, positionals: [] }, io, rest);
+    const parsed = parseArgs(command, rest);
+    if (parsed === "help") {
+      io.out(commandHelp(command));
+      return 0;
+    }
+    return await command.run(parsed, io, rest);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      const line = `Usage: herd ${command.name}${command.args ? ` ${command.args}` : ""}`;
+      io.err(`herd ${command.name}: ${e.message}\n${line}\nRun \`herd ${command.name} --help\` for details.`);
+      return 2;
+    }
+    io.err(`herd ${command.name}: ${errorMessage(e)}`);
+    return 1;
+  }
+}
+
+if (import.meta.main) {
+  process.exit(await main(process.argv.slice(2)));
+}
