@@ -1,0 +1,344 @@
+// The simulated engine core: vLLM-V1-style continuous batching on an injected Clock. Each step
+// schedules running requests first (one token per decoding sequence, the rest of a prefill chunk),
+// then admits waiting requests FCFS while the token budget, the sequence limit and free KV blocks
+// allow (a prefix-cache hit skips the cached blocks). A step lasts stepCostMs(...) / timeScale; its
+// results (computed tokens, sampled tokens, finished requests, KV events) apply when it ends. When a
+// running request needs a block and none is free, the most recently admitted request is preempted
+// (blocks freed, recomputed later), as vLLM does. No sockets, no sleeping: `herd simulate` runs this
+// on a VirtualClock.
+
+import type { Clock, TimerHandle } from "../../core/clock.ts";
+import { HerdError, badRequest } from "../../core/errors.ts";
+import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlock } from "./blocks.ts";
+import { type CostParams, chunkPairs, stepCostMs } from "./cost.ts";
+
+export type FinishReason = "stop" | "length" | "abort";
+
+export interface SchedulerConfig {
+  blockSize: number;
+  numBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  /** Bound of the waiting queue (requests beyond it are refused with 503). */
+  maxWaiting: number;
+  maxModelLen: number;
+  cost: CostParams;
+  /** All durations are divided by this (20 = twenty times faster than real time). */
+  timeScale: number;
+  /** Seed of the block hash chain (vLLM: derived from PYTHONHASHSEED, random when unset). */
+  hashSeed: bigint;
+}
+
+export interface FinishInfo {
+  reason: FinishReason;
+  promptTokens: number;
+  cachedTokens: number;
+  outputTokens: number;
+  arrivalMs: number;
+  /** When the request first got a place in a batch (undefined if it never did). */
+  scheduledMs: number | undefined;
+  firstTokenMs: number | undefined;
+  finishMs: number;
+}
+
+export interface RequestHandlers {
+  /** A sampled token. Return true to finish the request with reason "stop" (a stop string matched). */
+  onToken(tokenId: number, index: number, nowMs: number): boolean | void;
+  onFinish(info: FinishInfo): void;
+}
+
+export interface SubmitRequest {
+  id: string;
+  promptTokens: readonly number[];
+  maxTokens: number;
+  /** The index-th output token; eos=true finishes the request with "stop" unless ignoreEos. */
+  nextToken(index: number): { id: number; eos: boolean };
+  ignoreEos: boolean;
+  handlers: RequestHandlers;
+}
+
+export interface SchedulerStats {
+  running: number;
+  waiting: number;
+  kvUsage: number;
+  numBlocks: number;
+  freeBlocks: number;
+  cachedBlocks: number;
+  prefixQueries: number;
+  prefixHits: number;
+  promptTokens: number;
+  generationTokens: number;
+  preemptions: number;
+  steps: number;
+}
+
+interface Req {
+  sub: SubmitRequest;
+  tokens: number[]; // prompt + outputs so far
+  promptLen: number;
+  numComputed: number;
+  blocks: Block[];
+  hashes: BlockHash[]; // chained hashes of the full blocks of `tokens`, computed lazily
+  numStored: number; // leading blocks already offered to the prefix cache
+  outputs: number;
+  cachedTokens: number;
+  counted: boolean; // prefix-cache query recorded
+  arrivalMs: number;
+  scheduledMs: number | undefined;
+  firstTokenMs: number | undefined;
+  state: "arriving" | "waiting" | "running" | "done";
+}
+
+export class SimScheduler {
+  readonly pool: BlockPool;
+  private readonly reqs = new Map<string, Req>();
+  private waiting: Req[] = [];
+  private running: Req[] = [];
+  private arriving = 0;
+  private stepTimer: TimerHandle | null = null;
+  private kick: TimerHandle | null = null;
+  private counters = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0, steps: 0 };
+
+  constructor(
+    readonly cfg: SchedulerConfig,
+    private readonly clock: Clock,
+    private readonly onKvEvents: (events: KvEvent[]) => void = () => {},
+  ) {
+    this.pool = new BlockPool(cfg.numBlocks, cfg.blockSize);
+  }
+
+  /** Validate and queue a request; throws HerdError (400/503) as vLLM's API server would answer. */
+  submit(sub: SubmitRequest): void {
+    const n = sub.promptTokens.length;
+    if (n === 0) throw badRequest("The decoder prompt cannot be empty", "prompt");
+    // A sequence longer than the whole KV cache could never be scheduled, so it counts as too long too.
+    const maxLen = Math.min(this.cfg.maxModelLen, this.cfg.numBlocks * this.cfg.blockSize);
+    if (n + sub.maxTokens > maxLen) {
+      throw badRequest(
+        `This model's maximum context length is ${maxLen} tokens. However, you requested ${n + sub.maxTokens} tokens (${n} in the messages, ${sub.maxTokens} in the completion). Please reduce the length of the messages or completion.`,
+        "max_tokens",
+      );
+    }
+    if (this.waiting.length + this.arriving >= this.cfg.maxWaiting) {
+      throw new HerdError(503, "service_unavailable", `waiting queue is full (${this.cfg.maxWaiting} requests)`, "queue_full", null, { "retry-after": "1" });
+    }
+    if (this.reqs.has(sub.id)) throw badRequest(`duplicate request id ${sub.id}`, "request_id");
+    const r: Req = {
+      sub, tokens: [...sub.promptTokens], promptLen: n, numComputed: 0, blocks: [], hashes: [], numStored: 0, outputs: 0,
+      cachedTokens: 0, counted: false, arrivalMs: this.clock.now(), scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
+    };
+    this.reqs.set(sub.id, r);
+    this.arriving++;
+    // The API server's own time (tokenize, template) passes before the engine core sees the request.
+    this.clock.setTimer(this.cfg.cost.requestMs / this.cfg.timeScale, () => {
+      this.arriving--;
+      if (r.state !== "arriving") return; // aborted meanwhile
+      r.state = "waiting";
+      this.waiting.push(r);
+      this.wake();
+    });
+  }
+
+  /** Abort a request (client gone): frees its blocks at once. Unknown or finished ids are ignored. */
+  abort(id: string): void {
+    const r = this.reqs.get(id);
+    if (r === undefined || r.state === "done") return;
+    if (r.state === "waiting") this.waiting.splice(this.waiting.indexOf(r), 1);
+    if (r.state === "running") this.running.splice(this.running.indexOf(r), 1);
+    this.finish(r, "abort");
+  }
+
+  /** vLLM's /reset_prefix_cache: succeeds only when no request holds blocks. */
+  resetPrefixCache(): boolean {
+    const ok = this.pool.reset();
+    if (ok) this.flushEvents();
+    return ok;
+  }
+
+  stats(): SchedulerStats {
+    return {
+      running: this.running.length,
+      waiting: this.waiting.length + this.arriving,
+      kvUsage: this.pool.usage(),
+      numBlocks: this.pool.numBlocks,
+      freeBlocks: this.pool.numFree,
+      cachedBlocks: this.pool.numCached,
+      ...this.counters,
+    };
+  }
+
+  /** True when nothing is queued, running or in a step. */
+  get idle(): boolean {
+    return this.reqs.size === 0 && this.stepTimer === null;
+  }
+
+  private wake(): void {
+    if (this.stepTimer !== null || this.kick !== null) return;
+    // Arrivals at the same instant share the next step.
+    this.kick = this.clock.setTimer(0, () => {
+      this.kick = null;
+      this.startStep();
+    });
+  }
+
+  private startStep(): void {
+    if (this.stepTimer !== null) return;
+    const scheduled = this.schedule();
+    if (scheduled.size === 0) return;
+    let tokens = 0;
+    let pairs = 0;
+    let ctx = 0;
+    for (const [r, n] of scheduled) {
+      tokens += n;
+      if (r.outputs > 0 && n === 1 && r.numComputed === r.tokens.length - 1) ctx += r.numComputed + 1;
+      else pairs += chunkPairs(r.numComputed, n);
+    }
+    const ms = stepCostMs(this.cfg.cost, { tokens, prefillPairs: pairs, decodeContextTokens: ctx }) / this.cfg.timeScale;
+    this.counters.steps++;
+    this.stepTimer = this.clock.setTimer(ms, () => {
+      this.stepTimer = null;
+      this.endStep(scheduled);
+      if (this.running.length > 0 || this.waiting.length > 0) this.startStep();
+    });
+  }
+
+  /** Decide this step's batch: request → number of new tokens to compute. */
+  private schedule(): Map<Req, number> {
+    const bs = this.cfg.blockSize;
+    const out = new Map<Req, number>();
+    let budget = this.cfg.maxNumBatchedTokens;
+    let preempted = false;
+    for (let i = 0; i < this.running.length && budget > 0; i++) {
+      const r = this.running[i]!;
+      const n = Math.min(r.tokens.length - r.numComputed, budget);
+      if (n <= 0) continue;
+      const need = Math.ceil((r.numComputed + n) / bs) - r.blocks.length;
+      let ok = true;
+      while (need > this.pool.numFree) {
+        const victim = this.running.at(-1)!;
+        this.preempt(victim);
+        out.delete(victim);
+        preempted = true;
+        if (victim === r) {
+          ok = false;
+          break;
+        }
+      }
+      if (!ok) break;
+      if (need > 0) r.blocks.push(...this.pool.allocate(need)!);
+      out.set(r, n);
+      budget -= n;
+    }
+    // vLLM admits no new request in a step that had to preempt.
+    while (!preempted && budget > 0 && this.waiting.length > 0 && this.running.length < this.cfg.maxNumSeqs) {
+      const r = this.waiting[0]!;
+      const hit = this.prefixHit(r);
+      const cached = hit.length * bs;
+      const n = Math.min(r.tokens.length - cached, budget);
+      const need = Math.ceil((cached + n) / bs) - hit.length;
+      const hitFree = hit.filter((b) => b.refCount === 0).length;
+      if (need > this.pool.numFree - hitFree) break; // head-of-line blocking, FCFS
+      this.waiting.shift();
+      this.pool.touch(hit);
+      r.blocks = [...hit, ...this.pool.allocate(need)!];
+      r.numComputed = cached;
+      r.numStored = hit.length;
+      if (!r.counted) {
+        r.counted = true;
+        r.cachedTokens = cached;
+        this.counters.prefixQueries += r.promptLen;
+        this.counters.prefixHits += cached;
+        this.counters.promptTokens += r.promptLen;
+      }
+      r.scheduledMs ??= this.clock.now();
+      r.state = "running";
+      this.running.push(r);
+      out.set(r, n);
+      budget -= n;
+    }
+    return out;
+  }
+
+  /** Cached leading blocks of a request; at least one token is always left to compute (as in vLLM). */
+  private prefixHit(r: Req): Block[] {
+    const maxBlocks = Math.floor((r.tokens.length - 1) / this.cfg.blockSize);
+    this.extendHashes(r, maxBlocks);
+    return this.pool.matchPrefix(r.hashes.slice(0, maxBlocks));
+  }
+
+  private extendHashes(r: Req, upTo: number): void {
+    const bs = this.cfg.blockSize;
+    for (let i = r.hashes.length; i < upTo; i++) {
+      r.hashes.push(hashBlock(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, r.tokens.slice(i * bs, (i + 1) * bs)));
+    }
+  }
+
+  private preempt(r: Req): void {
+    this.running.splice(this.running.indexOf(r), 1);
+    this.pool.release([...r.blocks].reverse());
+    r.blocks = [];
+    r.numComputed = 0;
+    r.numStored = 0;
+    r.state = "waiting";
+    this.waiting.unshift(r);
+    this.counters.preemptions++;
+  }
+
+  private endStep(scheduled: Map<Req, number>): void {
+    const now = this.clock.now();
+    for (const [r, n] of scheduled) {
+      if (r.state !== "running") continue; // aborted during the step
+      r.numComputed += n;
+      this.storeFullBlocks(r);
+      if (r.numComputed < r.tokens.length) continue; // prefill chunk, more to come
+      const t = r.sub.nextToken(r.outputs);
+      r.tokens.push(t.id);
+      r.outputs++;
+      this.counters.generationTokens++;
+      r.firstTokenMs ??= now;
+      const stop = r.sub.handlers.onToken(t.id, r.outputs - 1, now) === true;
+      if (r.state !== "running") continue; // the handler aborted it
+      if (stop || (t.eos && !r.sub.ignoreEos)) this.finishRunning(r, "stop");
+      else if (r.outputs >= r.sub.maxTokens) this.finishRunning(r, "length");
+    }
+    this.flushEvents();
+  }
+
+  private storeFullBlocks(r: Req): void {
+    const bs = this.cfg.blockSize;
+    const full = Math.floor(r.numComputed / bs);
+    if (full <= r.numStored) return;
+    this.extendHashes(r, full);
+    const entries = [];
+    for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: r.tokens.slice(i * bs, (i + 1) * bs) });
+    this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!);
+    r.numStored = full;
+  }
+
+  private finishRunning(r: Req, reason: FinishReason): void {
+    this.running.splice(this.running.indexOf(r), 1);
+    this.finish(r, reason);
+  }
+
+  private finish(r: Req, reason: FinishReason): void {
+    r.state = "done";
+    this.reqs.delete(r.sub.id);
+    if (r.blocks.length > 0) this.pool.release([...r.blocks].reverse());
+    r.blocks = [];
+    r.sub.handlers.onFinish({
+      reason,
+      promptTokens: r.promptLen,
+      cachedTokens: r.cachedTokens,
+      outputTokens: r.outputs,
+      arrivalMs: r.arrivalMs,
+      scheduledMs: r.scheduledMs,
+      firstTokenMs: r.firstTokenMs,
+      finishMs: this.clock.now(),
+    });
+  }
+
+  private flushEvents(): void {
+    const ev = this.pool.takeEvents();
+    if (ev.length > 0) this.onKvEvents(ev);
+  }
+}
