@@ -1,0 +1,154 @@
+// The admin API, mounted under /admin on the frontend's listener.
+// Access: loopback clients always; others only with `Authorization: Bearer <frontend.admin_token>`,
+// and never when no token is configured. Loopback callers must also send a loopback Host and no
+// foreign Origin: a browser page on another site cannot reach it through DNS rebinding or CSRF
+// (reliability.md §2, mitigation 4). No response carries a configured secret: workers are rendered
+// field by field from the registry, never by dumping config.
+import { Hono, type Context } from "hono";
+import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Config } from "../config/types.ts";
+import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { Worker } from "../cluster/workers.ts";
+import type { Router } from "../router/index.ts";
+import { KeySet, isLoopback, isLoopbackHost } from "../frontend/auth.ts";
+import { parseJson, readBodyLimited } from "../frontend/body.ts";
+import { checkRequest } from "../frontend/validate.ts";
+
+/** Supervisor-backed operations; each is optional and answers 501 when absent. */
+export interface AdminBackend {
+  /** Last `lines` lines of a worker's engine output; null when the id is unknown. */
+  logs?(workerId: string, lines: number): string[] | null;
+  /** Take a worker out of rotation (admitted requests finish); false when the id is unknown. */
+  drain?(workerId: string): boolean;
+  /** Put a drained worker back into rotation; false when the id is unknown. */
+  undrain?(workerId: string): boolean;
+}
+
+export interface AdminOptions {
+  config: Config;
+  registry: WorkerRegistry;
+  router: Router;
+  backend: AdminBackend | undefined;
+  log: Logger;
+  /** Frontend status for /admin/cluster (draining flag, in-flight count). */
+  status?: () => { draining: boolean; in_flight: number };
+}
+
+type Env = { Bindings: { ip: string | null } };
+
+const err = (status: number, type: "permission_error" | "authentication_error" | "not_found_error" | "invalid_request_error", message: string, code: string) =>
+  new HerdError(status, type, message, code);
+
+const json = (e: HerdError) =>
+  new Response(JSON.stringify(e.toJSON()), { status: e.status, headers: { "content-type": "application/json", ...e.headers } });
+
+export function renderWorker(w: Readonly<Worker>) {
+  return {
+    id: w.id,
+    node: w.node,
+    model: w.model,
+    role: w.role,
+    kind: w.kind,
+    url: w.url,
+    state: w.state,
+    load: { ...w.load },
+    restarts: w.restarts,
+  };
+}
+
+export function adminRoutes(o: AdminOptions): Hono<Env> {
+  const app = new Hono<Env>();
+  const token = new KeySet(o.config.frontend.admin_token ? [o.config.frontend.admin_token] : []);
+
+  app.use("*", async (c, next) => {
+    const denied = checkAccess(c, token);
+    if (denied) {
+      o.log.warn("admin request refused", { ip: c.env?.ip ?? "unknown", path: c.req.path, code: denied.code });
+      return json(denied);
+    }
+    await next();
+  });
+
+  app.get("/cluster", (c) =>
+    c.json({
+      node: o.config.node.name,
+      policy: o.router.policy.name,
+      ...(o.status ? o.status() : {}),
+      workers: o.registry.list().map(renderWorker),
+    }),
+  );
+
+  app.post("/route/explain", async (c) => {
+    const text = await readBodyLimited(c.req.raw, o.config.frontend.max_body_bytes);
+    const parsed = parseJson(text);
+    // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
+    const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
+    const checked = checkRequest(isChat ? "chat" : "completions", parsed);
+    const req = {
+      model: checked.model,
+      sessionId: o.router.sessionIdFrom(c.req.raw.headers),
+      promptTokens: Math.ceil(checked.promptChars / 4),
+      exclude: new Set<string>(),
+    };
+    const { decision } = o.router.explain(req);
+    return c.json({
+      model: checked.model,
+      session_id: req.sessionId,
+      prompt_tokens_estimate: req.promptTokens,
+      stripped_fields: checked.stripped,
+      policy: decision.policy,
+      chosen: decision.chosen,
+      reason: decision.reason,
+      candidates: decision.candidates,
+      filtered: decision.filtered,
+    });
+  });
+
+  app.get("/workers/:id{.+}/logs", (c) => {
+    const id = c.req.param("id");
+    if (!o.backend?.logs) return json(new HerdError(501, "server_error", "engine logs are not available in this daemon", "not_implemented"));
+    const n = Number(c.req.query("lines") ?? "200");
+    const lines = Number.isInteger(n) && n > 0 ? Math.min(n, 10_000) : 200;
+    const out = o.backend.logs(id, lines);
+    if (out === null) return json(err(404, "not_found_error", `unknown worker ${id}`, "worker_not_found"));
+    return c.json({ worker: id, lines: out });
+  });
+
+  for (const action of ["drain", "undrain"] as const) {
+    app.post(`/workers/:id{.+}/${action}`, (c) => {
+      const id = c.req.param("id");
+      const fn = o.backend?.[action];
+      if (!fn) return json(new HerdError(501, "server_error", `${action} is not available in this daemon`, "not_implemented"));
+      if (!fn.call(o.backend, id)) return json(err(404, "not_found_error", `unknown worker ${id}`, "worker_not_found"));
+      const w = o.registry.get(id);
+      return c.json({ worker: id, state: w?.state ?? null });
+    });
+  }
+  return app;
+}
+
+function checkAccess(c: Context<Env>, token: KeySet): HerdError | null {
+  const ip = c.env?.ip ?? null;
+  if (isLoopback(ip)) {
+    if (!isLoopbackHost(c.req.header("host")))
+      return err(403, "permission_error", "admin API: Host header must name a loopback address", "admin_bad_host");
+    const origin = c.req.header("origin");
+    if (origin && !isLoopbackHost(safeHost(origin)))
+      return err(403, "permission_error", "admin API: cross-origin requests are refused", "admin_bad_origin");
+    return null;
+  }
+  if (!token.enabled)
+    return err(403, "permission_error", "admin API is loopback-only (set frontend.admin_token to allow remote access)", "admin_loopback_only");
+  if (!token.accepts(c.req.header("authorization")))
+    return err(401, "authentication_error", "admin API: missing or invalid admin token", "invalid_admin_token");
+  return null;
+}
+
+function safeHost(origin: string): string {
+  try {
+    return new URL(origin).host;
+  } catch {
+    return "invalid.invalid";
+  }
+}

@@ -1,0 +1,49 @@
+// The Bun.serve shell around the hono app: it supplies the remote address (for the admin API's
+// loopback rule) and lifts Bun's idle timeout for inference requests, whose responses may be silent
+// for a long time (a non-streaming answer arrives only when generation ends). herd's own
+// first-token/idle timeouts and worker health bound those requests instead.
+import type { Server } from "bun";
+import type { Frontend } from "./app.ts";
+
+export interface Listening {
+  server: Server<undefined>;
+  /** e.g. http://127.0.0.1:8000 */
+  url: string;
+  host: string;
+  port: number;
+  /** Stop accepting connections; `force` also closes open ones. */
+  stop(force?: boolean): Promise<void>;
+}
+
+/** Bun's keep-alive idle timeout for everything that is not an inference request, in seconds. */
+const IDLE_TIMEOUT_S = 120;
+
+/** Split "HOST:PORT" / "[::1]:PORT". */
+export function parseListen(listen: string): { host: string; port: number } {
+  const m = /^\[([^\]]+)\]:(\d+)$/.exec(listen) ?? /^([^:]+):(\d+)$/.exec(listen);
+  if (!m) throw new Error(`invalid listen address ${JSON.stringify(listen)} (expected HOST:PORT)`);
+  return { host: m[1]!, port: Number(m[2]) };
+}
+
+export function listen(frontend: Frontend, host: string, port: number, maxBodyBytes: number): Listening {
+  const app = frontend.app;
+  const server = Bun.serve({
+    hostname: host,
+    port,
+    idleTimeout: IDLE_TIMEOUT_S,
+    // Bun's own cap is only a backstop; herd's limit (with an OpenAI-shaped 413) applies first.
+    maxRequestBodySize: Math.max(maxBodyBytes * 2, 1 << 20),
+    fetch(req, srv) {
+      if (req.method === "POST" && req.url.includes("/v1/")) srv.timeout(req, 0);
+      return app.fetch(req, { ip: srv.requestIP(req)?.address ?? null });
+    },
+  });
+  const h = host.includes(":") ? `[${host}]` : host;
+  return {
+    server,
+    url: `http://${h}:${server.port}`,
+    host,
+    port: server.port ?? port,
+    stop: (force = false) => server.stop(force),
+  };
+}

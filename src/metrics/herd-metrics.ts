@@ -1,0 +1,170 @@
+// herd's own Prometheus metrics, in a herd-owned Registry (never prom-client's global one, so two
+// daemons in one test process and the sim engine's vLLM metrics never collide). Label values are
+// bounded: models are the configured names (anything else is "unknown"), workers are registry ids,
+// statuses are HTTP codes; never a raw client string (reliability.md §2, PYSEC-2026-4325).
+import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import type { Worker } from "../cluster/workers.ts";
+import { WORKER_STATES } from "../cluster/workers.ts";
+import { METRIC } from "./names.ts";
+
+export type ClientAbortPhase = "before_first_token" | "streaming";
+export type UpstreamErrorKind = "connect" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
+export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found";
+
+const TTFT_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+const E2E_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320];
+
+export class HerdMetrics {
+  readonly registry = new Registry();
+  private readonly knownModels: Set<string>;
+  private readonly requests: Counter<"model" | "worker" | "status">;
+  private readonly ttft: Histogram<"model">;
+  private readonly e2e: Histogram<"model">;
+  private readonly decisions: Counter<"policy" | "worker">;
+  private readonly restarts: Counter<"worker">;
+  private readonly retries: Counter<"model" | "reason">;
+  private readonly aborts: Counter<"model" | "phase">;
+  private readonly upstreamErrors: Counter<"worker" | "kind">;
+  private readonly rejected: Counter<"reason">;
+  private readonly frontendInFlight: Gauge;
+  private readonly restartsSeen = new Map<string, number>();
+
+  /** `workers` is read at scrape time for the per-worker gauges and the restart counter. */
+  constructor(models: readonly string[], workers: () => readonly Worker[]) {
+    this.knownModels = new Set(models);
+    const registers = [this.registry];
+    this.requests = new Counter({
+      name: METRIC.requestsTotal,
+      help: "Requests answered by the frontend, by model, worker (empty when none was chosen) and HTTP status.",
+      labelNames: ["model", "worker", "status"],
+      registers,
+    });
+    this.ttft = new Histogram({
+      name: METRIC.ttftSeconds,
+      help: "Time from request arrival at the frontend to the first upstream chunk carrying a token.",
+      labelNames: ["model"],
+      buckets: TTFT_BUCKETS_S,
+      registers,
+    });
+    this.e2e = new Histogram({
+      name: METRIC.e2eSeconds,
+      help: "Time from request arrival at the frontend to the end of the response.",
+      labelNames: ["model"],
+      buckets: E2E_BUCKETS_S,
+      registers,
+    });
+    this.decisions = new Counter({
+      name: METRIC.routingDecisionsTotal,
+      help: "Routing decisions by policy and chosen worker.",
+      labelNames: ["policy", "worker"],
+      registers,
+    });
+    this.retries = new Counter({
+      name: METRIC.retriesTotal,
+      help: "Requests re-sent to another worker after a failure before the first byte.",
+      labelNames: ["model", "reason"],
+      registers,
+    });
+    this.aborts = new Counter({
+      name: METRIC.clientAbortsTotal,
+      help: "Requests the client abandoned (disconnect), by phase.",
+      labelNames: ["model", "phase"],
+      registers,
+    });
+    this.upstreamErrors = new Counter({
+      name: METRIC.upstreamErrorsTotal,
+      help: "Upstream (engine) failures seen by the frontend, by worker and kind.",
+      labelNames: ["worker", "kind"],
+      registers,
+    });
+    this.rejected = new Counter({
+      name: METRIC.rejectedTotal,
+      help: "Requests refused before routing, by reason.",
+      labelNames: ["reason"],
+      registers,
+    });
+    this.frontendInFlight = new Gauge({
+      name: METRIC.frontendInFlight,
+      help: "Requests admitted by the frontend and not yet finished.",
+      registers,
+    });
+    const restartsSeen = this.restartsSeen;
+    this.restarts = new Counter({
+      name: METRIC.engineRestartsTotal,
+      help: "Engine restarts performed by the supervisor, by worker.",
+      labelNames: ["worker"],
+      registers,
+      // The supervisor counts restarts on the Worker; turn that count into a monotonic counter.
+      collect() {
+        for (const w of workers()) {
+          const seen = restartsSeen.get(w.id);
+          // First sight creates the series (at 0 or the count so far); later only deltas are added.
+          if (seen === undefined || w.restarts > seen) {
+            this.inc({ worker: w.id }, w.restarts - (seen ?? 0));
+            restartsSeen.set(w.id, w.restarts);
+          }
+        }
+      },
+    });
+    new Gauge({
+      name: METRIC.workerInFlight,
+      help: "Requests herd has dispatched to each worker and not yet finished.",
+      labelNames: ["worker", "model"],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of workers()) this.set({ worker: w.id, model: w.model }, w.load.in_flight);
+      },
+    });
+    new Gauge({
+      name: METRIC.workerState,
+      help: "1 for each worker's current state (starting, ready, draining, failed, stopped), else 0.",
+      labelNames: ["worker", "state"],
+      registers,
+      collect() {
+        this.reset();
+        for (const w of workers()) for (const s of WORKER_STATES) this.set({ worker: w.id, state: s }, w.state === s ? 1 : 0);
+      },
+    });
+  }
+
+  /** A model label that cannot grow without bound: configured names only. */
+  model(name: string | null | undefined): string {
+    return name && this.knownModels.has(name) ? name : "unknown";
+  }
+
+  request(model: string | null, worker: string | null, status: number): void {
+    this.requests.inc({ model: this.model(model), worker: worker ?? "", status: String(status) });
+  }
+  firstToken(model: string, seconds: number): void {
+    this.ttft.observe({ model: this.model(model) }, seconds);
+  }
+  finished(model: string, seconds: number): void {
+    this.e2e.observe({ model: this.model(model) }, seconds);
+  }
+  decision(policy: string, worker: string): void {
+    this.decisions.inc({ policy, worker });
+  }
+  retry(model: string, reason: UpstreamErrorKind): void {
+    this.retries.inc({ model: this.model(model), reason });
+  }
+  clientAbort(model: string, phase: ClientAbortPhase): void {
+    this.aborts.inc({ model: this.model(model), phase });
+  }
+  upstreamError(worker: string, kind: UpstreamErrorKind): void {
+    this.upstreamErrors.inc({ worker, kind });
+  }
+  reject(reason: RejectReason): void {
+    this.rejected.inc({ reason });
+  }
+  setFrontendInFlight(n: number): void {
+    this.frontendInFlight.set(n);
+  }
+
+  contentType(): string {
+    return this.registry.contentType;
+  }
+  render(): Promise<string> {
+    return this.registry.metrics();
+  }
+}

@@ -1,0 +1,19 @@
+// Every herd metric name, in one place, so dashboards, docs and tests share one spelling. Prefix
+// `herd_`, units last (Prometheus conventions: seconds, `_total` for counters).
+
+export const METRIC = {
+  requestsTotal: "herd_requests_total",
+  ttftSeconds: "herd_time_to_first_token_seconds",
+  e2eSeconds: "herd_e2e_request_latency_seconds",
+  workerInFlight: "herd_worker_in_flight",
+  frontendInFlight: "herd_frontend_in_flight",
+  routingDecisionsTotal: "herd_routing_decisions_total",
+  engineRestartsTotal: "herd_engine_restarts_total",
+  retriesTotal: "herd_retries_total",
+  clientAbortsTotal: "herd_client_aborts_total",
+  upstreamErrorsTotal: "herd_upstream_errors_total",
+  rejectedTotal: "herd_rejected_requests_total",
+  workerState: "herd_worker_state",
+} as const;
+
+export type MetricName = (typeof METRIC)[keyof typeof METRIC];

@@ -1,0 +1,200 @@
+// Test harness: a real Frontend (hono on Bun.serve, port 0) over a hand-filled WorkerRegistry and the
+// real Router, in front of tiny fake upstreams that speak OpenAI SSE the way vLLM does.
+import { RealClock } from "../../src/core/clock.ts";
+import { memoryLogger } from "../../src/core/log.ts";
+import { defaultConfig } from "../../src/config/index.ts";
+import type { Config, FrontendConfig, PolicyName } from "../../src/config/types.ts";
+import { WorkerRegistry } from "../../src/cluster/registry.ts";
+import { emptyLoad, type WorkerState } from "../../src/cluster/workers.ts";
+import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
+import { Router } from "../../src/router/index.ts";
+import { Frontend } from "../../src/frontend/app.ts";
+import { listen, type Listening } from "../../src/frontend/server.ts";
+import type { AdminBackend } from "../../src/admin/routes.ts";
+
+export const MODEL = "m1";
+
+export interface FakeWorker {
+  id: string;
+  url: string;
+  state?: WorkerState;
+  model?: string;
+}
+
+export interface Herd {
+  url: string;
+  frontend: Frontend;
+  registry: WorkerRegistry;
+  router: Router;
+  metrics: HerdMetrics;
+  config: Config;
+  log: ReturnType<typeof memoryLogger>;
+  listening: Listening;
+  stop(): Promise<void>;
+}
+
+export async function startHerd(opts: {
+  workers: FakeWorker[];
+  frontend?: Partial<FrontendConfig>;
+  policy?: PolicyName;
+  admin?: AdminBackend;
+}): Promise<Herd> {
+  const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
+  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0 }];
+  config.engines = [];
+  config.router.policy = opts.policy ?? "round-robin";
+  config.router.seed = 7;
+  Object.assign(config.frontend, { listen: "127.0.0.1:0" }, opts.frontend ?? {});
+  const registry = new WorkerRegistry();
+  for (const w of opts.workers) {
+    registry.upsert({
+      id: w.id,
+      node: "testnode",
+      model: w.model ?? MODEL,
+      role: "aggregated",
+      kind: "external",
+      url: w.url,
+      state: w.state ?? "ready",
+      load: emptyLoad(),
+      restarts: 0,
+    });
+  }
+  const clock = new RealClock();
+  const log = memoryLogger();
+  const router = new Router({ config: config.router, registry, clock, log });
+  const metrics = new HerdMetrics([MODEL], () => registry.list());
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log, ...(opts.admin ? { admin: opts.admin } : {}) });
+  const listening = listen(frontend, "127.0.0.1", 0, config.frontend.max_body_bytes);
+  return {
+    url: listening.url,
+    frontend,
+    registry,
+    router,
+    metrics,
+    config,
+    log,
+    listening,
+    stop: async () => {
+      frontend.close();
+      await listening.stop(true);
+    },
+  };
+}
+
+// ---- fake upstreams -------------------------------------------------------------------------
+
+export interface Upstream {
+  url: string;
+  /** Requests received (path and parsed body). */
+  received: { path: string; body: any; headers: Headers }[];
+  /** Requests whose connection was aborted by herd. */
+  aborted: number;
+  stop(): Promise<void>;
+}
+
+export type UpstreamHandler = (req: Request, body: any, up: Upstream) => Response | Promise<Response>;
+
+export function startUpstream(handler: UpstreamHandler): Upstream {
+  const up: Upstream = { url: "", received: [], aborted: 0, stop: async () => {} };
+  const server = Bun.serve({
+    port: 0,
+    hostname: "127.0.0.1",
+    idleTimeout: 0,
+    async fetch(req) {
+      const path = new URL(req.url).pathname;
+      const text = req.method === "POST" ? await req.text() : "";
+      const body = text ? JSON.parse(text) : null;
+      up.received.push({ path, body, headers: req.headers });
+      req.signal.addEventListener("abort", () => up.aborted++);
+      return handler(req, body, up);
+    },
+  });
+  up.url = `http://127.0.0.1:${server.port}`;
+  up.stop = () => server.stop(true);
+  return up;
+}
+
+const enc = new TextEncoder();
+export const sse = (obj: unknown) => enc.encode(`data: ${typeof obj === "string" ? obj : JSON.stringify(obj)}\n\n`);
+
+export function chatChunk(content: string, finish: string | null = null, role = false) {
+  return {
+    id: "chatcmpl-1",
+    object: "chat.completion.chunk",
+    created: 1,
+    model: MODEL,
+    choices: [{ index: 0, delta: role ? { role: "assistant", content: "" } : { content }, logprobs: null, finish_reason: finish }],
+  };
+}
+
+export function chatCompletion(content: string) {
+  return {
+    id: "chatcmpl-1",
+    object: "chat.completion",
+    created: 1,
+    model: MODEL,
+    choices: [{ index: 0, message: { role: "assistant", content }, logprobs: null, finish_reason: "stop" }],
+    usage: { prompt_tokens: 3, completion_tokens: 2, total_tokens: 5 },
+  };
+}
+
+/**
+ * A streaming chat answer of `tokens` tokens, one chunk every `gapMs`. `dieAfter` (token count)
+ * makes it stop mid-stream the way a killed engine does: `mode` "reset" errors the body (connection
+ * lost), "eof" ends it cleanly without [DONE].
+ */
+export function streamingReply(opts: { tokens: number; gapMs?: number; dieAfter?: number; mode?: "reset" | "eof"; onCancel?: () => void }) {
+  let i = -1;
+  return new Response(
+    new ReadableStream<Uint8Array>({
+      async pull(ctrl) {
+        if (opts.gapMs) await Bun.sleep(opts.gapMs);
+        if (i === -1) {
+          i++;
+          ctrl.enqueue(sse(chatChunk("", null, true)));
+          return;
+        }
+        if (opts.dieAfter !== undefined && i >= opts.dieAfter) {
+          if (opts.mode === "eof") ctrl.close();
+          else ctrl.error(new Error("engine killed"));
+          return;
+        }
+        if (i < opts.tokens) {
+          i++;
+          ctrl.enqueue(sse(chatChunk(`t${i} `, i === opts.tokens ? "length" : null)));
+          return;
+        }
+        ctrl.enqueue(sse("[DONE]"));
+        ctrl.close();
+      },
+      cancel() {
+        opts.onCancel?.();
+      },
+    }),
+    { headers: { "content-type": "text/event-stream" } },
+  );
+}
+
+export const chatBody = (extra: Record<string, unknown> = {}) => ({
+  model: MODEL,
+  messages: [{ role: "user", content: "hello" }],
+  max_tokens: 8,
+  ...extra,
+});
+
+export async function post(url: string, body: unknown, headers: Record<string, string> = {}): Promise<Response> {
+  return fetch(url, {
+    method: "POST",
+    headers: { "content-type": "application/json", ...headers },
+    body: typeof body === "string" ? body : JSON.stringify(body),
+  });
+}
+
+/** Wait until cond() holds (polling), or fail after timeoutMs. */
+export async function until(cond: () => boolean, timeoutMs = 3000, what = "condition"): Promise<void> {
+  const t0 = performance.now();
+  while (!cond()) {
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(5);
+  }
+}
