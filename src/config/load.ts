@@ -34,7 +34,9 @@ export function parseConfigText(text: string, fileName = "herd.yaml", env: Defau
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, strict: true });
   const findings: Finding[] = [];
-  const at = (pos: readonly [number, number]) => lineCounter.linePos(pos[0]).line;
+  // An error found at end of input (e.g. an unclosed quote) points at the last line, not past it.
+  const lastLine = Math.max(1, text.replace(/\n+$/, "").split("\n").length);
+  const at = (pos: readonly [number, number]) => Math.min(lineCounter.linePos(pos[0]).line, lastLine);
   for (const e of doc.errors) findings.push({ path: "", line: at(e.pos), message: `YAML syntax error: ${firstLine(e.message)}`, severity: "error" });
   if (findings.length) return { findings, file };
   for (const w of doc.warnings) findings.push({ path: "", line: at(w.pos), message: `YAML: ${firstLine(w.message)}`, severity: "warning" });
