@@ -1,0 +1,130 @@
+// No orphaned GPU processes: every engine herd starts is recorded in data_dir/run/engines.json
+// (pid, process group, start time, command line). If herd dies without stopping them (SIGKILL,
+// OOM kill, power to the daemon only), the next start finds the survivors and terminates them
+// before starting new engines — otherwise they would keep their GPU memory and ports forever.
+import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
+import { dirname } from "node:path";
+import type { Logger } from "../core/log.ts";
+import { bootId, groupMembers, isRunning, readCmdline, readStat } from "./procfs.ts";
+import type { ProcStat } from "./procfs.ts";
+
+export interface EngineRecord {
+  worker: string;
+  pid: number;
+  /** Engines run in their own session, so the group id equals the pid. */
+  pgid: number;
+  /** From /proc/<pid>/stat: with bootId, tells our engine from a later process reusing the pid. */
+  startTicks: number;
+  bootId: string;
+  cmdline: string[];
+  startedAt: string;
+}
+
+/** The on-disk list of running engines, rewritten atomically (write + rename) on every change. */
+export class EngineRecordFile {
+  constructor(readonly path: string) {}
+
+  load(): EngineRecord[] {
+    try {
+      const parsed: unknown = JSON.parse(readFileSync(this.path, "utf8"));
+      const list = (parsed as { engines?: unknown }).engines;
+      return Array.isArray(list) ? list.filter(isRecord) : [];
+    } catch {
+      return [];
+    }
+  }
+
+  save(records: EngineRecord[]): void {
+    mkdirSync(dirname(this.path), { recursive: true });
+    const tmp = `${this.path}.${process.pid}.tmp`;
+    writeFileSync(tmp, JSON.stringify({ herd_pid: process.pid, engines: records }, null, 2) + "\n");
+    renameSync(tmp, this.path);
+  }
+}
+
+function isRecord(x: unknown): x is EngineRecord {
+  const r = x as EngineRecord;
+  return typeof r === "object" && r !== null && Number.isInteger(r.pid) && r.pid > 1 && Number.isInteger(r.pgid) && r.pgid > 1 &&
+    typeof r.startTicks === "number" && Array.isArray(r.cmdline);
+}
+
+/** Identity of a freshly spawned engine, read from /proc right after spawn. */
+export function recordFor(worker: string, pid: number, nowIso: string): EngineRecord {
+  const st = readStat(pid);
+  return {
+    worker,
+    pid,
+    pgid: st?.pgrp ?? pid,
+    startTicks: st?.startTicks ?? -1,
+    bootId: bootId(),
+    cmdline: readCmdline(pid) ?? [],
+    startedAt: nowIso,
+  };
+}
+
+const sameArgv = (a: string[], b: string[]) => a.length === b.length && a.every((x, i) => x === b[i]);
+
+/**
+ * The processes still running from a record: the engine itself when its pid still names the same
+ * process (start time or command line match), plus whatever it started in its group. If the
+ * engine itself is gone, its children still count when they are in its session and started
+ * after it. A pid now used by an unrelated process yields nothing.
+ */
+export function leftoversOf(rec: EngineRecord): ProcStat[] {
+  if (rec.bootId && rec.bootId !== bootId()) return [];
+  const leader = readStat(rec.pid);
+  const leaderAlive = leader !== null && leader.state !== "Z";
+  if (leaderAlive) {
+    const cmd = readCmdline(rec.pid) ?? [];
+    const same = leader.startTicks === rec.startTicks || (rec.cmdline.length > 0 && sameArgv(cmd, rec.cmdline));
+    if (!same) return [];
+    return [leader, ...groupMembers(rec.pgid).filter((m) => m.pid !== rec.pid)];
+  }
+  return groupMembers(rec.pgid).filter((m) => m.session === rec.pgid && m.startTicks >= rec.startTicks);
+}
+
+function signalGroup(pgid: number, sig: NodeJS.Signals): void {
+  try {
+    process.kill(-pgid, sig);
+  } catch {
+    // Already gone.
+  }
+}
+
+/**
+ * Terminate what previous herds left running: SIGTERM each leftover group, wait up to
+ * stopTimeoutMs, then SIGKILL. Returns the records that had live processes.
+ */
+export async function reapLeftovers(
+  records: EngineRecord[],
+  opts: { stopTimeoutMs: number; logger: Logger; sleep: (ms: number) => Promise<void> },
+): Promise<EngineRecord[]> {
+  const found: { rec: EngineRecord; procs: ProcStat[] }[] = [];
+  for (const rec of records) {
+    const procs = leftoversOf(rec);
+    if (procs.length === 0) continue;
+    found.push({ rec, procs });
+    opts.logger.warn("found an engine left running by a previous herd; terminating it", {
+      worker: rec.worker,
+      pid: rec.pid,
+      pgid: rec.pgid,
+      processes: procs.length,
+      started_at: rec.startedAt,
+      cmdline: rec.cmdline.join(" "),
+    });
+    signalGroup(rec.pgid, "SIGTERM");
+  }
+  const alive = () => found.some((f) => f.procs.some((p) => isRunning(p.pid) && readStat(p.pid)?.startTicks === p.startTicks));
+  const deadline = Date.now() + opts.stopTimeoutMs;
+  while (alive() && Date.now() < deadline) await opts.sleep(50);
+  if (alive()) {
+    for (const f of found) {
+      opts.logger.warn("leftover engine ignored SIGTERM; sending SIGKILL", { worker: f.rec.worker, pgid: f.rec.pgid });
+      signalGroup(f.rec.pgid, "SIGKILL");
+    }
+    const killDeadline = Date.now() + 2_000;
+    while (alive() && Date.now() < killDeadline) await opts.sleep(20);
+    if (alive()) opts.logger.error("leftover engine processes survived SIGKILL (uninterruptible?)", {});
+  }
+  return found.map((f) => f.rec);
+}

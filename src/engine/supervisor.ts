@@ -1,0 +1,273 @@
+// The process supervisor (imperative shell): one MachineRunner per worker, wired to real processes
+// (process.ts), HTTP health probes (health.ts), log capture and the engines.json record that
+// lets the next herd clean up after a crash (orphans.ts). All lifecycle decisions are in machine.ts.
+import type { Clock } from "../core/clock.ts";
+import { errorMessage, HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Config } from "../config/types.ts";
+import { emptyLoad } from "../cluster/workers.ts";
+import type { Worker } from "../cluster/workers.ts";
+import { httpProbe } from "./health.ts";
+import type { Probe } from "./health.ts";
+import { LogTail } from "./logtail.ts";
+import { workerState } from "./machine.ts";
+import type { MachineState, Phase } from "./machine.ts";
+import { EngineRecordFile, reapLeftovers, recordFor } from "./orphans.ts";
+import type { EngineRecord } from "./orphans.ts";
+import { planEngines } from "./plan.ts";
+import type { PlanOptions } from "./plan.ts";
+import { LogFile, logPath, spawnEngine } from "./process.ts";
+import type { EngineProcess, ExitInfo } from "./process.ts";
+import { MachineRunner } from "./runner.ts";
+import type { EnginePlan } from "./types.ts";
+import { join } from "node:path";
+
+export interface SupervisorOptions {
+  config: Config;
+  clock: Clock;
+  logger: Logger;
+  /** Called with a fresh Worker snapshot whenever a worker's state or restart count changes. */
+  onChange?: (worker: Worker) => void;
+  /** Requests in flight on a worker, read while draining (the frontend's accounting). */
+  inFlight?: (workerId: string) => number;
+  /** Health probe; defaults to HTTP GET expecting 200. */
+  probe?: Probe;
+  plan?: PlanOptions;
+}
+
+/** A worker as the supervisor sees it: the routing view plus process details for status/logs. */
+export interface EngineStatus {
+  worker: Worker;
+  phase: Phase;
+  reason: string;
+  pid: number | null;
+  crashes: number;
+  lastExit: ExitInfo | null;
+  plan: EnginePlan;
+  logFile: string | null;
+}
+
+interface Slot {
+  plan: EnginePlan;
+  runner: MachineRunner;
+  tail: LogTail;
+  file: LogFile | null;
+  proc: EngineProcess | null;
+  lastExit: ExitInfo | null;
+}
+
+export class Supervisor {
+  private readonly slots = new Map<string, Slot>();
+  private readonly listeners = new Set<(w: Worker) => void>();
+  private readonly records = new Map<string, EngineRecord>();
+  private readonly recordFile: EngineRecordFile;
+  private readonly log: Logger;
+  private started = false;
+  private stopping: Promise<void> | null = null;
+  private allStopped: (() => void) | null = null;
+  private recordWarned = false;
+
+  constructor(private readonly opts: SupervisorOptions) {
+    this.log = opts.logger.child("supervisor");
+    this.recordFile = new EngineRecordFile(join(opts.config.node.data_dir, "run", "engines.json"));
+    if (opts.onChange) this.listeners.add(opts.onChange);
+  }
+
+  /** Listen to worker changes; returns an unsubscribe function. */
+  onChange(fn: (w: Worker) => void): () => void {
+    this.listeners.add(fn);
+    return () => this.listeners.delete(fn);
+  }
+
+  /**
+   * Terminate engines a previous herd left running, plan ports and command lines, and start every
+   * engine. Resolves once all are spawned (not ready: watch onChange or use waitFor). Throws on a
+   * plan error (bad GPU split, unknown model), before anything is started.
+   */
+  async start(): Promise<void> {
+    if (this.started) throw new Error("supervisor already started");
+    this.started = true;
+    const { config, clock } = this.opts;
+    const previous = this.recordFile.load();
+    if (previous.length > 0) {
+      const reaped = await reapLeftovers(previous, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, sleep: (ms) => clock.sleep(ms) });
+      this.log.info("checked engines recorded by the previous herd", { recorded: previous.length, terminated: reaped.length });
+    }
+    this.saveRecords();
+    const plans = planEngines(config, this.opts.plan);
+    for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan));
+    for (const slot of this.slots.values()) {
+      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec?.argv.join(" ") ?? "(external)" });
+      slot.runner.dispatch({ type: "start" });
+    }
+  }
+
+  /** Drain (stop routing, wait for in-flight up to drainMs), then SIGTERM, SIGKILL after stop_timeout_ms. */
+  stop(opts: { drainMs?: number } = {}): Promise<void> {
+    if (this.stopping) return this.stopping;
+    const { config, clock } = this.opts;
+    const drainMs = opts.drainMs ?? config.frontend.drain_timeout_ms;
+    this.stopping = new Promise<void>((resolve) => {
+      // Bound the wait even if a process never dies (uninterruptible sleep on a wedged GPU).
+      const guard = clock.setTimer(drainMs + config.supervisor.stop_timeout_ms + 5_000, () => {
+        this.log.error("engines still running after the stop bound", { workers: this.live().join(",") });
+        this.allStopped?.();
+      });
+      this.allStopped = () => {
+        this.allStopped = null;
+        guard.cancel();
+        void this.finish().then(resolve);
+      };
+    });
+    for (const slot of this.slots.values()) slot.runner.dispatch({ type: "stop", drainMs });
+    if (this.live().length === 0) this.allStopped?.();
+    return this.stopping;
+  }
+
+  /** Restart one worker now (kill + respawn; a failed worker gets a fresh crash budget). */
+  restart(id: string): void {
+    const slot = this.slot(id);
+    if (this.stopping) throw new HerdError(409, "invalid_request_error", "herd is stopping", "stopping");
+    this.log.info("restart requested", { worker: id });
+    slot.runner.dispatch({ type: "restart" });
+  }
+
+  list(): Worker[] {
+    return [...this.slots.values()].map((s) => this.snapshot(s));
+  }
+
+  status(): EngineStatus[] {
+    return [...this.slots.values()].map((s) => ({
+      worker: this.snapshot(s),
+      phase: s.runner.state.phase,
+      reason: s.runner.state.reason,
+      pid: s.proc?.pid ?? null,
+      crashes: s.runner.state.crashes,
+      lastExit: s.lastExit,
+      plan: s.plan,
+      logFile: s.file?.path ?? null,
+    }));
+  }
+
+  /** The last supervisor.log_tail_lines lines of a worker's output (stdout and stderr interleaved). */
+  logs(id: string): string[] {
+    return this.slot(id).tail.lines();
+  }
+
+  /** Resolve when `id` reaches one of `states` (e.g. ["ready"]); reject after timeoutMs. */
+  waitFor(id: string, states: Worker["state"][], timeoutMs: number): Promise<Worker> {
+    const slot = this.slot(id);
+    const now = this.snapshot(slot);
+    if (states.includes(now.state)) return Promise.resolve(now);
+    return new Promise((resolve, reject) => {
+      const timer = this.opts.clock.setTimer(timeoutMs, () => {
+        off();
+        reject(new Error(`${id} did not reach ${states.join("|")} within ${timeoutMs} ms (now ${this.snapshot(slot).state})`));
+      });
+      const off = this.onChange((w) => {
+        if (w.id !== id || !states.includes(w.state)) return;
+        off();
+        timer.cancel();
+        resolve(w);
+      });
+    });
+  }
+
+  private slot(id: string): Slot {
+    const s = this.slots.get(id);
+    if (!s) throw new HerdError(404, "not_found_error", `no worker ${JSON.stringify(id)} on this node`, "worker_not_found");
+    return s;
+  }
+
+  private live(): string[] {
+    return [...this.slots.values()].filter((s) => s.runner.state.phase !== "stopped").map((s) => s.plan.id);
+  }
+
+  private snapshot(s: Slot): Worker {
+    return {
+      id: s.plan.id,
+      node: this.opts.config.node.name,
+      model: s.plan.model,
+      role: s.plan.role,
+      kind: s.plan.kind,
+      url: s.plan.url,
+      state: workerState(s.runner.state),
+      load: emptyLoad(),
+      restarts: s.runner.state.restarts,
+    };
+  }
+
+  private makeSlot(plan: EnginePlan): Slot {
+    const { config, clock } = this.opts;
+    const sup = config.supervisor;
+    const probe = this.opts.probe ?? httpProbe;
+    const log = this.log;
+    const slot: Slot = {
+      plan,
+      tail: new LogTail(sup.log_tail_lines),
+      file: plan.spec ? new LogFile(logPath(config.node.data_dir, plan.id)) : null,
+      proc: null,
+      lastExit: null,
+      runner: undefined as unknown as MachineRunner,
+    };
+    slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null }, clock, {
+      spawn: () => this.spawn(slot),
+      signal: (sig) => slot.proc?.signal(sig),
+      probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms),
+      inFlight: () => this.opts.inFlight?.(plan.id) ?? 0,
+      log: (level, msg, fields) => log[level](msg, { worker: plan.id, ...fields }),
+      changed: (prev, next) => this.changed(slot, prev, next),
+    });
+    return slot;
+  }
+
+  private spawn(slot: Slot): void {
+    const spec = slot.plan.spec;
+    if (!spec || !slot.file) throw new Error(`${slot.plan.id} has no command line`);
+    const proc = spawnEngine(spec, {
+      tail: slot.tail,
+      file: slot.file,
+      onExit: (info) => {
+        if (slot.proc !== proc) return;
+        slot.proc = null;
+        slot.lastExit = info;
+        this.records.delete(slot.plan.id);
+        this.saveRecords();
+        slot.runner.dispatch({ type: "exited", code: info.code, signal: info.signal });
+      },
+    });
+    slot.proc = proc;
+    this.records.set(slot.plan.id, recordFor(slot.plan.id, proc.pid, new Date().toISOString()));
+    this.saveRecords();
+    this.log.info("engine started", { worker: slot.plan.id, pid: proc.pid });
+  }
+
+  private changed(slot: Slot, prev: MachineState, next: MachineState): void {
+    if (workerState(prev) !== workerState(next) || prev.restarts !== next.restarts) {
+      const w = this.snapshot(slot);
+      for (const fn of this.listeners) {
+        try {
+          fn(w);
+        } catch (e) {
+          this.log.error("worker change listener threw", { worker: w.id, error: errorMessage(e) });
+        }
+      }
+    }
+    if (this.allStopped && this.live().length === 0) this.allStopped();
+  }
+
+  private async finish(): Promise<void> {
+    for (const s of this.slots.values()) s.runner.dispose();
+    await Promise.all([...this.slots.values()].map((s) => s.file?.close()));
+    this.saveRecords();
+  }
+
+  private saveRecords(): void {
+    try {
+      this.recordFile.save([...this.records.values()]);
+    } catch (e) {
+      if (!this.recordWarned) this.log.warn("cannot write the engine record; leftovers after a crash will not be found", { path: this.recordFile.path, error: errorMessage(e) });
+      this.recordWarned = true;
+    }
+  }
+}
