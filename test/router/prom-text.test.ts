@@ -78,6 +78,18 @@ describe("parsePromText", () => {
     );
   });
 
+  test("the names fast path finds exactly what the full parse finds", () => {
+    const names = new Set(["vllm:num_requests_running", "vllm:kv_cache_usage_perc", "python_gc_objects_collected_total"]);
+    for (const text of [vllmMetrics({ running: 2, waiting: 1, kv: 0.5, engines: 3 }), sglangMetrics({ running: 1, queued: 1, tokenUsage: 0 })]) {
+      const full = parsePromText(text).samples.filter((s) => names.has(s.name));
+      expect(parsePromText(text, { names }).samples).toEqual(full);
+    }
+    // A wanted name that is a prefix of another metric, at the very start and without a trailing newline.
+    const tricky = "m_total 1\nm 2\nm_bucket{le=\"1\"} 3\n# m 9\nm{a=\"b\"} 4";
+    expect(parsePromText(tricky, { names: new Set(["m"]) }).samples.map((s) => s.value)).toEqual([2, 4]);
+    expect(parsePromText(tricky, { names: new Set(["m_total"]) }).samples.map((s) => s.value)).toEqual([1]);
+  });
+
   test("a __proto__ label cannot pollute objects", () => {
     const { samples } = parsePromText('m{__proto__="x",a="1"} 1');
     expect(samples[0]!.labels).toEqual({ a: "1" });
