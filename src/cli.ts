@@ -6,6 +6,7 @@
 import { checkListen } from "./config/checks.ts";
 import { renderFindings, type Finding } from "./config/findings.ts";
 import { applyOverrides, configToYaml, defaultConfig, loadConfigFile, type ConfigResult } from "./config/load.ts";
+import type { Config } from "./config/types.ts";
 import { errorMessage } from "./core/errors.ts";
 import { versionLine } from "./version.ts";
 
@@ -37,10 +38,21 @@ interface Command {
   positionals?: { min: number; max: number };
   /** Hand argv untouched to the command, which does its own parsing and --help. */
   passThrough?: boolean;
-  run(args: Parsed, io: Io, rawArgs: string[]): Promise<number>;
+  run(args: Parsed, io: Io, ctx: { rawArgs: string[]; entry: Entrypoints }): Promise<number>;
 }
 
 class UsageError extends Error {}
+
+/** Lazy loaders for the heavy entry points (so `herd version` does not load the daemon); tests swap them. */
+export interface Entrypoints {
+  runDaemon(config: Config, opts: { configPath: string | null }): Promise<number>;
+  simEngineMain(argv: string[]): Promise<number>;
+}
+
+const realEntrypoints: Entrypoints = {
+  runDaemon: async (config, opts) => (await import("./daemon.ts")).runDaemon(config, opts),
+  simEngineMain: async (argv) => (await import("./engine/sim/main.ts")).simEngineMain(argv),
+};
 
 const COMMANDS: readonly Command[] = [
   {
@@ -53,7 +65,7 @@ const COMMANDS: readonly Command[] = [
       "  --listen HOST:PORT   override frontend.listen",
     ].join("\n"),
     valueFlags: ["config", "listen"],
-    async run({ flags }, io) {
+    async run({ flags }, io, { entry }) {
       const listen = flags.listen;
       if (listen !== undefined) {
         const bad = checkListen(listen);
@@ -68,8 +80,7 @@ const COMMANDS: readonly Command[] = [
       }
       const config = result.config;
       if (!config) return 1;
-      const { runDaemon } = await import("./daemon.ts");
-      return await runDaemon(config, { configPath });
+      return await entry.runDaemon(config, { configPath });
     },
   },
   {
@@ -93,9 +104,8 @@ const COMMANDS: readonly Command[] = [
     args: "[options]",
     help: "Run `herd sim-engine --help` for its options (--port, --model, --time-scale, --kv-blocks, …).",
     passThrough: true,
-    async run(_parsed, _io, rawArgs) {
-      const { simEngineMain } = await import("./engine/sim/main.ts");
-      return await simEngineMain(rawArgs);
+    async run(_parsed, _io, { rawArgs, entry }) {
+      return await entry.simEngineMain(rawArgs);
     },
   },
   {
@@ -178,7 +188,7 @@ function findCommand(argv: readonly string[]): { command: Command; rest: string[
 }
 
 /** Run `herd ARGV…` and return the exit code. */
-export async function main(argv: readonly string[], io: Io = stdio): Promise<number> {
+export async function main(argv: readonly string[], io: Io = stdio, entry: Entrypoints = realEntrypoints): Promise<number> {
   const first = argv[0];
   if (first === undefined) {
     io.err(usage());
@@ -188,7 +198,7 @@ export async function main(argv: readonly string[], io: Io = stdio): Promise<num
     io.out(usage());
     return 0;
   }
-  if (first === "--version") return main(["version", ...argv.slice(1)], io);
+  if (first === "--version") return main(["version", ...argv.slice(1)], io, entry);
   const found = findCommand(argv);
   if (!found) {
     const group = COMMANDS.filter((c) => c.name.startsWith(`${first} `));
@@ -198,13 +208,14 @@ export async function main(argv: readonly string[], io: Io = stdio): Promise<num
   }
   const { command, rest } = found;
   try {
-    if (command.passThrough) return await command.run({ flags: {}, positionals: [] }, io, rest);
+    const ctx = { rawArgs: rest, entry };
+    if (command.passThrough) return await command.run({ flags: {}, positionals: [] }, io, ctx);
     const parsed = parseArgs(command, rest);
     if (parsed === "help") {
       io.out(commandHelp(command));
       return 0;
     }
-    return await command.run(parsed, io, rest);
+    return await command.run(parsed, io, ctx);
   } catch (e) {
     if (e instanceof UsageError) {
       const line = `Usage: herd ${command.name}${command.args ? ` ${command.args}` : ""}`;
