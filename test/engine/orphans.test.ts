@@ -1,0 +1,102 @@
+// Issue 6: engines must not outlive a herd that was SIGKILLed. The next start finds and stops them.
+import { describe, expect, test } from "bun:test";
+import { readFileSync, writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
+import { RealClock } from "../../src/core/clock.ts";
+import { memoryLogger } from "../../src/core/log.ts";
+import { EngineRecordFile, leftoversOf, recordFor } from "../../src/engine/orphans.ts";
+import { isRunning, parseStat, readCmdline, readStat } from "../../src/engine/procfs.ts";
+import { Supervisor } from "../../src/engine/supervisor.ts";
+import { engine, fakeCommand, tempDir, testConfig } from "../fixtures/engines/config.ts";
+
+const SUPERVISE = resolve(import.meta.dir, "../fixtures/engines/supervise.ts");
+
+async function until(cond: () => boolean, timeoutMs: number, what: string): Promise<void> {
+  const end = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > end) throw new Error(`timed out waiting for ${what}`);
+    await Bun.sleep(20);
+  }
+}
+
+async function firstLine(stream: ReadableStream<Uint8Array>, timeoutMs: number): Promise<string> {
+  const reader = stream.getReader();
+  const decoder = new TextDecoder();
+  let buf = "";
+  const timeout = Bun.sleep(timeoutMs).then(() => {
+    throw new Error(`no line within ${timeoutMs} ms`);
+  });
+  while (!buf.includes("\n")) {
+    const r = await Promise.race([reader.read(), timeout]);
+    if (r.done) throw new Error(`stream ended: ${buf}`);
+    buf += decoder.decode(r.value, { stream: true });
+  }
+  reader.releaseLock();
+  return buf.slice(0, buf.indexOf("\n"));
+}
+
+describe("orphans", () => {
+  test("after herd is SIGKILLed, the next start terminates the engines it left running", async () => {
+    const dataDir = tempDir("herd-orphan-");
+    const config = testConfig({
+      dataDir,
+      engines: [engine({ kind: "command", command: fakeCommand("--quiet", "--child") })],
+      supervisor: { stop_timeout_ms: 1_000 },
+    });
+    const cfgPath = join(dataDir, "config.json");
+    writeFileSync(cfgPath, JSON.stringify(config));
+    const herd = Bun.spawn([process.execPath, SUPERVISE, cfgPath], { stdout: "pipe", stderr: "ignore", stdin: "ignore" });
+    let enginePid = 0;
+    let childPid = 0;
+    try {
+      const ready = JSON.parse(await firstLine(herd.stdout, 10_000)) as { ready: { id: string; pid: number }[] };
+      enginePid = ready.ready[0]!.pid;
+      const log = readFileSync(join(dataDir, "logs", "n1_command-0.log"), "utf8");
+      childPid = Number(/fake-engine child (\d+)/.exec(log)?.[1]);
+      expect(childPid).toBeGreaterThan(1);
+    } finally {
+      herd.kill("SIGKILL");
+      await herd.exited;
+    }
+    // The herd is gone; its engine and the engine's child are not.
+    expect(isRunning(enginePid)).toBe(true);
+    expect(isRunning(childPid)).toBe(true);
+    const recorded = new EngineRecordFile(join(dataDir, "run", "engines.json")).load();
+    expect(recorded.map((r) => r.pid)).toEqual([enginePid]);
+
+    const logger = memoryLogger();
+    const next = new Supervisor({ config, clock: new RealClock(), logger });
+    try {
+      await next.start();
+      expect(isRunning(enginePid)).toBe(false);
+      await until(() => !isRunning(childPid), 2_000, "the leftover engine's child to die");
+      const found = logger.lines.find((l) => l.includes("left running by a previous herd"));
+      expect(found).toContain(`pid=${enginePid}`);
+      await next.waitFor("n1/command-0", ["ready"], 10_000);
+      expect(next.status()[0]!.pid).not.toBe(enginePid);
+    } finally {
+      await next.stop({ drainMs: 0 });
+    }
+    expect(new EngineRecordFile(join(dataDir, "run", "engines.json")).load()).toEqual([]);
+  });
+
+  test("a recorded pid now used by another process is left alone", () => {
+    const me = recordFor("n1/x-0", process.pid, new Date().toISOString());
+    expect(me.startTicks).toBe(readStat(process.pid)!.startTicks);
+    expect(me.cmdline).toEqual(readCmdline(process.pid)!);
+    // Same pid, but a different start time and command line: pid reuse, not our engine.
+    expect(leftoversOf({ ...me, startTicks: me.startTicks + 1, cmdline: ["vllm", "serve", "x"] })).toEqual([]);
+    // A dead pid yields nothing either.
+    expect(leftoversOf({ ...me, pid: 2 ** 22 + 12345, pgid: 2 ** 22 + 12345 })).toEqual([]);
+    // A record from another boot is ignored outright.
+    expect(leftoversOf({ ...me, bootId: "another-boot" })).toEqual([]);
+    // Sanity: the real identity does match (without signalling anything).
+    expect(leftoversOf(me).map((p) => p.pid)).toContain(process.pid);
+  });
+
+  test("/proc stat parsing survives spaces and parentheses in the command name", () => {
+    const text = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10";
+    expect(parseStat(text)).toEqual({ pid: 4242, state: "S", ppid: 1, pgrp: 4242, session: 4242, startTicks: 987654 });
+    expect(parseStat("garbage")).toBeNull();
+  });
+});
