@@ -168,6 +168,7 @@ const sim: EngineDriver = {
     const { model, entry } = input;
     const argv = [...input.self, "sim-engine", "--host", entry.host, "--port", String(input.port)];
     argv.push("--model", model.name, "--block-size", String(model.block_size));
+    if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
     return spec(input, argv, model.name);
   },
