@@ -143,10 +143,10 @@ describe("session", () => {
     const busy = ws.map((w) => (w.id === home ? worker(w.id, { load: { in_flight: 20 } }) : w));
     const d = p.pick(req({ sessionId: "hot" }), busy, ctx());
     expect(d.chosen).not.toBe(home);
-    expect(d.candidates.find((c) => c.worker === home)?.terms).toMatchObject({ ring_rank: 0, over_cap: 1 });
+    expect(d.candidates.find((c) => c.worker === home)?.terms).toMatchObject({ ring_rank: 0, over_bound: 1 });
     expect(d.candidates.find((c) => c.worker === d.chosen)?.terms.ring_rank).toBeGreaterThan(0);
-    // cap = ceil(1.25 × (20 + 1) / 4) = 7
-    expect(d.candidates[0]!.terms.cap).toBe(7);
+    // bound = 1.25 × mean(20, 0, 0, 0) + 1 = 7.25
+    expect(d.candidates[0]!.terms.bound).toBe(7.25);
     // Spilling is consistent: the hot session keeps going to the same second worker.
     expect(p.pick(req({ sessionId: "hot" }), busy, ctx(9)).chosen).toBe(d.chosen);
   });
@@ -157,16 +157,15 @@ describe("session", () => {
     // Book every pick as in flight (what the router's leases do) and check no worker exceeds the cap.
     for (let i = 0; i < 400; i++) {
       const d = p.pick(req({ sessionId: "hot" }), ws, ctx());
-      const total = ws.reduce((s, w) => s + w.load.in_flight, 0);
-      const cap = Math.ceil((1.25 * (total + 1)) / ws.length);
+      const mean = ws.reduce((s, w) => s + w.load.in_flight, 0) / ws.length;
       const w = ws.find((x) => x.id === d.chosen)!;
+      expect(w.load.in_flight).toBeLessThanOrEqual(1.25 * mean + 1);
       w.load.in_flight++;
-      expect(w.load.in_flight).toBeLessThanOrEqual(cap);
     }
     // The home worker takes as much as the bound allows (stickiness), and no worker goes over it.
     const home = p.pick(req({ sessionId: "hot" }), workers(4), ctx()).chosen;
     expect(ws.find((w) => w.id === home)!.load.in_flight).toBeGreaterThanOrEqual(120);
-    for (const w of ws) expect(w.load.in_flight).toBeLessThanOrEqual(Math.ceil((1.25 * 400) / 4));
+    for (const w of ws) expect(w.load.in_flight).toBeLessThanOrEqual(1.25 * 100 + 2);
   });
 
   test("without a session id it falls back to least-loaded", () => {

@@ -1,10 +1,11 @@
 // session: requests carrying the same session id go to the same worker (its KV cache holds the
-// conversation), by consistent hashing on a ring with virtual nodes, with bounded load (Mirrokni,
-// Thorup, Zadimoghaddam 2017): a worker accepts the request only if its load after taking it stays
-// within cap = ceil(load_factor × (total_load + 1) / n) over the n candidates; otherwise the request
-// walks clockwise to the next worker on the ring. A hot session therefore spills to a consistent
-// second worker instead of pinning an overloaded one. With load_factor ≥ 1 the least loaded worker
-// always fits, so the walk always ends. No session id → least-loaded.
+// conversation), by consistent hashing on a ring with virtual nodes, with bounded load in the
+// spirit of Mirrokni, Thorup, Zadimoghaddam (2017): a worker is skipped when its load exceeds
+// bound = load_factor × mean_load + 1 (mean over the candidates, load as in ../load.ts; the wording
+// of router.session.load_factor in the config), and the request walks clockwise to the next worker
+// on the ring. A hot session therefore spills to a consistent second worker instead of pinning an
+// overloaded one. The least loaded worker is never above the mean, so with load_factor ≥ 1 the walk
+// always ends. No session id → least-loaded.
 import type { RouterConfig } from "../../config/types.ts";
 import type { Policy, PolicyFactory } from "../types.ts";
 import { argminRandomTie, effectiveLoad, loadKey, loadTerms } from "../load.ts";
@@ -45,8 +46,8 @@ export const session: PolicyFactory = {
         const order = ringFor(ids).walk(req.sessionId).map((k) => ids[k]!);
         let total = 0;
         for (const w of candidates) total += effectiveLoad(w.load);
-        const cap = Math.ceil((loadFactor * (total + 1)) / candidates.length);
-        const chosen = order.find((id) => effectiveLoad(byId.get(id)!.load) + 1 <= cap) ?? order[0]!;
+        const bound = round3(loadFactor * (total / candidates.length) + 1);
+        const chosen = order.find((id) => effectiveLoad(byId.get(id)!.load) <= bound) ?? order[0]!;
         const rank = order.indexOf(chosen);
         const home = order[0]!;
         return {
@@ -54,14 +55,19 @@ export const session: PolicyFactory = {
           candidates: candidates.map((w) => ({
             worker: w.id,
             node: w.node,
-            terms: { ring_rank: order.indexOf(w.id), cap, over_cap: effectiveLoad(w.load) + 1 > cap ? 1 : 0, ...loadTerms(w) },
+            terms: { ring_rank: order.indexOf(w.id), bound, over_bound: effectiveLoad(w.load) > bound ? 1 : 0, ...loadTerms(w) },
           })),
           reason:
             rank === 0
-              ? `session home worker (load ${effectiveLoad(byId.get(home)!.load)} + 1 ≤ cap ${cap})`
-              : `session home ${home} over cap ${cap}; spilled ${rank} step(s) clockwise on the ring`,
+              ? `session home worker (load ${effectiveLoad(byId.get(home)!.load)} ≤ bound ${bound})`
+              : `session home ${home} over bound ${bound}; spilled ${rank} step(s) clockwise on the ring`,
         };
       },
     };
   },
 };
+
+/** Three decimals are plenty for a load bound and keep explain output readable. */
+function round3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}
