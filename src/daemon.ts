@@ -1,0 +1,241 @@
+// `herd run`: one Config in, one running node out. The daemon only wires parts together; each part
+// owns its behaviour:
+//   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
+//                                                   ▲   │
+//                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
+// Lifecycle: listen first (a taken port fails fast, before any engine starts), then start engines.
+// "herd ready" is logged, and systemd gets READY=1, when the listener is up and the first worker is
+// ready. SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get
+// frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait. SIGHUP:
+// reload is not supported yet; logged, ignored.
+import { RealClock, type Clock } from "./core/clock.ts";
+import { errorMessage } from "./core/errors.ts";
+import { createLogger, type Logger } from "./core/log.ts";
+import type { Config } from "./config/types.ts";
+import { WorkerRegistry } from "./cluster/registry.ts";
+import type { Worker } from "./cluster/workers.ts";
+import { Supervisor } from "./engine/supervisor.ts";
+import { HerdMetrics } from "./metrics/herd-metrics.ts";
+import { MetricsScraper, Router } from "./router/index.ts";
+import { Frontend } from "./frontend/app.ts";
+import { listen, parseListen, type Listening } from "./frontend/server.ts";
+import type { AdminBackend } from "./admin/routes.ts";
+
+export interface DaemonOptions {
+  configPath: string | null;
+  /** Install SIGTERM/SIGINT/SIGHUP handlers (runDaemon does; in-process tests and benches do not). */
+  signals?: boolean;
+  logger?: Logger;
+  clock?: Clock;
+}
+
+export interface Daemon {
+  url: string;
+  registry: WorkerRegistry;
+  router: Router;
+  supervisor: Supervisor;
+  frontend: Frontend;
+  metrics: HerdMetrics;
+  /** Resolves when at least one worker is ready. */
+  firstReady: Promise<void>;
+  /** Drain and stop everything; resolves with the exit code. Idempotent. `force` skips the drain wait. */
+  shutdown(force?: boolean): Promise<number>;
+  /** Resolves with the exit code once shutdown has finished. */
+  done: Promise<number>;
+}
+
+/** Entry point used by the CLI: start, wait for a signal, return the exit code. */
+export async function runDaemon(config: Config, opts: DaemonOptions): Promise<number> {
+  let daemon: Daemon;
+  try {
+    daemon = await startDaemon(config, { signals: true, ...opts });
+  } catch (e) {
+    (opts.logger ?? createLogger("herd")).error("herd failed to start", { err: errorMessage(e) });
+    return 1;
+  }
+  return daemon.done;
+}
+
+export async function startDaemon(config: Config, opts: DaemonOptions): Promise<Daemon> {
+  const log = opts.logger ?? createLogger("herd");
+  const clock = opts.clock ?? new RealClock();
+  const notify = systemdNotifier(log);
+  const registry = new WorkerRegistry(log.child("registry"));
+  const router = new Router({ config: config.router, registry, clock, log: log.child("router") });
+  const metrics = new HerdMetrics(
+    config.models.map((m) => m.name),
+    () => registry.list(),
+  );
+
+  // Workers an operator drained through /admin stay out of rotation across the supervisor's own
+  // state changes (a health flip must not silently put them back) until undrained.
+  const adminDrained = new Set<string>();
+  const publish = (w: Worker) => registry.upsert(adminDrained.has(w.id) && w.state === "ready" ? { ...w, state: "draining" } : w);
+  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: publish });
+  const known = (id: string) => supervisor.list().find((w) => w.id === id);
+  const admin: AdminBackend = {
+    logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
+    drain: (id) => {
+      const w = known(id);
+      if (!w) return false;
+      adminDrained.add(id);
+      publish(w);
+      log.info("worker drained by admin", { worker: id });
+      return true;
+    },
+    undrain: (id) => {
+      const w = known(id);
+      if (!w) return false;
+      adminDrained.delete(id);
+      publish(w);
+      log.info("worker undrained by admin", { worker: id });
+      return true;
+    },
+  };
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin });
+
+  const { host, port } = parseListen(config.frontend.listen);
+  let listening: Listening;
+  try {
+    listening = listen(frontend, host, port, config.frontend.max_body_bytes);
+  } catch (e) {
+    frontend.close();
+    throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
+  }
+  log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
+
+  try {
+    await supervisor.start();
+  } catch (e) {
+    await listening.stop(true);
+    frontend.close();
+    throw e;
+  }
+  for (const w of supervisor.list()) publish(w);
+  const scraper = new MetricsScraper({ registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape") });
+  scraper.start();
+
+  // Readiness: the first ready worker completes startup (log line + READY=1).
+  let resolveReady: () => void = () => {};
+  const firstReady = new Promise<void>((r) => (resolveReady = r));
+  const summary = () => {
+    const ws = registry.list();
+    return `${ws.filter((w) => w.state === "ready").length}/${ws.length} ready`;
+  };
+  let ready = false;
+  let readySent = false;
+  const onReadyCheck = () => {
+    if (ready || !registry.list().some((w) => w.state === "ready")) return;
+    ready = true;
+    readySent = true;
+    const models = [...new Set(registry.list().map((w) => w.model))].join(",");
+    log.info(`herd ready: listening on ${listening.url} workers ${summary()} models ${models}`);
+    notify.send(["READY=1", `STATUS=serving on ${listening.url}, workers ${summary()}`]);
+    resolveReady();
+  };
+  const unwatchReady = registry.onChange((c) => {
+    if (c.type === "load") return;
+    onReadyCheck();
+    if (ready && c.type === "updated") notify.send([`STATUS=serving on ${listening.url}, workers ${summary()}`]);
+  });
+  onReadyCheck();
+  // Model loading can outlast systemd's TimeoutStartSec: keep extending it while engines start.
+  const extendTimer = notify.enabled
+    ? setInterval(() => {
+        if (readySent) return;
+        const starting = registry.list().some((w) => w.state === "starting");
+        // No engine left starting and none ready: herd itself is up (answering 503s), say so.
+        notify.send(starting ? ["EXTEND_TIMEOUT_USEC=60000000", `STATUS=waiting for engines: ${summary()}`] : ["READY=1", "STATUS=no worker could start; serving 503s"]);
+        if (!starting) readySent = true;
+      }, 20_000)
+    : null;
+
+  let resolveDone: (code: number) => void = () => {};
+  const done = new Promise<number>((r) => (resolveDone = r));
+  let shuttingDown: Promise<number> | null = null;
+  let forceNow: () => void = () => {};
+  const shutdown = (force = false): Promise<number> => {
+    if (shuttingDown) {
+      if (force) forceNow();
+      return shuttingDown;
+    }
+    shuttingDown = (async () => {
+      const drainMs = config.frontend.drain_timeout_ms;
+      frontend.startDrain();
+      notify.send(["STOPPING=1", "STATUS=draining"]);
+      log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
+      const forced = new Promise<boolean>((r) => (forceNow = () => r(false)));
+      const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
+      if (!idle && frontend.inFlightCount > 0) {
+        log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });
+        frontend.abortAll(force ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
+        await frontend.waitIdle(1000); // let the error events reach the clients
+      }
+      if (extendTimer) clearInterval(extendTimer);
+      unwatchReady();
+      await scraper.stop();
+      await supervisor.stop({ drainMs: 0 });
+      await listening.stop(true);
+      frontend.close();
+      removeSignals();
+      log.info("herd stopped");
+      resolveDone(0);
+      return 0;
+    })().catch((e) => {
+      log.error("shutdown failed", { err: errorMessage(e) });
+      removeSignals();
+      resolveDone(1);
+      return 1;
+    });
+    return shuttingDown;
+  };
+
+  const onStop = (sig: string) => () => {
+    log.info(`received ${sig}${shuttingDown ? " again: stopping without waiting for open requests" : ""}`);
+    void shutdown(shuttingDown !== null);
+  };
+  const onTerm = onStop("SIGTERM");
+  const onInt = onStop("SIGINT");
+  const onHup = () => log.warn("received SIGHUP: configuration reload is not supported yet; restart herd to apply changes");
+  const removeSignals = () => {
+    process.off("SIGTERM", onTerm);
+    process.off("SIGINT", onInt);
+    process.off("SIGHUP", onHup);
+  };
+  if (opts.signals) {
+    process.on("SIGTERM", onTerm);
+    process.on("SIGINT", onInt);
+    process.on("SIGHUP", onHup);
+  }
+
+  return { url: listening.url, registry, router, supervisor, frontend, metrics, firstReady, shutdown, done };
+}
+
+/**
+ * sd_notify through `systemd-notify` (a child process, so the unit needs NotifyAccess=all, which
+ * systemd/herd.service sets). NOTIFY_SOCKET is taken out of herd's environment so that engines,
+ * which inherit it, cannot speak for the unit.
+ */
+function systemdNotifier(log: Logger): { enabled: boolean; send(vars: string[]): void } {
+  const socket = process.env.NOTIFY_SOCKET;
+  if (!socket) return { enabled: false, send: () => {} };
+  delete process.env.NOTIFY_SOCKET;
+  let warned = false;
+  return {
+    enabled: true,
+    send(vars) {
+      try {
+        const p = Bun.spawn(["systemd-notify", ...vars], { env: { ...process.env, NOTIFY_SOCKET: socket }, stdout: "ignore", stderr: "pipe" });
+        void p.exited.then(async (code) => {
+          if (code !== 0 && !warned) {
+            warned = true;
+            log.warn("systemd-notify failed", { code, stderr: (await new Response(p.stderr).text()).trim() });
+          }
+        });
+      } catch (e) {
+        if (!warned) log.warn("cannot run systemd-notify", { err: errorMessage(e) });
+        warned = true;
+      }
+    },
+  };
+}
