@@ -3,7 +3,7 @@
 // Every phase collects all its findings; a config is returned only when there is no error.
 
 import { Document, LineCounter, isScalar, parseDocument, visit } from "yaml";
-import { readFile } from "node:fs/promises";
+import { readFile, stat } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { errorMessage } from "../core/errors.ts";
 import { checkListen } from "./checks.ts";
@@ -30,7 +30,21 @@ export interface Overrides {
 
 /** Parse and validate YAML text; `fileName` is only used for messages. */
 export function parseConfigText(text: string, fileName = "herd.yaml", env: DefaultsEnv = hostDefaults()): ConfigResult {
-  const file = fileName;
+  try {
+    return parseUnsafe(text, fileName, env);
+  } catch (e) {
+    // Bad input must end as a finding, never as a crash (e.g. a stack overflow on absurd nesting).
+    const message = `cannot parse config: ${errorMessage(e)}`;
+    return { findings: [{ path: "", line: 0, message, severity: "error" }], file: fileName };
+  }
+}
+
+/** Config files are small; anything bigger is a mistake (a log, a binary) and is refused unread. */
+export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
+
+function parseUnsafe(text: string, file: string, env: DefaultsEnv): ConfigResult {
+  if (text.length > MAX_CONFIG_BYTES)
+    return { findings: [{ path: "", line: 0, message: `config is larger than ${MAX_CONFIG_BYTES} bytes`, severity: "error" }], file };
   const lineCounter = new LineCounter();
   const doc = parseDocument(text, { lineCounter, prettyErrors: false, uniqueKeys: true, strict: true });
   const findings: Finding[] = [];
@@ -41,7 +55,7 @@ export function parseConfigText(text: string, fileName = "herd.yaml", env: Defau
   if (findings.length) return { findings, file };
   for (const w of doc.warnings) findings.push({ path: "", line: at(w.pos), message: `YAML: ${firstLine(w.message)}`, severity: "warning" });
 
-  const ctx: WalkContext = { doc, lineCounter, env, findings, lines: new Map([["", 1]]) };
+  const ctx: WalkContext = { doc, lineCounter, env, findings, lines: new Map([["", 1]]), aliases: 0 };
   const root = doc.contents;
   const value = resolveValue(ctx, configSpec, root, "", lineOfNode(ctx, root) || 1) as Config | undefined;
   if (value === undefined || hasErrors(findings)) return { findings, file };
@@ -60,6 +74,11 @@ export function parseConfigText(text: string, fileName = "herd.yaml", env: Defau
 export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaults()): Promise<ConfigResult> {
   let text: string;
   try {
+    const size = (await stat(path)).size;
+    if (size > MAX_CONFIG_BYTES) {
+      const message = `config file is larger than ${MAX_CONFIG_BYTES} bytes (${size})`;
+      return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
+    }
     text = await readFile(path, "utf8");
   } catch (e) {
     const code = (e as { code?: string }).code;

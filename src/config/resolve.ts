@@ -13,7 +13,11 @@ export interface WalkContext {
   readonly findings: Finding[];
   /** Line of every key path present in the file. */
   readonly lines: Map<string, number>;
+  /** Alias dereferences so far; bounded so a "billion laughs" file cannot expand exponentially. */
+  aliases: number;
 }
+
+export const MAX_ALIASES = 1000;
 
 /** A value that failed its check; the config is discarded when any error exists, so any value will do. */
 const INVALID = undefined;
@@ -89,7 +93,11 @@ function bounds(spec: { min?: number; max?: number }): string {
 
 /** Resolve `node` (absent when undefined) against `spec`; `line` is where an absent key would go. */
 export function resolveValue(ctx: WalkContext, spec: AnySpec, rawNode: unknown, path: string, line: number): unknown {
-  const node = isAlias(rawNode) ? rawNode.resolve(ctx.doc) : rawNode;
+  let node = rawNode;
+  if (isAlias(rawNode)) {
+    if (++ctx.aliases > MAX_ALIASES) return error(ctx, path, lineOfNode(ctx, rawNode) || line, `more than ${MAX_ALIASES} alias uses`);
+    node = rawNode.resolve(ctx.doc);
+  }
   const absent = node === undefined || node === null || (isScalar(node) && node.value === null);
   if (!absent) line = lineOfNode(ctx, rawNode) || line;
   if (absent) {

@@ -287,3 +287,40 @@ describe("finding rendering", () => {
     expect(renderFindings(r.findings, "herd.yaml")).toStartWith("warning: engines[0].gpus: ");
   });
 });
+
+describe("hostile input never crashes the parser", () => {
+  test("alias fan-out is cut off with a finding", () => {
+    // 100 engines, each an alias to a map whose args alias 100 strings: 10k alias uses if walked fully.
+    const lines = [
+      "models:",
+      "  - name: m",
+      "x-arg: &s a", // an unknown key, reported on its own; its anchor still resolves
+      "engines:",
+      "  - &e { kind: sim, model: m, args: [" + Array(100).fill("*s").join(", ") + "] }",
+      ...Array(99).fill("  - *e"),
+    ];
+    const r = parseConfigText(lines.join("\n"), "bomb.yaml", env);
+    expect(r.config).toBeUndefined();
+    expect(r.findings.some((f) => f.message === "more than 1000 alias uses")).toBe(true);
+  });
+
+  test("seeded mutations of a valid file: a config or error findings, never an exception", async () => {
+    const { SeededRng } = await import("../../src/core/rng.ts");
+    const base = yaml(...MODEL, "engines:", "  - kind: sim", "    model: qwen3-8b", "    args: [--time-scale, '20']", "frontend:", "  listen: 127.0.0.1:8000");
+    const junk = [":", "-", "[", "]", "{", "}", "&a", "*a", "\t", "\n", "  ", "'", '"', "#", "!!int", "9".repeat(30), "null", "~"];
+    const rng = new SeededRng(20261130);
+    for (let i = 0; i < 300; i++) {
+      let t = base;
+      for (let k = 0; k < 1 + rng.int(4); k++) {
+        const at = rng.int(t.length + 1);
+        const cut = rng.int(3);
+        t = t.slice(0, at) + (junk[rng.int(junk.length)] ?? "") + t.slice(at + cut);
+      }
+      const r = parseConfigText(t, "fuzz.yaml", env);
+      const errors = r.findings.filter((f) => f.severity === "error");
+      if (r.config === undefined) expect(errors.length).toBeGreaterThan(0);
+      else expect(errors).toEqual([]);
+      for (const f of r.findings) expect(f.line).toBeGreaterThanOrEqual(0);
+    }
+  });
+});
