@@ -40,10 +40,11 @@ vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching=
 `;
 }
 
-export function sglangMetrics(o: { running: number; queued: number; tokenUsage: number; dpRanks?: number }): string {
+export function sglangMetrics(o: { running: number; queued: number; tokenUsage: number; dpRanks?: number; tpRanks?: number }): string {
   const ranks = o.dpRanks ?? 1;
+  const tp = o.tpRanks ?? 1;
   const per = (name: string, v: number) =>
-    Array.from({ length: ranks }, (_, r) => `${name}{dp_rank="${r}",${M},tp_rank="0"} ${v}`).join("\n");
+    Array.from({ length: ranks * tp }, (_, i) => `${name}{dp_rank="${Math.floor(i / tp)}",${M},pp_rank="0",tp_rank="${i % tp}"} ${v}`).join("\n");
   return `# HELP sglang:num_running_reqs The number of running requests.
 # TYPE sglang:num_running_reqs gauge
 ${per("sglang:num_running_reqs", o.running)}

@@ -118,6 +118,12 @@ describe("engineLoad", () => {
     expect(load(sglangMetrics({ running: 5, queued: 2, tokenUsage: 0.3, dpRanks: 2 }))).toEqual({ running: 10, waiting: 4, kv_usage: 0.3 });
   });
 
+  test("SGLang tensor-parallel ranks report the same requests: only rank 0 counts", () => {
+    expect(load(sglangMetrics({ running: 5, queued: 2, tokenUsage: 0.3, dpRanks: 2, tpRanks: 4 }))).toEqual({ running: 10, waiting: 4, kv_usage: 0.3 });
+    const prio = 'sglang:num_queue_reqs{model_name="m",priority="0"} 2\nsglang:num_queue_reqs{model_name="m",priority="1"} 3\n';
+    expect(load(prio)).toEqual({ running: null, waiting: 5, kv_usage: null });
+  });
+
   test("nothing known → null; NaN and negative gauges are ignored", () => {
     expect(load("process_cpu_seconds_total 1.0\n")).toBeNull();
     expect(load('vllm:num_requests_running{engine="0"} NaN\nvllm:num_requests_waiting{engine="0"} -1\n')).toBeNull();

@@ -200,6 +200,27 @@ describe("retries through the router", () => {
   });
 });
 
+test("observers count decisions by policy and rejections by code; a throwing observer is harmless", () => {
+  const { router } = setup([worker("a"), worker("b", { state: "starting", model: "cold" })], { policy: "power-of-two" });
+  const byPolicy = new Map<string, number>();
+  const rejected: string[] = [];
+  router.observe({
+    decision: (d) => byPolicy.set(d.policy, (byPolicy.get(d.policy) ?? 0) + 1),
+    rejected: (model, code) => rejected.push(`${model}:${code}`),
+  });
+  router.observe({
+    decision: () => {
+      throw new Error("metrics bug");
+    },
+  });
+  for (let i = 0; i < 5; i++) expect(router.route(req()).worker.id).toBe("a");
+  expect(() => router.route(req({ model: "nope" }))).toThrow(HerdError);
+  expect(() => router.route(req({ model: "cold" }))).toThrow(HerdError);
+  expect(() => router.explain(req({ model: "nope" }))).toThrow(HerdError);
+  expect(byPolicy).toEqual(new Map([["power-of-two", 5]]));
+  expect(rejected).toEqual(["nope:model_not_found", "cold:no_worker_available"]);
+});
+
 test("sessionIdFrom reads the configured header, case-insensitively, trimmed and bounded", () => {
   const { router } = setup(workers(1), { session: { header: "X-Session-Id", load_factor: 1.25, virtual_nodes: 10 } });
   expect(router.sessionIdFrom(new Headers({ "x-session-id": " abc " }))).toBe("abc");
