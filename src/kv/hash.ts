@@ -1,0 +1,88 @@
+// Dynamo-style block hashing, so the index never depends on an engine's own hash function,
+// algorithm flag or PYTHONHASHSEED: engine events and incoming prompts are both hashed here from
+// token ids, and engine hashes serve only as ids for removals and parents (routers.md §1.5).
+//
+//   local_i = XXH3-64(u32le(tokens of block i), seed)     seed = 1337 (+ XXH3-64(lora, 0), wrapping)
+//   seq_0   = local_0
+//   seq_i   = XXH3-64(u64le(seq_{i-1}) ‖ u64le(local_i), 1337)
+//
+// The index keys on seq_i: one 64-bit value names a whole prefix, so "how many leading blocks does
+// a worker hold" is a run of hash-table lookups. Only full blocks are hashed.
+import { xxh3_64 } from "./xxh3.ts";
+
+export const XXH3_SEED = 1337n;
+const M64 = (1n << 64n) - 1n;
+
+if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
+  // Typed arrays are used as the u32/u64 little-endian encoders below.
+  throw new Error("herd kv hashing assumes a little-endian host");
+}
+
+/** Seed for a LoRA adapter's blocks; the base model (no name or "") uses 1337. */
+export function loraSeed(lora?: string | null): bigint {
+  if (!lora) return XXH3_SEED;
+  return (XXH3_SEED + xxh3_64(new TextEncoder().encode(lora), 0n)) & M64;
+}
+
+const seedCache = new Map<string, bigint>();
+function cachedSeed(lora?: string | null): bigint {
+  if (!lora) return XXH3_SEED;
+  let s = seedCache.get(lora);
+  if (s === undefined) {
+    s = loraSeed(lora);
+    if (seedCache.size > 4096) seedCache.clear(); // bounded: adapter names are few, callers may not be
+    seedCache.set(lora, s);
+  }
+  return s;
+}
+
+function hashSeeded(bytes: Uint8Array, seed: bigint): bigint {
+  // Bun.hash.xxHash3 keeps only 32 bits of its seed; larger seeds take the BigInt implementation.
+  return seed < 0x1_0000_0000n ? Bun.hash.xxHash3(bytes, seed) : xxh3_64(bytes, seed);
+}
+
+let scratch = new Uint32Array(64);
+/** Local (position-free) hash of one block's tokens. */
+export function localBlockHash(tokens: ArrayLike<number>, start: number, blockSize: number, seed: bigint = XXH3_SEED): bigint {
+  if (scratch.length < blockSize) scratch = new Uint32Array(blockSize);
+  for (let i = 0; i < blockSize; i++) scratch[i] = tokens[start + i]!;
+  return hashSeeded(new Uint8Array(scratch.buffer, 0, blockSize * 4), seed);
+}
+
+const pair = new BigUint64Array(2);
+const pairBytes = new Uint8Array(pair.buffer);
+/** Chain a block's local hash onto its parent's sequence hash. */
+export function nextSequenceHash(parent: bigint, local: bigint): bigint {
+  pair[0] = parent;
+  pair[1] = local;
+  return Bun.hash.xxHash3(pairBytes, XXH3_SEED);
+}
+
+/**
+ * Sequence hashes of the full blocks of `tokens`, continuing from `parent` (the sequence hash of
+ * the block before tokens[0], or null at the start of a sequence). Token ids must be u32.
+ */
+export function chainHashes(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  parent: bigint | null,
+  lora?: string | null,
+  maxBlocks = Infinity,
+): bigint[] {
+  if (!(blockSize > 0) || !Number.isInteger(blockSize)) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+  const seed = cachedSeed(lora);
+  const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
+  const out = new Array<bigint>(n);
+  let prev = parent;
+  for (let i = 0; i < n; i++) {
+    const local = localBlockHash(tokens, i * blockSize, blockSize, seed);
+    prev = prev === null ? local : nextSequenceHash(prev, local);
+    out[i] = prev;
+  }
+  return out;
+}
+
+/** Sequence hashes of a prompt's full blocks, as the index keys them. */
+export function blockHashes(tokens: ArrayLike<number>, blockSize: number, lora?: string): bigint[] {
+  return chainHashes(tokens, blockSize, null, lora);
+}

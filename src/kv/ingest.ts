@@ -1,0 +1,329 @@
+// Per-worker KV event stream state: sequence numbers, gap repair through the engine's replay
+// socket, restart detection, and resync. Sockets are injected (KvEventSource, KvReplayer), time
+// through a Clock, so the whole state machine runs in tests on in-memory fakes and a VirtualClock.
+//
+// Rules (engines.md §1.2–§1.3, §8):
+//  - seq == last+1: apply. seq <= last: a duplicate (dropped) unless the publisher restarted.
+//  - seq > last+1: a gap. Later messages wait in a bounded buffer while the replay endpoint is
+//    asked for [b"", u64be(last+1)]; replayed batches fill the hole.
+//  - If the replay cannot fill the hole (its buffer moved on, no replay endpoint, timeout, error,
+//    buffer overflow) the worker's index entries are cleared and rebuilt from the events we have:
+//    a lost batch may hold removals, so keeping old entries could claim blocks the engine dropped.
+//  - Restart: seq going backwards with a newer batch timestamp, or any discontinuity right after
+//    the transport reconnected. The worker is cleared and its new stream replayed from seq 0.
+//  - The first message of a stream with seq > 0 (herd joined late) asks for a replay from 0.
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { decodeKvEventBatch } from "../protocol/kv-events.ts";
+import { parseLiveMessage } from "../protocol/kv-frames.ts";
+import type { KvIndex } from "./indexer.ts";
+import { WorkerBlockMap, type WorkerBlockCounters } from "./worker-blocks.ts";
+
+export interface KvEventSink {
+  /** One live message as received: [topic, u64be(seq), payload]. */
+  message(frames: readonly Uint8Array[]): void;
+  /** The subscription went up or down (the transport reconnects by itself). */
+  connection(up: boolean): void;
+}
+
+/** The SUB side: delivers a worker's live messages to a sink until closed. */
+export interface KvEventSource {
+  start(sink: KvEventSink): void;
+  close(): void;
+}
+
+export interface ReplayBatch {
+  seq: bigint;
+  payload: Uint8Array;
+}
+
+/** The DEALER side: every batch the engine still buffers with seq >= startSeq, in order. */
+export interface KvReplayer {
+  replay(startSeq: bigint): Promise<ReplayBatch[]>;
+  close?(): void;
+}
+
+export interface KvStreamOptions {
+  clock: Clock;
+  replayer?: KvReplayer | null;
+  /** The worker's KV block size; learned from the first store when absent. */
+  blockSize?: number;
+  replayTimeoutMs?: number;
+  /** Live batches held while a gap is repaired; beyond this the worker resyncs. */
+  maxPendingBatches?: number;
+  /** Consecutive replays that leave a hole past their reply before giving up and resyncing. */
+  maxReplayRetries?: number;
+  logger?: Logger;
+}
+
+export interface KvStreamCounters {
+  batchesApplied: number;
+  eventsApplied: number;
+  duplicates: number;
+  gaps: number;
+  replays: number;
+  replayFailures: number;
+  resyncs: number;
+  restarts: number;
+  /** Unknown event types + unknown fields, skipped. */
+  unknownSkipped: number;
+  invalidEvents: number;
+  decodeErrors: number;
+  malformedMessages: number;
+}
+
+export interface KvStreamStatus extends KvStreamCounters {
+  worker: string;
+  connected: boolean;
+  /** Last applied sequence number (decimal string: u64), null before the first. */
+  lastSeq: string | null;
+  lastMessageMs: number | null;
+  replayInFlight: boolean;
+  pendingBatches: number;
+  blockSize: number | null;
+  /** Engine block hashes currently mapped for this worker. */
+  mappedBlocks: number;
+  blocks: WorkerBlockCounters;
+}
+
+export class KvEventStream implements KvEventSink {
+  readonly blocks: WorkerBlockMap;
+  readonly counters: KvStreamCounters = {
+    batchesApplied: 0, eventsApplied: 0, duplicates: 0, gaps: 0, replays: 0, replayFailures: 0, resyncs: 0,
+    restarts: 0, unknownSkipped: 0, invalidEvents: 0, decodeErrors: 0, malformedMessages: 0,
+  };
+  private last = -1n;
+  private fresh = true;
+  private lastTs = -Infinity;
+  private pending = new Map<bigint, Uint8Array>();
+  private replaying: { gen: number; timer: TimerHandle } | null = null;
+  private gen = 0;
+  private retries = 0;
+  private connected = false;
+  private reconnected = false;
+  private lastMessageMs: number | null = null;
+  private closed = false;
+  private readonly clock: Clock;
+  private readonly replayer: KvReplayer | null;
+  private readonly replayTimeoutMs: number;
+  private readonly maxPending: number;
+  private readonly maxRetries: number;
+  private readonly log: Logger | undefined;
+
+  constructor(
+    readonly worker: string,
+    index: KvIndex,
+    opts: KvStreamOptions,
+  ) {
+    this.blocks = new WorkerBlockMap(worker, index, opts.blockSize !== undefined ? { blockSize: opts.blockSize } : {});
+    this.clock = opts.clock;
+    this.replayer = opts.replayer ?? null;
+    this.replayTimeoutMs = opts.replayTimeoutMs ?? 2_000;
+    this.maxPending = opts.maxPendingBatches ?? 4_096;
+    this.maxRetries = opts.maxReplayRetries ?? 3;
+    this.log = opts.logger;
+  }
+
+  message(frames: readonly Uint8Array[]): void {
+    if (this.closed) return;
+    let msg;
+    try {
+      msg = parseLiveMessage(frames);
+    } catch {
+      this.counters.malformedMessages++;
+      return;
+    }
+    this.lastMessageMs = this.clock.now();
+    this.connected = true;
+    this.receive(msg.seq, msg.payload);
+    this.reconnected = false;
+  }
+
+  connection(up: boolean): void {
+    if (up && !this.connected && !this.fresh) this.reconnected = true;
+    this.connected = up;
+  }
+
+  private receive(seq: bigint, payload: Uint8Array): void {
+    if (this.fresh) {
+      this.fresh = false;
+      if (seq > 0n) {
+        if (this.replayer) {
+          this.hold(seq, payload);
+          if (!this.replaying) this.requestReplay(0n);
+          return;
+        }
+        this.last = seq - 1n; // no way to learn the past: start from here
+      }
+    }
+    const next = this.last + 1n;
+    if (seq === next) {
+      this.applyPayload(seq, payload);
+      this.drain();
+      return;
+    }
+    if (this.reconnected || (seq < next && this.newerThanApplied(payload))) {
+      this.restart(seq);
+      this.receive(seq, payload);
+      return;
+    }
+    if (seq < next || this.pending.has(seq)) {
+      this.counters.duplicates++;
+      return;
+    }
+    this.hold(seq, payload);
+    if (this.closed || this.replaying || !this.pending.has(seq)) return; // hold() may have resynced
+    this.counters.gaps++;
+    if (this.replayer) this.requestReplay(next);
+    else this.resync("gap and no replay endpoint");
+  }
+
+  /** A batch at or below the last applied seq but stamped later: the publisher restarted. */
+  private newerThanApplied(payload: Uint8Array): boolean {
+    try {
+      return decodeKvEventBatch(payload).ts > this.lastTs;
+    } catch {
+      return false;
+    }
+  }
+
+  private restart(seq: bigint): void {
+    this.counters.restarts++;
+    this.log?.warn("kv event stream restarted; clearing worker", { worker: this.worker, seq, last: this.last });
+    this.cancelReplay();
+    this.pending.clear();
+    this.blocks.clear();
+    this.last = -1n;
+    this.lastTs = -Infinity;
+    this.fresh = true;
+    this.reconnected = false;
+    this.retries = 0;
+  }
+
+  private hold(seq: bigint, payload: Uint8Array): void {
+    this.pending.set(seq, payload);
+    if (this.pending.size > this.maxPending) this.resync(`more than ${this.maxPending} batches waiting for a gap`);
+  }
+
+  private drain(): void {
+    for (let p = this.pending.get(this.last + 1n); p !== undefined; p = this.pending.get(this.last + 1n)) {
+      const seq = this.last + 1n;
+      this.pending.delete(seq);
+      this.applyPayload(seq, p);
+    }
+  }
+
+  private applyPayload(seq: bigint, payload: Uint8Array): void {
+    this.last = seq;
+    let batch;
+    try {
+      batch = decodeKvEventBatch(payload);
+    } catch (e) {
+      // The batch's effect is unknown, so nothing we hold for this worker can be trusted.
+      this.counters.decodeErrors++;
+      this.counters.resyncs++;
+      this.log?.warn("undecodable kv event batch; clearing worker", { worker: this.worker, seq, error: errorMessage(e) });
+      this.blocks.clear();
+      return;
+    }
+    for (const ev of batch.events) this.blocks.apply(ev);
+    this.lastTs = batch.ts;
+    this.counters.batchesApplied++;
+    this.counters.eventsApplied += batch.events.length;
+    this.counters.unknownSkipped += batch.unknownEvents + batch.unknownFields;
+    this.counters.invalidEvents += batch.invalidEvents;
+  }
+
+  private requestReplay(start: bigint): void {
+    const replayer = this.replayer!;
+    const gen = ++this.gen;
+    this.counters.replays++;
+    const timer = this.clock.setTimer(this.replayTimeoutMs, () => this.replayDone(gen, start, null, "timeout"));
+    this.replaying = { gen, timer };
+    let p: Promise<ReplayBatch[]>;
+    try {
+      p = replayer.replay(start);
+    } catch (e) {
+      p = Promise.reject(e);
+    }
+    p.then(
+      (batches) => this.replayDone(gen, start, batches, null),
+      (e) => this.replayDone(gen, start, null, errorMessage(e)),
+    );
+  }
+
+  private cancelReplay(): void {
+    this.replaying?.timer.cancel();
+    this.replaying = null;
+    this.gen++;
+  }
+
+  private replayDone(gen: number, start: bigint, batches: ReplayBatch[] | null, error: string | null): void {
+    if (this.closed || !this.replaying || this.replaying.gen !== gen) return;
+    this.replaying.timer.cancel();
+    this.replaying = null;
+    if (batches === null) {
+      this.counters.replayFailures++;
+      this.resync(`replay from ${start} failed: ${error}`);
+      return;
+    }
+    let maxSeq = start - 1n;
+    for (const b of batches) {
+      if (b.seq > this.last) this.pending.set(b.seq, b.payload);
+      if (b.seq > maxSeq) maxSeq = b.seq;
+    }
+    this.drain();
+    if (this.pending.size === 0) {
+      this.retries = 0;
+      return;
+    }
+    const next = this.last + 1n;
+    if (next <= maxSeq) {
+      this.resync(`replay no longer holds seq ${next}`);
+    } else if (this.retries < this.maxRetries) {
+      // The hole lies past what the replay returned: lost after the replay was served.
+      this.retries++;
+      this.requestReplay(next);
+    } else {
+      this.resync(`seq ${next} still missing after ${this.retries} replays`);
+    }
+  }
+
+  /** Clear the worker and rebuild it from the newest run of consecutive batches we hold. */
+  private resync(reason: string): void {
+    this.counters.resyncs++;
+    this.log?.warn("kv event stream resync; clearing worker", { worker: this.worker, reason });
+    this.cancelReplay();
+    this.retries = 0;
+    this.blocks.clear();
+    const seqs = [...this.pending.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    let from = seqs.length - 1;
+    while (from > 0 && seqs[from - 1]! === seqs[from]! - 1n) from--;
+    const run = seqs.slice(Math.max(from, 0)).map((s) => [s, this.pending.get(s)!] as const);
+    this.pending.clear();
+    for (const [s, p] of run) this.applyPayload(s, p);
+  }
+
+  status(): KvStreamStatus {
+    return {
+      worker: this.worker,
+      connected: this.connected,
+      lastSeq: this.last >= 0n ? this.last.toString() : null,
+      lastMessageMs: this.lastMessageMs,
+      replayInFlight: this.replaying !== null,
+      pendingBatches: this.pending.size,
+      blockSize: this.blocks.blockSize,
+      mappedBlocks: this.blocks.size,
+      blocks: { ...this.blocks.counters },
+      ...this.counters,
+    };
+  }
+
+  /** Stop processing (the worker left). Index entries are removed by the owner (KvIngest). */
+  close(): void {
+    this.closed = true;
+    this.cancelReplay();
+    this.pending.clear();
+  }
+}

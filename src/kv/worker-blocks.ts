@@ -1,0 +1,218 @@
+// One worker's translation from engine events to index events. The engine names blocks by its own
+// hashes (sha256/xxhash/Python hash, PYTHONHASHSEED-dependent); herd names them by Dynamo-style
+// sequence hashes of their tokens (hash.ts). This map remembers engine hash → herd hash and on
+// which media the worker holds it, so removals (which carry only engine hashes) and children
+// (whose parent is an engine hash) can be resolved. Filtering follows Dynamo's normalizer
+// (engines.md §7): REMOTE-locality events and non-main-attention KV groups are dropped.
+import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.ts";
+import { chainHashes } from "./hash.ts";
+import type { KvIndex, Medium } from "./indexer.ts";
+import { MEDIUM_INDEX } from "./indexer.ts";
+import { U64Table, halves, join64 } from "./u64-table.ts";
+
+/** Engine medium strings → herd's three tiers; null = unknown (event skipped and counted). */
+export function normalizeMedium(m: string | null): Medium | null {
+  if (m === null) return "gpu";
+  switch (m.toUpperCase()) {
+    case "GPU":
+    case "DEVICE":
+    case "CUDA":
+    case "HBM":
+      return "gpu";
+    case "CPU":
+    case "CPU_PINNED":
+    case "CPU_TIER1":
+    case "HOST":
+      return "cpu";
+    // Everything slower than host memory is "disk": local SSD and shared/remote pools alike
+    // (reading either costs a transfer the cost model treats as the slowest tier).
+    case "DISK":
+    case "NVME":
+    case "SSD":
+    case "STORAGE":
+    case "CPU_TIER2":
+    case "EXTERNAL":
+    case "NETWORK":
+    case "REMOTE":
+    case "SHARED":
+      return "disk";
+    default:
+      return null;
+  }
+}
+
+const MAIN_ATTENTION = new Set(["full_attention", "mla_attention", "sink_full_attention"]);
+
+export interface WorkerBlockCounters {
+  /** Blocks newly recorded as held (after dedup). */
+  blocksStored: number;
+  blocksRemoved: number;
+  /** Stores skipped because the parent engine hash is unknown (joined mid-stream, lost events). */
+  parentMissing: number;
+  /** Removals of engine hashes this worker is not known to hold on that medium. */
+  unknownRemovals: number;
+  /** Events dropped by filters (REMOTE locality, non-main KV group, other block size). */
+  filtered: number;
+  /** Events whose medium string is not known. */
+  unknownMedium: number;
+  /** Blocks announced by hash without enough tokens to hash them. */
+  truncatedBlocks: number;
+}
+
+// Per engine hash: herd hash (2 words) and the media bitmask (bit MEDIUM_INDEX[m]).
+const W_LO = 0;
+const W_HI = 1;
+const W_MEDIA = 2;
+
+export class WorkerBlockMap {
+  private map = new U64Table(3, 256);
+  /** Extra holders of a herd hash on a medium (two engine hashes → one herd hash: cache_salt, MM). */
+  private extra: [Map<bigint, number>, Map<bigint, number>, Map<bigint, number>] = [new Map(), new Map(), new Map()];
+  private groupKinds = new Map<number, string>();
+  /** Block size of this worker's events (fixed at construction, or learned from the first store). */
+  blockSize: number | null;
+  readonly counters: WorkerBlockCounters = {
+    blocksStored: 0, blocksRemoved: 0, parentMissing: 0, unknownRemovals: 0, filtered: 0, unknownMedium: 0, truncatedBlocks: 0,
+  };
+
+  constructor(
+    readonly worker: string,
+    private readonly index: KvIndex,
+    opts: { blockSize?: number } = {},
+  ) {
+    this.blockSize = opts.blockSize ?? null;
+  }
+
+  apply(ev: KvEvent): void {
+    if (ev.type === "BlockStored") this.stored(ev);
+    else if (ev.type === "BlockRemoved") this.removed(ev);
+    else this.clear();
+  }
+
+  /** Forget everything this worker holds (AllBlocksCleared, resync, restart). */
+  clear(): void {
+    this.index.clearWorker(this.worker);
+    this.map.clear();
+    for (const e of this.extra) e.clear();
+  }
+
+  /** Engine block hashes currently mapped. */
+  get size(): number {
+    return this.map.count;
+  }
+
+  bytes(): number {
+    return this.map.bytes();
+  }
+
+  private accepted(groupIdx: number | null, kind: string | null, locality: string | null): boolean {
+    if (locality !== null && locality.toUpperCase() !== "LOCAL") return false;
+    if (groupIdx === null) return true;
+    if (kind !== null) this.groupKinds.set(groupIdx, kind);
+    const known = this.groupKinds.get(groupIdx);
+    return known === undefined ? groupIdx === 0 : MAIN_ATTENTION.has(known);
+  }
+
+  private stored(ev: BlockStored): void {
+    if (!this.accepted(ev.groupIdx, ev.kvCacheSpecKind, ev.locality)) return void this.counters.filtered++;
+    const medium = normalizeMedium(ev.medium);
+    if (medium === null) return void this.counters.unknownMedium++;
+    if (this.blockSize === null) this.blockSize = ev.blockSize;
+    // Prompts are hashed with the worker's block size; blocks of another size can never match.
+    if (ev.blockSize !== this.blockSize) return void this.counters.filtered++;
+    let parent: bigint | null = null;
+    if (ev.parentBlockHash !== null) {
+      const [plo, phi] = halves(ev.parentBlockHash);
+      const ps = this.map.find(plo, phi);
+      if (ps < 0) return void this.counters.parentMissing++;
+      parent = join64(this.map.vals[ps * 3 + W_LO]!, this.map.vals[ps * 3 + W_HI]!);
+    }
+    const ours = chainHashes(ev.tokenIds, ev.blockSize, parent, ev.loraName, ev.blockHashes.length);
+    this.counters.truncatedBlocks += ev.blockHashes.length - ours.length;
+    const mbit = 1 << MEDIUM_INDEX[medium];
+    const added: bigint[] = [];
+    for (let i = 0; i < ours.length; i++) {
+      const ourHash = ours[i]!;
+      const [lo, hi] = halves(ev.blockHashes[i]!);
+      const existing = this.map.find(lo, hi);
+      if (existing >= 0) {
+        const v = this.map.vals;
+        const prevOurs = join64(v[existing * 3 + W_LO]!, v[existing * 3 + W_HI]!);
+        if (prevOurs === ourHash) {
+          if ((v[existing * 3 + W_MEDIA]! & mbit) !== 0) continue; // already held there
+        } else {
+          // Same engine hash, different content: the engine reused the id. Drop the old meaning.
+          this.dropEngineEntry(existing);
+        }
+      }
+      const wasHeld = this.index.holds(this.worker, ourHash, medium);
+      const slot = this.map.insert(lo, hi);
+      const v = this.map.vals;
+      const [olo, ohi] = halves(ourHash);
+      v[slot * 3 + W_LO] = olo;
+      v[slot * 3 + W_HI] = ohi;
+      v[slot * 3 + W_MEDIA] = v[slot * 3 + W_MEDIA]! | mbit;
+      if (wasHeld) {
+        const extra = this.extra[MEDIUM_INDEX[medium]]!;
+        extra.set(ourHash, (extra.get(ourHash) ?? 0) + 1);
+      } else {
+        added.push(ourHash);
+      }
+    }
+    if (added.length > 0) {
+      this.counters.blocksStored += added.length;
+      this.index.apply(this.worker, { kind: "stored", medium, hashes: added });
+    }
+  }
+
+  private removed(ev: BlockRemoved): void {
+    if (!this.accepted(ev.groupIdx, null, ev.locality)) return void this.counters.filtered++;
+    const medium = normalizeMedium(ev.medium);
+    if (medium === null) return void this.counters.unknownMedium++;
+    const mi = MEDIUM_INDEX[medium];
+    const gone: bigint[] = [];
+    for (const eh of ev.blockHashes) {
+      const [lo, hi] = halves(eh);
+      const slot = this.map.find(lo, hi);
+      if (slot < 0 || (this.map.vals[slot * 3 + W_MEDIA]! & (1 << mi)) === 0) {
+        this.counters.unknownRemovals++;
+        continue;
+      }
+      const h = this.release(slot, mi);
+      if (h !== null) gone.push(h);
+    }
+    if (gone.length > 0) {
+      this.counters.blocksRemoved += gone.length;
+      this.index.apply(this.worker, { kind: "removed", medium, hashes: gone });
+    }
+  }
+
+  /** Clear medium `mi` from the entry at `slot`; the herd hash to remove from the index, if any. */
+  private release(slot: number, mi: number): bigint | null {
+    const v = this.map.vals;
+    const ourHash = join64(v[slot * 3 + W_LO]!, v[slot * 3 + W_HI]!);
+    const media = v[slot * 3 + W_MEDIA]! & ~(1 << mi);
+    if (media === 0) this.map.removeAt(slot);
+    else v[slot * 3 + W_MEDIA] = media;
+    const extra = this.extra[mi]!;
+    const n = extra.get(ourHash);
+    if (n === undefined) return ourHash;
+    if (n <= 1) extra.delete(ourHash);
+    else extra.set(ourHash, n - 1);
+    return null;
+  }
+
+  private dropEngineEntry(slot: number): void {
+    const media = this.map.vals[slot * 3 + W_MEDIA]!;
+    for (let mi = 0; mi < 3; mi++) {
+      if ((media & (1 << mi)) === 0) continue;
+      // release() deletes the entry only when its last medium goes, i.e. on the last iteration.
+      const h = this.release(slot, mi);
+      if (h !== null) {
+        this.counters.blocksRemoved++;
+        const m = (["gpu", "cpu", "disk"] as const)[mi]!;
+        this.index.apply(this.worker, { kind: "removed", medium: m, hashes: [h] });
+      }
+    }
+  }
+}

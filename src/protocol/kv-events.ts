@@ -1,0 +1,319 @@
+// vLLM / SGLang KV cache event batches (engines.md §1, §6.2): the msgpack payload of frame 2 of
+// `[topic, u64be(seq), payload]`. Both encodings found in the wild are decoded:
+//   - positional: events are arrays whose element 0 is the type tag (vLLM ≤ 0.23, SGLang < #37482);
+//   - maps: events are maps with a "type" key (vLLM ≥ 0.24, SGLang ≥ #37482).
+// The envelope is `[ts, events, dp_rank?]` (a map is tolerated). Unknown event types and unknown
+// fields are skipped and counted, never fatal; a known event with a malformed field is skipped and
+// counted as invalid. Only a malformed envelope fails the whole batch (KvDecodeError).
+import { Decoder, type ExtensionCodecType } from "@msgpack/msgpack";
+import { checkMsgpack, DEFAULT_LIMITS, type MsgpackLimits } from "./msgpack-guard.ts";
+
+export interface BlockStored {
+  type: "BlockStored";
+  /** Engine block hashes as u64 (signed ints two's-complement; bytes → their low 64 bits). */
+  blockHashes: bigint[];
+  parentBlockHash: bigint | null;
+  /** All tokens of all blocks, concatenated. */
+  tokenIds: number[];
+  blockSize: number;
+  loraId: number | null;
+  /** As sent ("GPU", "CPU", "CPU_PINNED", "DISK", …); null when absent. */
+  medium: string | null;
+  loraName: string | null;
+  /** SGLang BlockStoredWithMetadata / map `cache_salt`. */
+  cacheSalt: string | null;
+  groupIdx: number | null;
+  kvCacheSpecKind: string | null;
+  slidingWindow: number | null;
+  /** "LOCAL" / "REMOTE" relative to the publisher (newer vLLM); null when absent. */
+  locality: string | null;
+}
+
+export interface BlockRemoved {
+  type: "BlockRemoved";
+  blockHashes: bigint[];
+  medium: string | null;
+  groupIdx: number | null;
+  locality: string | null;
+}
+
+export interface AllBlocksCleared {
+  type: "AllBlocksCleared";
+}
+
+export type KvEvent = BlockStored | BlockRemoved | AllBlocksCleared;
+
+export interface KvEventBatch {
+  /** Publisher wall clock, seconds (float). */
+  ts: number;
+  events: KvEvent[];
+  /** vLLM data_parallel_rank / SGLang attn_dp_rank; null when absent. */
+  dpRank: number | null;
+  /** Events of an unknown type, skipped. */
+  unknownEvents: number;
+  /** Unknown map keys and unknown trailing array elements, ignored. */
+  unknownFields: number;
+  /** Events of a known type with a malformed field, skipped. */
+  invalidEvents: number;
+}
+
+export class KvDecodeError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = "KvDecodeError";
+  }
+}
+
+/** Any msgpack extension type is refused: the formats herd reads define none. */
+const rejectExtensions: ExtensionCodecType<undefined> = {
+  tryToEncode: () => null,
+  decode: (_data, type) => {
+    throw new KvDecodeError(`msgpack extension type ${type} rejected`);
+  },
+};
+
+const decoder = new Decoder({
+  useBigInt64: true,
+  extensionCodec: rejectExtensions,
+  maxExtLength: 0,
+});
+
+/** Decode one payload. Throws KvDecodeError when the bytes or the envelope are unusable. */
+export function decodeKvEventBatch(payload: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS): KvEventBatch {
+  let raw: unknown;
+  try {
+    checkMsgpack(payload, limits);
+    raw = decoder.decode(payload);
+  } catch (e) {
+    if (e instanceof KvDecodeError) throw e;
+    throw new KvDecodeError(`bad msgpack: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return batchFrom(raw);
+}
+
+const BATCH_KEYS = new Set(["ts", "events", "data_parallel_rank", "attn_dp_rank", "dp_rank"]);
+
+function batchFrom(raw: unknown): KvEventBatch {
+  let ts: unknown, events: unknown, rank: unknown;
+  let unknownFields = 0;
+  if (Array.isArray(raw)) {
+    if (raw.length < 2) throw new KvDecodeError(`event batch has ${raw.length} elements, expected [ts, events, rank?]`);
+    [ts, events, rank] = raw;
+    if (raw.length > 3) unknownFields += raw.length - 3;
+  } else if (isMap(raw)) {
+    ts = own(raw, "ts");
+    events = own(raw, "events");
+    rank = own(raw, "data_parallel_rank") ?? own(raw, "attn_dp_rank") ?? own(raw, "dp_rank");
+    for (const k of Object.keys(raw)) if (!BATCH_KEYS.has(k)) unknownFields++;
+  } else {
+    throw new KvDecodeError("event batch is neither an array nor a map");
+  }
+  const tsNum = typeof ts === "bigint" ? Number(ts) : ts;
+  if (typeof tsNum !== "number" || !Number.isFinite(tsNum)) throw new KvDecodeError("event batch ts is not a number");
+  if (!Array.isArray(events)) throw new KvDecodeError("event batch events is not an array");
+  const dpRank = rank === undefined || rank === null ? null : intOrNull(rank);
+  const out: KvEventBatch = { ts: tsNum, events: [], dpRank, unknownEvents: 0, unknownFields, invalidEvents: 0 };
+  for (const ev of events) decodeEvent(ev, out);
+  return out;
+}
+
+function decodeEvent(ev: unknown, out: KvEventBatch): void {
+  try {
+    const decoded = Array.isArray(ev) ? fromArray(ev, out) : isMap(ev) ? fromMap(ev, out) : undefined;
+    if (decoded === undefined) out.unknownEvents++;
+    else out.events.push(decoded);
+  } catch (e) {
+    if (!(e instanceof Invalid)) throw e;
+    out.invalidEvents++;
+  }
+}
+
+class Invalid extends Error {}
+
+// Positional layouts (index 0 is the tag), engines.md §1.5/§1.6 and §6.2:
+//   BlockStored  [tag, hashes, parent, token_ids, block_size, lora_id, medium?, lora_name | {cache_salt}?,
+//                 extra_keys?, group_idx?, kv_cache_spec_kind?, kv_cache_spec_sliding_window?]
+//   BlockRemoved [tag, hashes, medium?, group_idx?]
+//   AllBlocksCleared [tag]
+const STORED_ARRAY_LEN = 12;
+const REMOVED_ARRAY_LEN = 4;
+
+function fromArray(a: unknown[], out: KvEventBatch): KvEvent | undefined {
+  switch (a[0]) {
+    case "BlockStored": {
+      if (a.length < 6) throw new Invalid();
+      let loraName: string | null = null;
+      let cacheSalt: string | null = null;
+      const slot7 = a[7];
+      if (isMap(slot7)) cacheSalt = strOrNull(own(slot7, "cache_salt"));
+      else loraName = strOrNull(slot7);
+      if (a.length > STORED_ARRAY_LEN) out.unknownFields += a.length - STORED_ARRAY_LEN;
+      return stored({
+        blockHashes: a[1],
+        parent: a[2],
+        tokenIds: a[3],
+        blockSize: a[4],
+        loraId: a[5],
+        medium: a[6],
+        loraName,
+        cacheSalt,
+        groupIdx: a[9],
+        kind: a[10],
+        window: a[11],
+        locality: undefined,
+      });
+    }
+    case "BlockRemoved":
+      if (a.length < 2) throw new Invalid();
+      if (a.length > REMOVED_ARRAY_LEN) out.unknownFields += a.length - REMOVED_ARRAY_LEN;
+      return { type: "BlockRemoved", blockHashes: hashList(a[1]), medium: strOrNull(a[2]), groupIdx: intOrNull(a[3]), locality: null };
+    case "AllBlocksCleared":
+      if (a.length > 1) out.unknownFields += a.length - 1;
+      return { type: "AllBlocksCleared" };
+    default:
+      return undefined;
+  }
+}
+
+// Map keys herd knows; anything else counts as unknown. Known-but-unused keys (extra_keys,
+// event_version, ownership, session_id, metadata) are not "unknown".
+const STORED_KEYS = new Set([
+  "type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
+  "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality", "ownership",
+  "session_id", "event_version", "cache_salt", "metadata",
+]);
+const REMOVED_KEYS = new Set(["type", "block_hashes", "medium", "group_idx", "locality", "ownership", "session_id"]);
+
+function fromMap(m: Record<string, unknown>, out: KvEventBatch): KvEvent | undefined {
+  const count = (known: Set<string>) => {
+    for (const k of Object.keys(m)) if (!known.has(k)) out.unknownFields++;
+  };
+  switch (own(m, "type")) {
+    case "BlockStored": {
+      count(STORED_KEYS);
+      const meta = own(m, "metadata");
+      const salt = own(m, "cache_salt") ?? (isMap(meta) ? own(meta, "cache_salt") : undefined);
+      return stored({
+        blockHashes: own(m, "block_hashes"),
+        parent: own(m, "parent_block_hash"),
+        tokenIds: own(m, "token_ids"),
+        blockSize: own(m, "block_size"),
+        loraId: own(m, "lora_id"),
+        medium: own(m, "medium"),
+        loraName: strOrNull(own(m, "lora_name")),
+        cacheSalt: strOrNull(salt),
+        groupIdx: own(m, "group_idx"),
+        kind: own(m, "kv_cache_spec_kind"),
+        window: own(m, "kv_cache_spec_sliding_window"),
+        locality: own(m, "locality"),
+      });
+    }
+    case "BlockRemoved":
+      count(REMOVED_KEYS);
+      return {
+        type: "BlockRemoved",
+        blockHashes: hashList(own(m, "block_hashes")),
+        medium: strOrNull(own(m, "medium")),
+        groupIdx: intOrNull(own(m, "group_idx")),
+        locality: strOrNull(own(m, "locality")),
+      };
+    case "AllBlocksCleared":
+      count(new Set(["type"]));
+      return { type: "AllBlocksCleared" };
+    default:
+      return undefined;
+  }
+}
+
+interface StoredFields {
+  blockHashes: unknown;
+  parent: unknown;
+  tokenIds: unknown;
+  blockSize: unknown;
+  loraId: unknown;
+  medium: unknown;
+  loraName: string | null;
+  cacheSalt: string | null;
+  groupIdx: unknown;
+  kind: unknown;
+  window: unknown;
+  locality: unknown;
+}
+
+function stored(f: StoredFields): BlockStored {
+  const blockSize = f.blockSize;
+  if (typeof blockSize !== "number" || !Number.isInteger(blockSize) || blockSize <= 0) throw new Invalid();
+  return {
+    type: "BlockStored",
+    blockHashes: hashList(f.blockHashes),
+    parentBlockHash: f.parent === null || f.parent === undefined ? null : hashValue(f.parent),
+    tokenIds: tokenList(f.tokenIds),
+    blockSize,
+    loraId: intOrNull(f.loraId),
+    medium: strOrNull(f.medium),
+    loraName: f.loraName,
+    cacheSalt: f.cacheSalt,
+    groupIdx: intOrNull(f.groupIdx),
+    kvCacheSpecKind: strOrNull(f.kind),
+    slidingWindow: intOrNull(f.window),
+    locality: strOrNull(f.locality),
+  };
+}
+
+const U64 = (1n << 64n) - 1n;
+
+/** An engine block hash as u64: ints (either sign), or bytes read big-endian keeping the low 64 bits. */
+export function hashValue(v: unknown): bigint {
+  if (typeof v === "bigint") return v & U64;
+  if (typeof v === "number") {
+    if (!Number.isSafeInteger(v)) throw new Invalid();
+    return BigInt(v) & U64;
+  }
+  if (v instanceof Uint8Array) {
+    // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 sends the raw digest; the int form vLLM would have sent
+    // is int.from_bytes(h, "big") & (2**64 - 1), i.e. the last 8 bytes (engines.md §1.7).
+    if (v.length === 0) throw new Invalid();
+    let x = 0n;
+    for (let i = Math.max(0, v.length - 8); i < v.length; i++) x = (x << 8n) | BigInt(v[i]!);
+    return x;
+  }
+  throw new Invalid();
+}
+
+function hashList(v: unknown): bigint[] {
+  if (!Array.isArray(v)) throw new Invalid();
+  const out = new Array<bigint>(v.length);
+  for (let i = 0; i < v.length; i++) out[i] = hashValue(v[i]);
+  return out;
+}
+
+function tokenList(v: unknown): number[] {
+  if (!Array.isArray(v)) throw new Invalid();
+  for (let i = 0; i < v.length; i++) {
+    const t = v[i];
+    // Token ids are u32 on every engine; EAGLE bigram pairs are not supported (the event is skipped).
+    if (typeof t !== "number" || !(t >= 0 && t <= 0xffffffff) || !Number.isInteger(t)) throw new Invalid();
+  }
+  return v as number[];
+}
+
+function intOrNull(v: unknown): number | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "number" && Number.isInteger(v)) return v;
+  if (typeof v === "bigint" && v >= BigInt(Number.MIN_SAFE_INTEGER) && v <= BigInt(Number.MAX_SAFE_INTEGER)) return Number(v);
+  throw new Invalid();
+}
+
+function strOrNull(v: unknown): string | null {
+  if (v === null || v === undefined) return null;
+  if (typeof v === "string") return v;
+  throw new Invalid();
+}
+
+function isMap(v: unknown): v is Record<string, unknown> {
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+}
+
+function own(m: Record<string, unknown>, k: string): unknown {
+  return Object.hasOwn(m, k) ? m[k] : undefined;
+}
