@@ -77,7 +77,7 @@ export interface NullableSpec<T> extends Base<T | null> {
 /** A section later releases fill: only an empty map is accepted today. */
 export interface ReservedSpec extends Base<Record<string, unknown>> {
   readonly kind: "reserved";
-  /** Completes "the `x` section is reserved: …", e.g. "multi-node clustering arrives in a later release". */
+  /** Why it is empty, for the message "the `x` section is reserved (…)": "… arrives in a later release". */
   readonly arrives: string;
 }
 
