@@ -129,3 +129,12 @@ describe("engineLoad", () => {
     expect(load('vllm:num_requests_running{engine="0"} NaN\nvllm:num_requests_waiting{engine="0"} -1\n')).toBeNull();
   });
 });
+
+test("reads the simulated engine's own /metrics (prom-client output)", async () => {
+  const { SimMetrics } = await import("../../src/engine/sim/metrics.ts");
+  const stats = { running: 7, waiting: 3, kvUsage: 0.625, numBlocks: 100, freeBlocks: 37, cachedBlocks: 5, prefixQueries: 10, prefixHits: 4, promptTokens: 50, generationTokens: 20, preemptions: 0, steps: 9 };
+  const m = new SimMetrics("qwen3-8b", () => stats, { blockSize: 16, numBlocks: 100 });
+  const text = await m.registry.metrics();
+  expect(engineLoad(parsePromText(text, { names: ENGINE_LOAD_METRICS }).samples)).toEqual({ running: 7, waiting: 3, kv_usage: 0.625 });
+  expect(parsePromText(text).malformed).toBe(0);
+});
