@@ -75,6 +75,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const known = (id: string) => supervisor.list().find((w) => w.id === id);
   const admin: AdminBackend = {
     logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
+    pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
     drain: (id) => {
       const w = known(id);
       if (!w) return false;

@@ -19,6 +19,8 @@ import { checkRequest } from "../frontend/validate.ts";
 export interface AdminBackend {
   /** Last `lines` lines of a worker's engine output; null when the id is unknown. */
   logs?(workerId: string, lines: number): string[] | null;
+  /** OS process id of a worker's engine (null for external or not running), shown in /admin/cluster. */
+  pid?(workerId: string): number | null;
   /** Take a worker out of rotation (admitted requests finish); false when the id is unknown. */
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
@@ -75,7 +77,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       node: o.config.node.name,
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
-      workers: o.registry.list().map(renderWorker),
+      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null })),
     }),
   );
 

@@ -1,0 +1,182 @@
+// End to end: `herd run` as a subprocess with two sim engines, driven by the openai client.
+// Covers: both workers serve traffic, an engine SIGKILLed mid-stream gives the client an error (not a
+// hang) and comes back, traffic resumes, /metrics tells the story, SIGTERM drains and exits 0.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import OpenAI from "openai";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const BUN = process.execPath;
+const MODEL = "e2e-sim";
+
+let dir = "";
+let proc: ReturnType<typeof Bun.spawn> | null = null;
+let url = "";
+let logText = "";
+
+async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += dec.decode(chunk, { stream: true });
+    let i: number;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      onLine(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+    }
+  }
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
+  const t0 = performance.now();
+  for (;;) {
+    const v = await fn().catch(() => null);
+    if (v) return v;
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}\n--- herd log ---\n${logText.slice(-4000)}`);
+    await Bun.sleep(50);
+  }
+}
+
+const cluster = async (): Promise<any> => (await fetch(`${url}/admin/cluster`)).json();
+const metricsText = async () => (await fetch(`${url}/metrics`)).text();
+const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0, timeout: 20_000 });
+
+beforeAll(async () => {
+  dir = mkdtempSync(join(tmpdir(), "herd-e2e-"));
+  const portBase = 30_000 + Math.floor(Math.random() * 20_000);
+  const cfg = join(dir, "herd.yaml");
+  writeFileSync(
+    cfg,
+    `node: { name: e2e, data_dir: ${JSON.stringify(join(dir, "data"))} }
+frontend: { drain_timeout_ms: 10000, first_token_timeout_ms: 10000, idle_timeout_ms: 5000 }
+router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
+supervisor:
+  port_range_start: ${portBase}
+  health_interval_ms: 100
+  restart_backoff_initial_ms: 100
+models:
+  - name: ${MODEL}
+engines:
+  - kind: sim
+    model: ${MODEL}
+    count: 2
+    args: ["--time-scale", "4", "--output-len", "0"]
+`,
+  );
+  proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+  let resolveUrl: (u: string) => void = () => {};
+  const urlP = new Promise<string>((r) => (resolveUrl = r));
+  const onLine = (l: string) => {
+    logText += l + "\n";
+    const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
+    if (m) resolveUrl(m[1]!);
+  };
+  void readLines(proc.stderr as ReadableStream<Uint8Array>, onLine);
+  void readLines(proc.stdout as ReadableStream<Uint8Array>, onLine);
+  url = await Promise.race([urlP, Bun.sleep(20_000).then(() => "")]);
+  if (!url) throw new Error(`herd did not become ready\n${logText}`);
+  await waitFor("both workers ready", async () => (await cluster()).workers.every((w: any) => w.state === "ready"));
+}, 40_000);
+
+afterAll(() => {
+  if (proc && proc.exitCode === null) proc.kill("SIGKILL");
+  if (dir) rmSync(dir, { recursive: true, force: true });
+});
+
+test("serves OpenAI traffic on both workers, survives an engine killed mid-stream, drains on SIGTERM", async () => {
+  const c = client();
+  // 1. Non-streaming and streaming requests, spread over both workers by round-robin.
+  for (let i = 0; i < 4; i++) {
+    const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `hello ${i}` }], max_tokens: 5 });
+    expect(r.choices[0]!.message.content!.length).toBeGreaterThan(0);
+    expect(r.usage!.completion_tokens).toBe(5);
+    const s = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: `stream ${i}` }], max_tokens: 6, stream: true });
+    let n = 0;
+    for await (const ch of s) if (ch.choices[0]?.delta.content) n++;
+    expect(n).toBeGreaterThan(0);
+  }
+  const text1 = await metricsText();
+  const served = [...text1.matchAll(/herd_requests_total\{model="e2e-sim",worker="([^"]+)",status="200"\} (\d+)/g)].map((m) => [m[1], Number(m[2])]);
+  expect(served.length).toBe(2);
+  for (const [, n] of served) expect(n).toBe(4);
+
+  // 2. Kill the engine serving a long stream, mid-stream.
+  const { data: stream, response } = await c.chat.completions
+    .create({ model: MODEL, messages: [{ role: "user", content: "a long story" }], max_tokens: 20_000, stream: true })
+    .withResponse();
+  const victim = response.headers.get("x-herd-worker")!;
+  const before = (await cluster()).workers.find((w: any) => w.id === victim);
+  expect(before.pid).toBeGreaterThan(0);
+  let chunks = 0;
+  let killedAt = 0;
+  let error: unknown = null;
+  try {
+    for await (const ch of stream) {
+      if (ch.choices[0]?.delta.content) chunks++;
+      if (chunks === 20 && killedAt === 0) {
+        killedAt = performance.now();
+        process.kill(before.pid, "SIGKILL");
+      }
+    }
+  } catch (e) {
+    error = e;
+  }
+  const errorDelayMs = performance.now() - killedAt;
+  console.log(`e2e: engine ${victim} (pid ${before.pid}) SIGKILLed after ${chunks} chunks; client error after ${errorDelayMs.toFixed(1)} ms`);
+  expect(killedAt).toBeGreaterThan(0);
+  expect(error).toBeInstanceOf(OpenAI.APIError);
+  expect(errorDelayMs).toBeLessThan(5000);
+
+  // 3. The engine comes back (restart counted) and traffic resumes on both workers.
+  await waitFor("victim restarted and ready", async () => {
+    const w = (await cluster()).workers.find((x: any) => x.id === victim);
+    return w.state === "ready" && w.restarts >= 1 && w.pid !== before.pid;
+  });
+  const seen = new Set<string>();
+  for (let i = 0; i < 4; i++) {
+    const { data, response: res } = await c.chat.completions
+      .create({ model: MODEL, messages: [{ role: "user", content: `again ${i}` }], max_tokens: 4 })
+      .withResponse();
+    expect(data.choices[0]!.finish_reason).toBe("length");
+    seen.add(res.headers.get("x-herd-worker")!);
+  }
+  expect(seen.size).toBe(2);
+
+  // 4. /metrics: restarts, the mid-stream failure, TTFT and latency histograms, in-flight back to 0.
+  const text2 = await metricsText();
+  expect(text2).toContain(`herd_engine_restarts_total{worker="${victim}"} 1`);
+  expect(text2).toMatch(new RegExp(`herd_upstream_errors_total\\{worker="${victim.replace("/", "\\/")}",kind="(reset|eof|worker_down)"\\} [1-9]`));
+  expect(text2).toMatch(/herd_time_to_first_token_seconds_count\{model="e2e-sim"\} [1-9]/);
+  expect(text2).toMatch(/herd_e2e_request_latency_seconds_count\{model="e2e-sim"\} [1-9]/);
+  expect(text2).toMatch(/herd_routing_decisions_total\{policy="round-robin",worker="e2e\/sim-0"\} [1-9]/);
+  for (const m of text2.matchAll(/herd_worker_in_flight\{[^}]*\} (\d+)/g)) expect(Number(m[1])).toBe(0);
+
+  // 5. SIGTERM while a stream is open: health 503 at once, livez 200, new requests 503, the open
+  // stream still finishes, then the process exits 0.
+  const open = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "finish me" }], max_tokens: 400, stream: true });
+  const it = open[Symbol.asyncIterator]();
+  await it.next();
+  proc!.kill("SIGTERM");
+  await waitFor("health 503", async () => (await fetch(`${url}/health`)).status === 503, 2000);
+  expect((await fetch(`${url}/livez`)).status).toBe(200);
+  const refused = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "late" }] }),
+  });
+  expect(refused.status).toBe(503);
+  expect(refused.headers.get("retry-after")).not.toBeNull();
+  let rest = 0;
+  let finish: string | null | undefined = null;
+  for (let r = await it.next(); !r.done; r = await it.next()) {
+    rest++;
+    finish = r.value.choices[0]?.finish_reason ?? finish;
+  }
+  expect(finish).toBe("length");
+  expect(rest).toBeGreaterThan(10);
+  const code = await Promise.race([proc!.exited, Bun.sleep(15_000).then(() => "timeout")]);
+  expect(code).toBe(0);
+  expect(logText).toContain("herd stopped");
+}, 90_000);
