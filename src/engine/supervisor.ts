@@ -93,6 +93,8 @@ export class Supervisor {
       const reaped = await reapLeftovers(previous, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, sleep: (ms) => clock.sleep(ms) });
       this.log.info("checked engines recorded by the previous herd", { recorded: previous.length, terminated: reaped.length });
     }
+    // stop() may have been called while leftovers were being terminated: start nothing then.
+    if (this.stopping) return;
     this.saveRecords();
     const plans = planEngines(config, this.opts.plan);
     for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan));
@@ -130,6 +132,11 @@ export class Supervisor {
     if (this.stopping) throw new HerdError(409, "invalid_request_error", "herd is stopping", "stopping");
     this.log.info("restart requested", { worker: id });
     slot.runner.dispatch({ type: "restart" });
+  }
+
+  /** The planned workers (ids, urls, KV event endpoints, command lines); empty before start(). */
+  plans(): EnginePlan[] {
+    return [...this.slots.values()].map((s) => s.plan);
   }
 
   list(): Worker[] {

@@ -78,7 +78,7 @@ describe("orphans", () => {
       await next.stop({ drainMs: 0 });
     }
     expect(new EngineRecordFile(join(dataDir, "run", "engines.json")).load()).toEqual([]);
-  });
+  }, 30_000);
 
   test("a recorded pid now used by another process is left alone", () => {
     const me = recordFor("n1/x-0", process.pid, new Date().toISOString());

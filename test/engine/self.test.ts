@@ -38,5 +38,5 @@ describe("self command", () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
-  });
+  }, 60_000); // compiling a binary takes seconds on a loaded 2-core box
 });

@@ -49,5 +49,5 @@ describe("kind sim", () => {
     expect(back.restarts).toBe(1);
     expect(back.url).toBe(w.url); // same port across restarts
     expect(isRunning(pid)).toBe(false);
-  });
+  }, 60_000);
 });
