@@ -20,26 +20,50 @@ export interface EngineRecord {
   startedAt: string;
 }
 
+/** The herd process that wrote the record (to refuse sharing a data_dir with a live herd). */
+export interface OwnerRecord {
+  pid: number;
+  startTicks: number;
+  bootId: string;
+}
+
 /** The on-disk list of running engines, rewritten atomically (write + rename) on every change. */
 export class EngineRecordFile {
   constructor(readonly path: string) {}
 
-  load(): EngineRecord[] {
+  private read(): { herd?: unknown; engines?: unknown } {
     try {
       const parsed: unknown = JSON.parse(readFileSync(this.path, "utf8"));
-      const list = (parsed as { engines?: unknown }).engines;
-      return Array.isArray(list) ? list.filter(isRecord) : [];
+      return typeof parsed === "object" && parsed !== null ? parsed : {};
     } catch {
-      return [];
+      return {};
     }
+  }
+
+  load(): EngineRecord[] {
+    const list = this.read().engines;
+    return Array.isArray(list) ? list.filter(isRecord) : [];
+  }
+
+  owner(): OwnerRecord | null {
+    const h = this.read().herd as OwnerRecord | undefined;
+    return h && Number.isInteger(h.pid) && typeof h.startTicks === "number" ? h : null;
   }
 
   save(records: EngineRecord[]): void {
     mkdirSync(dirname(this.path), { recursive: true });
     const tmp = `${this.path}.${process.pid}.tmp`;
-    writeFileSync(tmp, JSON.stringify({ herd_pid: process.pid, engines: records }, null, 2) + "\n");
+    const herd: OwnerRecord = { pid: process.pid, startTicks: readStat(process.pid)?.startTicks ?? -1, bootId: bootId() };
+    writeFileSync(tmp, JSON.stringify({ herd, engines: records }, null, 2) + "\n");
     renameSync(tmp, this.path);
   }
+}
+
+/** True when the herd that wrote the record is another process that is still running. */
+export function ownerIsAnotherLiveHerd(owner: OwnerRecord | null): boolean {
+  if (!owner || owner.pid === process.pid || owner.bootId !== bootId()) return false;
+  const st = readStat(owner.pid);
+  return st !== null && st.state !== "Z" && st.startTicks === owner.startTicks;
 }
 
 function isRecord(x: unknown): x is EngineRecord {

@@ -12,7 +12,7 @@ import type { Probe } from "./health.ts";
 import { LogTail } from "./logtail.ts";
 import { workerState } from "./machine.ts";
 import type { MachineState, Phase } from "./machine.ts";
-import { EngineRecordFile, reapLeftovers, recordFor } from "./orphans.ts";
+import { EngineRecordFile, ownerIsAnotherLiveHerd, reapLeftovers, recordFor } from "./orphans.ts";
 import type { EngineRecord } from "./orphans.ts";
 import { planEngines } from "./plan.ts";
 import type { PlanOptions } from "./plan.ts";
@@ -88,6 +88,10 @@ export class Supervisor {
     if (this.started) throw new Error("supervisor already started");
     this.started = true;
     const { config, clock } = this.opts;
+    if (ownerIsAnotherLiveHerd(this.recordFile.owner())) {
+      // Its engines are alive and supervised: "cleaning them up" would take down a running node.
+      throw new Error(`another herd (pid ${this.recordFile.owner()!.pid}) is running with node.data_dir ${config.node.data_dir}; stop it or give each herd its own data_dir`);
+    }
     const previous = this.recordFile.load();
     if (previous.length > 0) {
       const reaped = await reapLeftovers(previous, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, sleep: (ms) => clock.sleep(ms) });

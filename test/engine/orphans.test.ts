@@ -80,6 +80,30 @@ describe("orphans", () => {
     expect(new EngineRecordFile(join(dataDir, "run", "engines.json")).load()).toEqual([]);
   }, 30_000);
 
+  test("refuses to start while the herd that wrote the record is still running", async () => {
+    const dataDir = tempDir("herd-owner-");
+    const path = join(dataDir, "run", "engines.json");
+    new EngineRecordFile(path).save([]);
+    const other = Bun.spawn(["sleep", "30"], { stdio: ["ignore", "ignore", "ignore"] });
+    try {
+      const file = JSON.parse(readFileSync(path, "utf8"));
+      file.herd = { ...file.herd, pid: other.pid, startTicks: readStat(other.pid)!.startTicks };
+      writeFileSync(path, JSON.stringify(file));
+      const config = testConfig({ dataDir, engines: [engine({ kind: "command", command: fakeCommand() })] });
+      const sup = new Supervisor({ config, clock: new RealClock(), logger: memoryLogger() });
+      await expect(sup.start()).rejects.toThrow(/another herd \(pid \d+\) is running/);
+      expect(sup.list()).toEqual([]);
+    } finally {
+      other.kill("SIGKILL");
+      await other.exited;
+    }
+    // Once that herd is gone, the same data_dir starts normally.
+    const config = testConfig({ dataDir, engines: [] });
+    const sup = new Supervisor({ config, clock: new RealClock(), logger: memoryLogger() });
+    await sup.start();
+    await sup.stop({ drainMs: 0 });
+  });
+
   test("a recorded pid now used by another process is left alone", () => {
     const me = recordFor("n1/x-0", process.pid, new Date().toISOString());
     expect(me.startTicks).toBe(readStat(process.pid)!.startTicks);
