@@ -12,6 +12,8 @@ import { HerdError, badRequest } from "../../core/errors.ts";
 import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlock } from "./blocks.ts";
 import { type CostParams, chunkPairs, stepCostMs } from "./cost.ts";
 
+const MAX_LAG_MS = 10;
+
 export type FinishReason = "stop" | "length" | "abort";
 
 export interface SchedulerConfig {
@@ -96,15 +98,25 @@ export class SimScheduler {
   private running: Req[] = [];
   private arriving = 0;
   private stepTimer: TimerHandle | null = null;
+  /** Set while a step is in flight (stepTimer may be null when it continues via `immediate`). */
+  private stepping = false;
   private kick: TimerHandle | null = null;
   private counters = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0, steps: 0 };
 
+  private readonly immediate: (fn: () => void) => void;
+
+  /**
+   * `immediate` runs a continuation without waiting for a timer tick; on a real clock pass
+   * setImmediate (a 0 ms setTimeout costs ~1 ms in Bun, which would put a floor under every step).
+   */
   constructor(
     readonly cfg: SchedulerConfig,
     private readonly clock: Clock,
     private readonly onKvEvents: (events: KvEvent[]) => void = () => {},
+    immediate?: (fn: () => void) => void,
   ) {
     this.pool = new BlockPool(cfg.numBlocks, cfg.blockSize);
+    this.immediate = immediate ?? ((fn) => void clock.setTimer(0, fn));
   }
 
   /** Validate and queue a request; throws HerdError (400/503) as vLLM's API server would answer. */
@@ -169,20 +181,24 @@ export class SimScheduler {
 
   /** True when nothing is queued, running or in a step. */
   get idle(): boolean {
-    return this.reqs.size === 0 && this.stepTimer === null;
+    return this.reqs.size === 0 && !this.stepping;
   }
 
   private wake(): void {
-    if (this.stepTimer !== null || this.kick !== null) return;
+    if (this.stepping || this.kick !== null) return;
     // Arrivals at the same instant share the next step.
     this.kick = this.clock.setTimer(0, () => {
       this.kick = null;
-      this.startStep();
+      this.startStep(this.clock.now());
     });
   }
 
-  private startStep(): void {
-    if (this.stepTimer !== null) return;
+  /**
+   * Start a step that begins at `startMs` (its predecessor's planned end, so timer lateness does not
+   * accumulate: steps shorter than a timer tick run back to back until the schedule has caught up).
+   */
+  private startStep(startMs: number): void {
+    if (this.stepping) return;
     const scheduled = this.schedule();
     if (scheduled.size === 0) return;
     let tokens = 0;
@@ -195,11 +211,18 @@ export class SimScheduler {
     }
     const ms = stepCostMs(this.cfg.cost, { tokens, prefillPairs: pairs, decodeContextTokens: ctx }) / this.cfg.timeScale;
     this.counters.steps++;
-    this.stepTimer = this.clock.setTimer(ms, () => {
+    this.stepping = true;
+    const dueMs = startMs + ms;
+    const end = () => {
       this.stepTimer = null;
+      this.stepping = false;
       this.endStep(scheduled);
-      if (this.running.length > 0 || this.waiting.length > 0) this.startStep();
-    });
+      // Catch up at most MAX_LAG_MS behind schedule (after a stall, do not burst through a backlog).
+      if (this.running.length > 0 || this.waiting.length > 0) this.startStep(Math.max(dueMs, this.clock.now() - MAX_LAG_MS));
+    };
+    const delay = dueMs - this.clock.now();
+    if (delay > 0) this.stepTimer = this.clock.setTimer(delay, end);
+    else this.immediate(end);
   }
 
   /** Decide this step's batch: request → number of new tokens to compute. */

@@ -1,0 +1,45 @@
+// `herd sim-engine …`: parse flags, start the simulated engine, print vLLM's readiness lines on stdout,
+// stop on SIGTERM/SIGINT. Exit codes: 0 after a signal, 1 when it cannot start (e.g. port taken),
+// 2 on a usage error, 70 on a --crash-after crash.
+
+import { errorMessage } from "../../core/errors.ts";
+import { parseSimArgs, simUsage, UsageError } from "./options.ts";
+import { startSimEngine } from "./server.ts";
+
+export const CRASH_EXIT_CODE = 70;
+
+export async function simEngineMain(argv: string[]): Promise<number> {
+  let opts;
+  try {
+    opts = parseSimArgs(argv);
+  } catch (e) {
+    if (e instanceof UsageError) {
+      process.stderr.write(`herd sim-engine: ${e.message}\n`);
+      return 2;
+    }
+    throw e;
+  }
+  if (opts === null) {
+    process.stdout.write(simUsage() + "\n");
+    return 0;
+  }
+  const log = (line: string) => process.stdout.write(line + "\n");
+  let engine;
+  try {
+    engine = await startSimEngine({ ...opts, log, onCrash: () => process.exit(CRASH_EXIT_CODE) });
+  } catch (e) {
+    process.stderr.write(`herd sim-engine: cannot start: ${errorMessage(e)}\n`);
+    return 1;
+  }
+  const e = engine;
+  return await new Promise<number>((resolve) => {
+    const stop = (sig: string) => {
+      log(`INFO:     Shutting down (${sig})`);
+      void e.stop().then(() => resolve(0));
+    };
+    process.once("SIGTERM", () => stop("SIGTERM"));
+    process.once("SIGINT", () => stop("SIGINT"));
+  });
+}
+
+if (import.meta.main) process.exit(await simEngineMain(process.argv.slice(2)));

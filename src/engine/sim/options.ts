@@ -1,0 +1,150 @@
+// Options of the simulated engine and their command-line flags (`herd sim-engine --flag value` or
+// `--flag=value`). Every timing figure is a flag; defaults model Qwen3-8B BF16 on one H100 under vLLM
+// (README.md in this folder gives the sources).
+
+import { DEFAULT_COST, ZERO_COST, type CostParams } from "./cost.ts";
+
+export interface SimEngineOptions {
+  host: string;
+  /** 0 = an ephemeral port (printed in the readiness lines and returned by startSimEngine). */
+  port: number;
+  /** Served model name (what /v1/models lists and clients send). */
+  model: string;
+  /** Directory with tokenizer.json (+ tokenizer_config.json); null = built-in fallback tokenizer. */
+  tokenizer: string | null;
+  blockSize: number;
+  kvBlocks: number;
+  maxNumSeqs: number;
+  maxNumBatchedTokens: number;
+  /** Bound of the waiting queue; beyond it requests get 503. */
+  maxWaiting: number;
+  maxModelLen: number;
+  /** Durations are divided by this. */
+  timeScale: number;
+  /** Seeds output text (and the block-hash chain when PYTHONHASHSEED is unset). */
+  seed: number;
+  /** Output length at which the simulated model emits EOS unless ignore_eos (0 = never). */
+  outputLen: number;
+  cost: CostParams;
+  /** Requests after the Nth get 500. */
+  failAfter: number | null;
+  /** Requests after the Nth are accepted and never answered. */
+  hangAfter: number | null;
+  /** The process dies in the middle of the stream of request N+1. */
+  crashAfter: number | null;
+  /** "Loading" time: the port refuses connections until it has passed. */
+  startupDelayMs: number;
+}
+
+export const DEFAULT_OPTIONS: SimEngineOptions = {
+  host: "127.0.0.1",
+  port: 8000,
+  model: "sim",
+  tokenizer: null,
+  blockSize: 16,
+  kvBlocks: 24_700,
+  maxNumSeqs: 1024,
+  maxNumBatchedTokens: 8192,
+  maxWaiting: 4096,
+  maxModelLen: 40_960,
+  timeScale: 1,
+  seed: 0,
+  outputLen: 256,
+  cost: DEFAULT_COST,
+  failAfter: null,
+  hangAfter: null,
+  crashAfter: null,
+  startupDelayMs: 0,
+};
+
+export class UsageError extends Error {
+  override name = "UsageError";
+}
+
+type Kind = "int" | "num" | "str" | "bool";
+interface Flag {
+  kind: Kind;
+  help: string;
+  set(o: SimEngineOptions, v: string | number | boolean): void;
+}
+
+const cost = (k: keyof CostParams) => (o: SimEngineOptions, v: string | number | boolean) => void (o.cost = { ...o.cost, [k]: v as number });
+
+export const FLAGS: Record<string, Flag> = {
+  host: { kind: "str", help: "bind address (default 127.0.0.1)", set: (o, v) => void (o.host = v as string) },
+  port: { kind: "int", help: "port; 0 = ephemeral (default 8000)", set: (o, v) => void (o.port = v as number) },
+  model: { kind: "str", help: "served model name (default sim)", set: (o, v) => void (o.model = v as string) },
+  "served-model-name": { kind: "str", help: "same as --model (vLLM's name)", set: (o, v) => void (o.model = v as string) },
+  tokenizer: { kind: "str", help: "dir with tokenizer.json (+ tokenizer_config.json); default built-in", set: (o, v) => void (o.tokenizer = v as string) },
+  "block-size": { kind: "int", help: "KV block size in tokens (16)", set: (o, v) => void (o.blockSize = v as number) },
+  "kv-blocks": { kind: "int", help: "KV capacity in blocks (24700 ≈ 395k tokens)", set: (o, v) => void (o.kvBlocks = v as number) },
+  "max-num-seqs": { kind: "int", help: "sequences per batch (1024)", set: (o, v) => void (o.maxNumSeqs = v as number) },
+  "max-num-batched-tokens": { kind: "int", help: "token budget per step, chunked prefill (8192)", set: (o, v) => void (o.maxNumBatchedTokens = v as number) },
+  "max-waiting": { kind: "int", help: "waiting-queue bound; beyond it 503 (4096)", set: (o, v) => void (o.maxWaiting = v as number) },
+  "max-model-len": { kind: "int", help: "context length (40960)", set: (o, v) => void (o.maxModelLen = v as number) },
+  "time-scale": { kind: "num", help: "run X times faster than real time (1)", set: (o, v) => void (o.timeScale = v as number) },
+  seed: { kind: "int", help: "seed of the output text (0)", set: (o, v) => void (o.seed = v as number) },
+  "output-len": { kind: "int", help: "tokens before the model emits EOS unless ignore_eos; 0 = never (256)", set: (o, v) => void (o.outputLen = v as number) },
+  "step-ms": { kind: "num", help: "per-step overhead, ms (1.5)", set: cost("stepMs") },
+  "weights-ms": { kind: "num", help: "minimum step time: weight read, ms (5.9)", set: cost("weightsMs") },
+  "token-ms": { kind: "num", help: "matmul time per token in a step, ms (0.0232)", set: cost("linearMsPerToken") },
+  "pair-ms": { kind: "num", help: "prefill attention per token pair, ms (1.18e-6)", set: cost("pairMs") },
+  "kv-token-ms": { kind: "num", help: "decode KV read per context token, ms (5.3e-5)", set: cost("kvReadMsPerToken") },
+  "request-ms": { kind: "num", help: "API-server time per request before scheduling, ms (10)", set: cost("requestMs") },
+  "zero-delay": { kind: "bool", help: "all timing figures 0 (overhead benchmarks)", set: (o) => void (o.cost = { ...ZERO_COST }) },
+  "fail-after": { kind: "int", help: "requests after the Nth get 500", set: (o, v) => void (o.failAfter = v as number) },
+  "hang-after": { kind: "int", help: "requests after the Nth are never answered", set: (o, v) => void (o.hangAfter = v as number) },
+  "crash-after": { kind: "int", help: "exit in the middle of request N+1's stream", set: (o, v) => void (o.crashAfter = v as number) },
+  "startup-delay-ms": { kind: "int", help: "refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
+};
+
+const POSITIVE = new Set(["block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
+
+function parseValue(name: string, kind: Kind, raw: string): string | number {
+  if (kind === "str") return raw;
+  const n = Number(raw);
+  if (raw.trim() === "" || !Number.isFinite(n)) throw new UsageError(`--${name}: expected a number, got ${JSON.stringify(raw)}`);
+  if (kind === "int" && !Number.isInteger(n)) throw new UsageError(`--${name}: expected an integer, got ${raw}`);
+  if (n < 0) throw new UsageError(`--${name}: must not be negative, got ${raw}`);
+  if (POSITIVE.has(name) && n === 0) throw new UsageError(`--${name}: must be at least 1`);
+  if (name === "time-scale" && n === 0) throw new UsageError("--time-scale: must be greater than 0");
+  if (name === "port" && n > 65535) throw new UsageError(`--port: must be at most 65535, got ${raw}`);
+  return n;
+}
+
+/** Parse sim-engine flags. Returns null when --help was asked. Throws UsageError on bad input. */
+export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
+  const o: SimEngineOptions = { ...DEFAULT_OPTIONS, cost: { ...DEFAULT_OPTIONS.cost } };
+  let zeroDelay = false;
+  const later: [Flag, string | number | boolean][] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === "--help" || arg === "-h") return null;
+    if (!arg.startsWith("--")) throw new UsageError(`unexpected argument ${JSON.stringify(arg)}`);
+    const eq = arg.indexOf("=");
+    const name = eq < 0 ? arg.slice(2) : arg.slice(2, eq);
+    const flag = FLAGS[name];
+    if (flag === undefined) throw new UsageError(`unknown flag --${name} (see herd sim-engine --help)`);
+    if (flag.kind === "bool") {
+      if (eq >= 0) throw new UsageError(`--${name} takes no value`);
+      zeroDelay ||= name === "zero-delay";
+      continue;
+    }
+    const raw: string | undefined = eq < 0 ? argv[++i] : arg.slice(eq + 1);
+    if (raw === undefined) throw new UsageError(`--${name} needs a value`);
+    later.push([flag, parseValue(name, flag.kind, raw)]);
+  }
+  // --zero-delay first, so an explicit timing flag can still set one figure on top of it.
+  if (zeroDelay) o.cost = { ...ZERO_COST };
+  for (const [flag, v] of later) flag.set(o, v);
+  return o;
+}
+
+export function simUsage(): string {
+  const lines = ["usage: herd sim-engine [flags]", "", "A simulated vLLM-compatible engine (OpenAI API, /metrics, /health, /tokenize).", "", "flags:"];
+  for (const [name, f] of Object.entries(FLAGS)) {
+    const left = `  --${name}${f.kind === "bool" ? "" : f.kind === "str" ? " S" : " N"}`;
+    lines.push(`${left.padEnd(32)}${f.help}`);
+  }
+  return lines.join("\n");
+}

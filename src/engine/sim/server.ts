@@ -1,0 +1,224 @@
+// The simulated engine's HTTP server (Bun.serve), speaking vLLM's OpenAI server routes. Like vLLM it
+// does not accept connections while "loading" (--startup-delay-ms: the port is not listening until the
+// delay has passed) and then prints vLLM's readiness lines, ending with uvicorn's
+// "Application startup complete.".
+
+import { type Clock, RealClock } from "../../core/clock.ts";
+import { HerdError, errorMessage } from "../../core/errors.ts";
+import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
+import type { KvEvent } from "./blocks.ts";
+import { type GenerateContext, generate } from "./generate.ts";
+import { SimMetrics } from "./metrics.ts";
+import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
+import { DEFAULT_OPTIONS, type SimEngineOptions } from "./options.ts";
+import { OutputVocabulary } from "./output.ts";
+import { type SchedulerStats, SimScheduler } from "./scheduler.ts";
+
+export interface StartSimEngineOptions extends Partial<SimEngineOptions> {
+  /** Readiness and warning lines (vLLM's log lines). Default: discarded. */
+  log?: (line: string) => void;
+  /** What --crash-after does. Default (in-process): drop every connection and turn unhealthy. */
+  onCrash?: () => void;
+  /** KV cache events, one batch per scheduler step (for the vLLM-style publisher). */
+  onKvEvents?: (events: KvEvent[]) => void;
+  /** Block-hash seed; default from PYTHONHASHSEED like vLLM (random per process when unset). */
+  hashSeed?: bigint;
+}
+
+export interface SimEngineStats extends SchedulerStats {
+  /** Generation requests received (what the fault knobs count). */
+  requests: number;
+}
+
+export interface SimEngine {
+  url: string;
+  port: number;
+  readonly options: SimEngineOptions;
+  readonly scheduler: SimScheduler;
+  readonly tokenizer: Tokenizer;
+  stats(): SimEngineStats;
+  stop(): Promise<void>;
+}
+
+function defaultHashSeed(): bigint {
+  const env = process.env.PYTHONHASHSEED;
+  if (env !== undefined && env !== "" && env !== "random") return BigInt(Bun.hash.xxHash3(env));
+  return BigInt(Bun.hash.xxHash3(crypto.getRandomValues(new Uint8Array(16))));
+}
+
+const json = (status: number, body: unknown, headers: Record<string, string> = {}) => Response.json(body, { status, headers });
+
+function errorResponse(e: unknown): Response {
+  if (e instanceof HerdError) return json(e.status, errorBody(e.status, e.message, e.param), e.headers);
+  return json(500, errorBody(500, `internal error: ${errorMessage(e)}`));
+}
+
+async function readJson(req: Request): Promise<unknown> {
+  try {
+    return await req.json();
+  } catch (e) {
+    throw new HerdError(400, "invalid_request_error", `invalid JSON body: ${errorMessage(e)}`, "invalid_json");
+  }
+}
+
+const ts = () => new Date().toISOString().slice(5, 19).replace("T", " ");
+
+export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<SimEngine> {
+  const o: SimEngineOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(opts), cost: { ...DEFAULT_OPTIONS.cost, ...(opts.cost ?? {}) } };
+  const log = opts.log ?? (() => {});
+  const clock: Clock = new RealClock();
+  const tokenizer = await loadTokenizer(o.tokenizer);
+  const maxModelLen = Math.min(o.maxModelLen, o.kvBlocks * o.blockSize);
+  const scheduler = new SimScheduler(
+    {
+      blockSize: o.blockSize, numBlocks: o.kvBlocks, maxNumSeqs: o.maxNumSeqs, maxNumBatchedTokens: o.maxNumBatchedTokens,
+      maxWaiting: o.maxWaiting, maxModelLen, cost: o.cost, timeScale: o.timeScale, hashSeed: opts.hashSeed ?? defaultHashSeed(),
+    },
+    clock,
+    opts.onKvEvents,
+    (fn) => void setImmediate(fn),
+  );
+  let requests = 0;
+  const stats = (): SimEngineStats => ({ ...scheduler.stats(), requests });
+  const metrics = new SimMetrics(o.model, scheduler.stats.bind(scheduler), { blockSize: o.blockSize, numBlocks: o.kvBlocks });
+  const vocab = new OutputVocabulary(tokenizer);
+  const inflight = new Map<string, () => void>();
+  const hung = new Set<() => void>();
+  let dead = false;
+  let server: ReturnType<typeof Bun.serve> | null = null;
+
+  const crash = () => {
+    if (dead) return;
+    dead = true;
+    log(`ERROR ${ts()} [core] EngineCore encountered a fatal error (simulated crash after ${o.crashAfter} requests).`);
+    // Let the chunk already written reach the socket, then die.
+    setTimeout(() => (opts.onCrash ?? (() => void server?.stop(true)))(), 10);
+  };
+
+  log(`INFO ${ts()} [scheduler] Chunked prefill is enabled with max_num_batched_tokens=${o.maxNumBatchedTokens}.`);
+  if (o.startupDelayMs > 0) await Bun.sleep(o.startupDelayMs);
+  const kvTokens = o.kvBlocks * o.blockSize;
+  log(`INFO ${ts()} [kv_cache_utils] GPU KV cache size: ${kvTokens.toLocaleString("en-US")} tokens`);
+  log(`INFO ${ts()} [kv_cache_utils] Maximum concurrency for ${maxModelLen.toLocaleString("en-US")} tokens per request: ${(kvTokens / maxModelLen).toFixed(2)}x`);
+
+  const handleGeneration = async (endpoint: "chat" | "completion", req: Request): Promise<Response> => {
+    const n = ++requests;
+    if (dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
+    if (o.failAfter !== null && n > o.failAfter) return json(500, errorBody(500, `simulated failure: request ${n} after --fail-after ${o.failAfter}`));
+    if (o.hangAfter !== null && n > o.hangAfter) {
+      // Accepted and never answered: resolves only when the client goes away or the engine stops.
+      return new Promise<Response>((resolve) => {
+        const done = () => {
+          hung.delete(done);
+          resolve(new Response(null, { status: 499 }));
+        };
+        hung.add(done);
+        req.signal.addEventListener("abort", done, { once: true });
+      });
+    }
+    const g = parseGeneration(endpoint, await readJson(req), o.model, tokenizer);
+    const ctx: GenerateContext = {
+      scheduler, metrics, vocab, seed: o.seed, outputLen: o.outputLen, maxModelLen, now: () => clock.now(),
+      crash: o.crashAfter !== null && n === o.crashAfter + 1 ? crash : null, inflight,
+    };
+    return await generate(ctx, g, req.signal);
+  };
+
+  const route = async (req: Request): Promise<Response> => {
+    const path = new URL(req.url).pathname;
+    const method = req.method;
+    const want = (m: string) => {
+      if (method !== m) throw new HerdError(405, "invalid_request_error", "Method Not Allowed", "method_not_allowed");
+    };
+    switch (path) {
+      case "/health":
+        want("GET");
+        return new Response(null, { status: dead ? 503 : 200 });
+      case "/v1/models":
+        want("GET");
+        return json(200, {
+          object: "list",
+          data: [{
+            id: o.model, object: "model", created: Math.floor(Date.now() / 1000), owned_by: "vllm", root: o.model, parent: null, max_model_len: maxModelLen,
+            permission: [{ id: `modelperm-${crypto.randomUUID().replaceAll("-", "")}`, object: "model_permission", created: Math.floor(Date.now() / 1000), allow_create_engine: false, allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: "*", group: null, is_blocking: false }],
+          }],
+        });
+      case "/version":
+        return json(200, { version: "0.0.0+herd.sim" });
+      case "/metrics":
+        want("GET");
+        return new Response(await metrics.text(), { headers: { "content-type": metrics.registry.contentType } });
+      case "/tokenize": {
+        want("POST");
+        const body = await readJson(req);
+        if (body === null || typeof body !== "object") throw new HerdError(400, "invalid_request_error", "request body must be a JSON object", "invalid_value");
+        const b = body as Record<string, unknown>;
+        let tokens: number[];
+        if (b.messages !== undefined) {
+          // vLLM's chat form defaults to add_special_tokens=false (the template already has them).
+          tokens = tokenizer.encode(renderChat(b, tokenizer), { addSpecialTokens: b.add_special_tokens === true });
+        } else if (typeof b.prompt === "string") {
+          tokens = tokenizer.encode(b.prompt, { addSpecialTokens: b.add_special_tokens !== false });
+        } else tokens = parsePrompt(b.prompt, tokenizer);
+        return json(200, { count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: null });
+      }
+      case "/detokenize": {
+        want("POST");
+        const b = (await readJson(req)) as { tokens?: unknown } | null;
+        const t = b?.tokens;
+        if (!Array.isArray(t) || !t.every((x) => Number.isInteger(x) && x >= 0)) throw new HerdError(400, "invalid_request_error", "tokens must be a list of token ids", "invalid_value", "tokens");
+        return json(200, { prompt: tokenizer.decode(t as number[]) });
+      }
+      case "/reset_prefix_cache":
+        want("POST");
+        scheduler.resetPrefixCache();
+        return new Response(null, { status: 200 });
+      case "/v1/chat/completions":
+        want("POST");
+        return handleGeneration("chat", req);
+      case "/v1/completions":
+        want("POST");
+        return handleGeneration("completion", req);
+      default:
+        return json(404, { detail: "Not Found" });
+    }
+  };
+
+  server = Bun.serve({
+    hostname: o.host,
+    port: o.port,
+    idleTimeout: 0, // streams may pause for long (slow steps, --hang-after); the client decides
+    fetch: async (req) => {
+      try {
+        return await route(req);
+      } catch (e) {
+        return errorResponse(e);
+      }
+    },
+  });
+  const port = server.port!;
+  const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}`;
+  log(`INFO ${ts()} [api_server] Starting vLLM API server 0 on ${url}`);
+  log(`INFO:     Started server process [${process.pid}]`);
+  log("INFO:     Waiting for application startup.");
+  log("INFO:     Application startup complete.");
+
+  return {
+    url,
+    port,
+    options: o,
+    scheduler,
+    tokenizer,
+    stats,
+    async stop() {
+      for (const abort of [...inflight.values()]) abort();
+      for (const done of [...hung]) done();
+      await server?.stop(true);
+      server = null;
+    },
+  };
+}
+
+function stripUndefined<T extends object>(o: T): Partial<T> {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as Partial<T>;
+}
