@@ -5,7 +5,7 @@
 // position at which each worker drops out; it stops as soon as no worker is left.
 import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
-import { U64Table, halves } from "./u64-table.ts";
+import { U64Table, halves, join64 } from "./u64-table.ts";
 
 const NM = 3; // media
 
@@ -207,6 +207,28 @@ export class BlockIndex implements KvIndex {
 
   stats(): IndexStats {
     return { blocks: this.table.count, entries: this.entries, workers: this.slotOf.size, bytes: this.table.bytes() };
+  }
+
+  /** Visit every (worker, hash, medium) residency: admin dumps and tests. */
+  forEachEntry(fn: (worker: string, hash: bigint, medium: Medium) => void): void {
+    const t = this.table;
+    const W = this.words;
+    const media: Medium[] = ["gpu", "cpu", "disk"];
+    for (let slot = 0; slot < t.cap; slot++) {
+      if (t.used[slot] === 0) continue;
+      const h = join64(t.keyLo[slot]!, t.keyHi[slot]!);
+      for (let m = 0; m < NM; m++) {
+        for (let k = 0; k < W; k++) {
+          let bits = t.vals[slot * NM * W + m * W + k]!;
+          while (bits !== 0) {
+            const b = 31 - Math.clz32(bits & -bits);
+            bits &= bits - 1;
+            const name = this.names[k * 32 + b];
+            if (name != null) fn(name, h, media[m]!);
+          }
+        }
+      }
+    }
   }
 
   /** Worker ids known to the index. */
