@@ -49,6 +49,9 @@ type Attempt =
   | { kind: "final"; response: Response }
   | { kind: "retryable"; reason: UpstreamErrorKind; message: string; failure: Failure };
 
+/** Non-streaming answers up to this size (declared by Content-Length) are read whole; larger ones are piped. */
+const SMALL_ANSWER_BYTES = 1 << 20;
+
 const UPSTREAM_PATH = { chat: "/v1/chat/completions", completions: "/v1/completions" } as const;
 
 export function errorResponse(e: HerdError, extraHeaders: Record<string, string> = {}): Response {
@@ -171,6 +174,25 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
     return { kind: "final", response: new Response(text, { status: res.status, headers: { "content-type": res.headers.get("content-type") ?? "application/json" } }) };
   }
   if (!res.body) return failed(new Error("empty response body"), "eof");
+  const declared = Number(res.headers.get("content-length") ?? NaN);
+  if (!checked.stream && declared >= 0 && declared <= SMALL_ANSWER_BYTES) {
+    // A non-streaming answer is one JSON document the engine sends in one go once generation is
+    // over; a small declared one is read whole before anything goes out, so a failure while reading
+    // it is still a clean (retryable) failure and the lease ends exactly when the engine is done.
+    let bytes: ArrayBuffer;
+    try {
+      bytes = await res.arrayBuffer();
+    } catch (e) {
+      return failed(e, "reset");
+    }
+    cleanup();
+    metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
+    input.onDone(200, worker.id);
+    return {
+      kind: "committed",
+      response: new Response(bytes, { status: 200, headers: { "content-type": res.headers.get("content-type") ?? "application/json", "x-herd-worker": worker.id } }),
+    };
+  }
   const reader = res.body.getReader() as unknown as ChunkReader;
   let first: Uint8Array | null = null;
   if (checked.stream) {

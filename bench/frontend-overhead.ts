@@ -1,0 +1,152 @@
+// Frontend overhead: herd (`herd run`, one external worker) in front of a zero-delay sim engine,
+// versus the same sim engine called directly, in the same run. Both servers are subprocesses; this
+// process only generates load (fetch, keep-alive). Prints p50/p99 latency at concurrency 1 for
+// non-streaming and streaming requests, and max requests/s at concurrency C, with herd/direct ratios.
+// Run: ./node_modules/.bin/bun bench/frontend-overhead.ts [requests=400] [concurrency=32] [seconds=3]
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+
+const N = Number(process.argv[2] ?? 400);
+const CONC = Number(process.argv[3] ?? 32);
+const SECONDS = Number(process.argv[4] ?? 3);
+const ROOT = resolve(import.meta.dir, "..");
+const MODEL = "bench-sim";
+const body = (stream: boolean) =>
+  JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
+
+async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string): Promise<string> {
+  const dec = new TextDecoder();
+  let buf = "";
+  const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
+  const deadline = performance.now() + 30_000;
+  while (performance.now() < deadline) {
+    const r = await reader.read();
+    if (r.done) break;
+    buf += dec.decode(r.value);
+    const m = re.exec(buf);
+    if (m) {
+      // Keep draining so the child never blocks on a full pipe.
+      void (async () => {
+        while (!(await reader.read()).done);
+      })();
+      return m[1]!;
+    }
+  }
+  throw new Error(`${what} did not start:\n${buf}`);
+}
+
+async function freePort(): Promise<number> {
+  const s = Bun.serve({ port: 0, fetch: () => new Response() });
+  const p = s.port!;
+  await s.stop(true);
+  return p;
+}
+
+async function once(url: string, stream: boolean): Promise<number> {
+  const t0 = performance.now();
+  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(stream) });
+  const text = await res.text();
+  if (res.status !== 200 || (stream && !text.includes("[DONE]"))) throw new Error(`bad answer ${res.status}: ${text.slice(0, 200)}`);
+  return performance.now() - t0;
+}
+
+function pct(sorted: number[], p: number): number {
+  return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
+}
+
+const ROUNDS = 5;
+
+/**
+ * p50/p99 at concurrency 1. Direct and herd alternate in ROUNDS batches so that noise from other
+ * processes on the box (load spikes) falls on both sides alike.
+ */
+async function latency(direct: string, viaHerd: string, stream: boolean) {
+  for (let i = 0; i < 30; i++) {
+    await once(direct, stream); // warm-up: JIT, connections
+    await once(viaHerd, stream);
+  }
+  const d: number[] = [];
+  const h: number[] = [];
+  for (let r = 0; r < ROUNDS; r++) {
+    for (let i = 0; i < N / ROUNDS; i++) d.push(await once(direct, stream));
+    for (let i = 0; i < N / ROUNDS; i++) h.push(await once(viaHerd, stream));
+  }
+  d.sort((a, b) => a - b);
+  h.sort((a, b) => a - b);
+  return { d: { p50: pct(d, 0.5), p99: pct(d, 0.99) }, h: { p50: pct(h, 0.5), p99: pct(h, 0.99) } };
+}
+
+/** Completed requests in `ms` with CONC clients in a closed loop. */
+async function window(url: string, ms: number): Promise<number> {
+  const end = performance.now() + ms;
+  let done = 0;
+  await Promise.all(
+    Array.from({ length: CONC }, async () => {
+      while (performance.now() < end) {
+        await once(url, false);
+        done++;
+      }
+    }),
+  );
+  return done;
+}
+
+/** Max requests/s, alternating one-second windows between direct and herd. */
+async function throughput(direct: string, viaHerd: string): Promise<{ d: number; h: number }> {
+  await window(direct, 300);
+  await window(viaHerd, 300);
+  let d = 0;
+  let h = 0;
+  for (let i = 0; i < SECONDS; i++) {
+    d += await window(direct, 1000);
+    h += await window(viaHerd, 1000);
+  }
+  return { d: d / SECONDS, h: h / SECONDS };
+}
+
+const dir = mkdtempSync(join(tmpdir(), "herd-bench-"));
+const simPort = await freePort();
+const sim = Bun.spawn([process.execPath, "src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"], {
+  cwd: ROOT,
+  stdout: "ignore",
+  stderr: "pipe",
+});
+const cfg = join(dir, "herd.yaml");
+writeFileSync(
+  cfg,
+  `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
+router: { policy: round-robin }
+models: [{ name: ${MODEL} }]
+engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
+`,
+);
+// BENCH_PROFILE_DIR=dir writes a markdown CPU profile of herd there (on exit).
+const prof = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+const herd = Bun.spawn([process.execPath, ...prof, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], {
+  cwd: ROOT,
+  stdout: "ignore",
+  stderr: "pipe",
+  env: { ...process.env, HERD_LOG: "info" },
+});
+try {
+  const direct = `http://127.0.0.1:${simPort}`;
+  const viaHerd = await waitUrl(herd, /herd ready: listening on (http:\/\/\S+)/, "herd");
+  const row = (name: string, d: number, h: number, unit: string) =>
+    console.log(`${name.padEnd(28)} direct ${d.toFixed(3).padStart(9)} ${unit}   herd ${h.toFixed(3).padStart(9)} ${unit}   herd/direct ${(h / d).toFixed(2)}x   added ${(h - d).toFixed(3)} ${unit}`);
+  console.log(`frontend overhead: ${N} sequential requests per latency row, ${CONC} concurrent clients for ${SECONDS}×1 s per throughput row; direct and herd alternate; load generator, herd and the sim engine share this box (${navigator.hardwareConcurrency} cores)`);
+  for (const stream of [false, true]) {
+    const { d, h } = await latency(direct, viaHerd, stream);
+    const kind = stream ? "stream" : "non-stream";
+    row(`latency p50 (${kind})`, d.p50, h.p50, "ms");
+    row(`latency p99 (${kind})`, d.p99, h.p99, "ms");
+  }
+  const { d: dRps, h: hRps } = await throughput(direct, viaHerd);
+  console.log(`${"max requests/s (non-stream)".padEnd(28)} direct ${dRps.toFixed(0).padStart(9)}      herd ${hRps.toFixed(0).padStart(9)}      herd/direct ${(hRps / dRps).toFixed(2)}x`);
+} finally {
+  herd.kill("SIGTERM");
+  await Promise.race([herd.exited, Bun.sleep(10_000)]);
+  sim.kill("SIGTERM");
+  await sim.exited;
+  rmSync(dir, { recursive: true, force: true });
+}
