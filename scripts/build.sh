@@ -1,7 +1,7 @@
 #!/bin/sh
 # Build the single herd binary and the release tarballs.
 #
-#   scripts/build.sh [--arch host|x64|arm64|all] [--out DIR] [--version VERSION]
+#   scripts/build.sh [--arch host|x64|arm64|all] [--out DIR]
 #
 # Output (DIR defaults to dist/; the directory is a complete release: upload its files as they are):
 #   DIR/linux-<arch>/herd + herd.sha256      the binary per architecture
@@ -10,6 +10,9 @@
 #                                            LICENSE, README.md under herd-<version>-linux-<arch>/
 #   DIR/herd-<version>-linux-<arch>.tar.gz.sha256
 #   DIR/VERSION                              the version; scripts/install.sh reads it to find "latest"
+#
+# The version is package.json's (src/version.ts bundles the same file); the git commit is embedded
+# with --define HERD_COMMIT (12 hex digits, "-dirty" when tracked files differ from the commit).
 #   DIR/install.sh                           the installer, so the release directory serves `curl | sh`
 #
 # Reproducible: the same commit and Bun version give byte-identical binaries and tarballs. The
@@ -31,15 +34,12 @@ usage() {
 
 ARCH_SEL=all
 OUT=dist
-VERSION=
 while [ $# -gt 0 ]; do
   case $1 in
     --arch) [ $# -ge 2 ] || die "--arch needs a value"; ARCH_SEL=$2; shift 2 ;;
     --arch=*) ARCH_SEL=${1#*=}; shift ;;
     --out) [ $# -ge 2 ] || die "--out needs a value"; OUT=$2; shift 2 ;;
     --out=*) OUT=${1#*=}; shift ;;
-    --version) [ $# -ge 2 ] || die "--version needs a value"; VERSION=$2; shift 2 ;;
-    --version=*) VERSION=${1#*=}; shift ;;
     -h|--help) usage; exit 0 ;;
     *) die "unknown argument '$1' (see --help)" ;;
   esac
@@ -60,15 +60,13 @@ done
 command -v sha256sum >/dev/null 2>&1 || die "sha256sum not found (coreutils)"
 tar --version 2>/dev/null | grep -q 'GNU tar' || die "GNU tar is needed for a reproducible tarball (--sort=name)"
 
-if [ -z "$VERSION" ]; then
-  VERSION=$("$BUN" -e 'process.stdout.write(JSON.parse(require("fs").readFileSync("package.json", "utf8")).version)')
-fi
+VERSION=$("$BUN" -e 'process.stdout.write(JSON.parse(require("fs").readFileSync("package.json", "utf8")).version)')
 case $VERSION in
-  ''|*[!0-9A-Za-z.+-]*) die "bad version '$VERSION' (letters, digits, . + - only)" ;;
+  ''|*[!0-9A-Za-z.+-]*) die "bad version '$VERSION' in package.json (letters, digits, . + - only)" ;;
 esac
 
 if git rev-parse --verify -q HEAD >/dev/null 2>&1; then
-  COMMIT=$(git rev-parse HEAD)
+  COMMIT=$(git rev-parse --short=12 HEAD)
   # Tracked files changed since the commit: the binary is not what the commit says.
   if [ -n "$(git status --porcelain --untracked-files=no 2>/dev/null)" ]; then COMMIT="$COMMIT-dirty"; fi
   : "${SOURCE_DATE_EPOCH:=$(git log -1 --format=%ct HEAD)}"
@@ -130,7 +128,7 @@ compile() {
   arch=$1 dir=$2
   set -- --compile --minify --keep-names --sourcemap=linked \
     --no-compile-autoload-dotenv --no-compile-autoload-bunfig \
-    --define "HERD_VERSION=\"$VERSION\"" --define "HERD_COMMIT=\"$COMMIT\""
+    --define "HERD_COMMIT=\"$COMMIT\""
   if [ "$arch" != "$HOST_ARCH" ]; then
     rt=$(target_runtime "$arch") || return 1
     set -- "$@" "--target=bun-linux-$arch" "--compile-executable-path=$rt"

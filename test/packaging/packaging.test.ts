@@ -1,0 +1,500 @@
+// Packaging: scripts/build.sh, scripts/install.sh and systemd/herd.service, exercised for real.
+// The compile is the slow part (~1-2 s, plus ~2 s of gzip), so one build in beforeAll serves every
+// test in the "release" block. install.sh always runs with --root into a temporary directory, so the
+// machine running the tests is never touched (no user, no systemctl).
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
+import {
+  chmodSync,
+  cpSync,
+  existsSync,
+  mkdirSync,
+  mkdtempSync,
+  readFileSync,
+  readdirSync,
+  readlinkSync,
+  rmSync,
+  statSync,
+  symlinkSync,
+  writeFileSync,
+} from "node:fs";
+import { tmpdir } from "node:os";
+import { dirname, join, resolve } from "node:path";
+import { PYTHON, peer } from "../helpers/peers.ts";
+
+const REPO = resolve(import.meta.dir, "../..");
+const INSTALL = join(REPO, "scripts/install.sh");
+const BUILD_SRC = join(REPO, "scripts/build.sh");
+const UNIT = join(REPO, "systemd/herd.service");
+const VERSION: string = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")).version;
+const ARCH = process.arch === "arm64" ? "arm64" : "x64";
+const NAME = `herd-${VERSION}-linux-${ARCH}`;
+
+interface Run {
+  code: number;
+  out: string;
+  err: string;
+}
+
+function run(argv: string[], env: Record<string, string> = {}, timeoutMs = 60_000, cwd = REPO): Run {
+  const r = spawnSync(argv[0]!, argv.slice(1), {
+    cwd,
+    env: { ...process.env, ...env },
+    encoding: "utf8",
+    timeout: timeoutMs,
+    maxBuffer: 16 << 20,
+  });
+  return { code: r.status ?? -1, out: r.stdout ?? "", err: r.stderr ?? "" };
+}
+
+const sh = (script: string, args: string[], env: Record<string, string> = {}) => run(["sh", script, ...args], env);
+const sha256 = (path: string) => new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
+const inode = (path: string) => statSync(path).ino;
+const mode = (path: string) => statSync(path).mode & 0o7777;
+
+/** Every path under `dir`, relative, sorted: the whole footprint of an install. */
+function tree(dir: string): string[] {
+  if (!existsSync(dir)) return [];
+  const out: string[] = [];
+  const walk = (rel: string) => {
+    for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
+      const p = rel ? `${rel}/${e.name}` : e.name;
+      out.push(e.isDirectory() ? p + "/" : p);
+      if (e.isDirectory()) walk(p);
+    }
+  };
+  walk("");
+  return out.sort();
+}
+
+const work = mkdtempSync(join(tmpdir(), "herd-packaging-"));
+afterAll(() => rmSync(work, { recursive: true, force: true }));
+
+// build.sh runs on a snapshot of the working tree committed to a throwaway git repository with a
+// fixed date: the commit and SOURCE_DATE_EPOCH the build embeds are then known, and the
+// reproducibility check is not fooled by a tree that changes between two builds (several people
+// commit to this tree while tests run; in CI the snapshot equals the clean clone).
+const SNAPSHOT = join(work, "tree");
+const BUILD = join(SNAPSHOT, "scripts/build.sh");
+const SNAPSHOT_EPOCH = 1_700_000_000;
+
+function snapshot(): string {
+  const files = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).out.split("\0");
+  for (const f of files) {
+    if (f === "" || !existsSync(join(REPO, f)) || statSync(join(REPO, f)).isDirectory()) continue;
+    mkdirSync(dirname(join(SNAPSHOT, f)), { recursive: true });
+    cpSync(join(REPO, f), join(SNAPSHOT, f));
+  }
+  const date = `${SNAPSHOT_EPOCH} +0000`;
+  const git = (...args: string[]) => {
+    const r = run(["git", "-c", "user.name=herd-test", "-c", "user.email=test@herd.invalid", "-c", "commit.gpgsign=false", ...args], { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date }, 30_000, SNAPSHOT);
+    if (r.code !== 0) throw new Error(`git ${args.join(" ")}: ${r.err}`);
+    return r.out.trim();
+  };
+  git("init", "-q");
+  git("add", "-A");
+  git("commit", "-q", "-m", "snapshot");
+  symlinkSync(join(REPO, "node_modules"), join(SNAPSHOT, "node_modules")); // after the commit: not part of it
+  return git("rev-parse", "--short=12", "HEAD");
+}
+
+describe("scripts are clean", () => {
+  test.skipIf(!peer("shellcheck", ["shellcheck", "--version"]))("shellcheck passes on build.sh and install.sh", () => {
+    const r = run(["shellcheck", "--shell=sh", BUILD_SRC, INSTALL]);
+    expect(r.out + r.err).toBe("");
+    expect(r.code).toBe(0);
+  });
+
+  test("both scripts parse as POSIX sh", () => {
+    for (const s of [BUILD_SRC, INSTALL]) expect(run(["sh", "-n", s]).code).toBe(0);
+  });
+});
+
+describe("systemd unit", () => {
+  const hasAnalyze = peer("systemd-analyze", ["systemd-analyze", "--version"]);
+
+  // `verify` resolves ExecStart=/ExecReload= on this machine's file system. The unit names
+  // /usr/local/bin/herd, which a CI box does not have, so a copy points ExecStart at an existing
+  // executable. Unknown keys are only warnings (exit 0), so stderr must be empty too.
+  test.skipIf(!hasAnalyze)("systemd-analyze verify passes", () => {
+    const dir = join(work, "unit");
+    mkdirSync(dir, { recursive: true });
+    const fakeBin = join(dir, "herd");
+    writeFileSync(fakeBin, "#!/bin/sh\nexit 0\n");
+    chmodSync(fakeBin, 0o755);
+    const text = readFileSync(UNIT, "utf8");
+    expect(text).toContain("ExecStart=/usr/local/bin/herd run --config /etc/herd/herd.yaml\n");
+    const copy = join(dir, "herd.service");
+    writeFileSync(copy, text.replace("ExecStart=/usr/local/bin/herd ", `ExecStart=${fakeBin} `));
+    const r = run(["systemd-analyze", "verify", copy]);
+    expect(r.err + r.out).toBe("");
+    expect(r.code).toBe(0);
+  });
+
+  test.skipIf(!hasAnalyze)("the shipped unit's only complaint on a host without herd is the missing binary", () => {
+    if (existsSync("/usr/local/bin/herd")) return; // a real install: nothing to learn here
+    const r = run(["systemd-analyze", "verify", UNIT]);
+    const lines = (r.err + r.out).split("\n").filter((l) => l.trim() !== "");
+    expect(lines).toEqual([expect.stringContaining("Command /usr/local/bin/herd is not executable")]);
+  });
+
+  test("stop timeout covers the default drain plus the engine stop grace", async () => {
+    const { defaultConfig } = await import("../../src/config/load.ts");
+    const cfg = defaultConfig();
+    const text = readFileSync(UNIT, "utf8");
+    const stopS = Number(/^TimeoutStopSec=(\d+)s$/m.exec(text)?.[1]);
+    expect(stopS * 1000).toBeGreaterThanOrEqual(cfg.frontend.drain_timeout_ms + cfg.supervisor.stop_timeout_ms + 10_000);
+    // SIGTERM to herd alone (it drains, then stops its engines); SIGKILL to the cgroup at the end.
+    expect(text).toMatch(/^KillMode=mixed$/m);
+    expect(text).toMatch(/^Type=notify$/m);
+    expect(text).toMatch(/^NotifyAccess=all$/m);
+    // GPU device nodes must stay reachable.
+    expect(text).not.toMatch(/^(PrivateDevices=yes|DevicePolicy=(closed|strict)|DeviceAllow=|ProtectClock=yes)/m);
+  });
+});
+
+describe("release", () => {
+  const dist = join(work, "dist");
+  let build: Run;
+  let commit = "";
+
+  beforeAll(() => {
+    commit = snapshot();
+    build = sh(BUILD, ["--arch", "host", "--out", dist], { HERD_GZIP_LEVEL: "1" });
+    if (build.code !== 0) throw new Error(`build.sh failed (${build.code}):\n${build.err}`);
+  }, 90_000);
+
+  test("build.sh writes the binary, tarball, checksums, VERSION and install.sh", () => {
+    for (const f of ["herd", "herd.sha256", `linux-${ARCH}/herd`, `linux-${ARCH}/herd.sha256`, `${NAME}.tar.gz`, `${NAME}.tar.gz.sha256`, "VERSION", "install.sh"]) {
+      expect(existsSync(join(dist, f))).toBe(true);
+    }
+    expect(readFileSync(join(dist, "VERSION"), "utf8")).toBe(`${VERSION}\n`);
+    expect(readFileSync(join(dist, "install.sh"), "utf8")).toBe(readFileSync(join(SNAPSHOT, "scripts/install.sh"), "utf8"));
+    expect(existsSync(join(dist, `linux-${ARCH}/herd.map`))).toBe(false);
+    // Each .sha256 is in `sha256sum -c` format next to its file.
+    for (const d of [dist, join(dist, `linux-${ARCH}`)]) {
+      const sums = readdirSync(d).filter((f) => f.endsWith(".sha256"));
+      for (const s of sums) {
+        const r = spawnSync("sha256sum", ["-c", s], { cwd: d, encoding: "utf8" });
+        expect(r.status).toBe(0);
+      }
+    }
+    expect(sha256(join(dist, "herd"))).toBe(sha256(join(dist, `linux-${ARCH}/herd`)));
+  });
+
+  test("tarball: fixed layout, owner 0:0, modes, mtime = commit time", () => {
+    const r = run(["tar", "--numeric-owner", "--full-time", "-tvzf", join(dist, `${NAME}.tar.gz`)]);
+    expect(r.code).toBe(0);
+    const rows = r.out.trim().split("\n").map((l) => l.split(/\s+/));
+    const names = rows.map((c) => c[5]);
+    expect(names).toEqual([
+      `${NAME}/`,
+      `${NAME}/LICENSE`,
+      `${NAME}/README.md`,
+      `${NAME}/config/`,
+      `${NAME}/config/herd.example.yaml`,
+      `${NAME}/herd`,
+      `${NAME}/systemd/`,
+      `${NAME}/systemd/herd.service`,
+    ]);
+    for (const c of rows) expect(c[1]).toBe("0/0");
+    expect(rows.find((c) => c[5] === `${NAME}/herd`)?.[0]).toBe("-rwxr-xr-x");
+    expect(rows.find((c) => c[5] === `${NAME}/LICENSE`)?.[0]).toBe("-rw-r--r--");
+    for (const c of rows) expect(Date.parse(`${c[3]}T${c[4]}Z`) / 1000).toBe(SNAPSHOT_EPOCH);
+  });
+
+  test("a second build from the same commit is byte-identical", () => {
+    const again = join(work, "dist-again");
+    const r = sh(BUILD, ["--arch", "host", "--out", again], { HERD_GZIP_LEVEL: "1" });
+    expect(r.code).toBe(0);
+    expect(sha256(join(again, `${NAME}.tar.gz`))).toBe(sha256(join(dist, `${NAME}.tar.gz`)));
+    expect(readFileSync(join(again, `${NAME}.tar.gz.sha256`), "utf8")).toBe(readFileSync(join(dist, `${NAME}.tar.gz.sha256`), "utf8"));
+    rmSync(again, { recursive: true, force: true });
+  }, 60_000);
+
+  test("herd version prints the package version and the embedded commit", () => {
+    const r = run([join(dist, "herd"), "version"]);
+    expect(r.code).toBe(0);
+    expect(commit).toMatch(/^[0-9a-f]{12}$/);
+    expect(r.out).toContain(`herd ${VERSION} (commit ${commit},`);
+    expect(build.err).toContain(`commit ${commit}, bun ${Bun.version}, SOURCE_DATE_EPOCH=${SNAPSHOT_EPOCH}`);
+  });
+
+  describe("install.sh into a temporary root", () => {
+    const root = join(work, "root");
+    const url = () => `file://${dist}`;
+    const p = (rel: string) => join(root, rel);
+    const installed = [
+      "etc/",
+      "etc/herd/",
+      "etc/herd/herd.example.yaml",
+      "etc/herd/herd.yaml",
+      "etc/systemd/",
+      "etc/systemd/system/",
+      "etc/systemd/system/herd.service",
+      "usr/",
+      "usr/local/",
+      "usr/local/bin/",
+      "usr/local/bin/herd",
+      "usr/local/share/",
+      "usr/local/share/doc/",
+      "usr/local/share/doc/herd/",
+      "usr/local/share/doc/herd/LICENSE",
+      "usr/local/share/doc/herd/README.md",
+      "var/",
+      "var/lib/",
+      "var/lib/herd/",
+    ];
+
+    test("fresh install", () => {
+      const r = sh(INSTALL, ["--base-url", url(), "--root", root]);
+      expect(r.err).toBe("");
+      expect(r.code).toBe(0);
+      expect(tree(root)).toEqual(installed.slice().sort());
+      expect(sha256(p("usr/local/bin/herd"))).toBe(sha256(join(dist, "herd")));
+      expect(mode(p("usr/local/bin/herd"))).toBe(0o755);
+      expect(mode(p("etc/herd"))).toBe(0o750);
+      expect(mode(p("etc/herd/herd.yaml"))).toBe(0o640);
+      expect(mode(p("var/lib/herd"))).toBe(0o750);
+      expect(readFileSync(p("etc/systemd/system/herd.service"), "utf8")).toBe(readFileSync(join(SNAPSHOT, "systemd/herd.service"), "utf8"));
+      const example = readFileSync(join(SNAPSHOT, "config/herd.example.yaml"), "utf8");
+      expect(readFileSync(p("etc/herd/herd.example.yaml"), "utf8")).toBe(example);
+      // The fresh config is the example with its state under the unit's StateDirectory, not /etc.
+      const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
+      expect(conf).not.toMatch(/^\s*data_dir:\s*\.\//m);
+      expect(conf.split("\n").length).toBe(example.split("\n").length);
+      expect(r.out).toContain("not creating the herd user");
+      expect(r.out).toContain("systemd not touched");
+      expect(r.out).toContain("systemctl enable --now herd");
+      expect(r.out).toContain(`installed ${p("usr/local/bin/herd")} (herd ${VERSION} `);
+    }, 30_000);
+
+    test("the installed config passes herd config check", () => {
+      const r = run([p("usr/local/bin/herd"), "config", "check", p("etc/herd/herd.yaml")]);
+      expect(r.err).not.toContain("error");
+      expect(r.code).toBe(0);
+      expect(r.out).toContain("data_dir: /var/lib/herd");
+    });
+
+    test("re-run is idempotent and keeps an edited config", () => {
+      const conf = p("etc/herd/herd.yaml");
+      writeFileSync(conf, readFileSync(conf, "utf8") + "# edited by the operator\n");
+      const before = readFileSync(conf, "utf8");
+      const binIno = inode(p("usr/local/bin/herd"));
+      const unitIno = inode(p("etc/systemd/system/herd.service"));
+      const r = run(["sh", INSTALL], { HERD_BASE_URL: url(), HERD_ROOT: root });
+      expect(r.code).toBe(0);
+      expect(readFileSync(conf, "utf8")).toBe(before);
+      expect(inode(p("usr/local/bin/herd"))).toBe(binIno); // untouched, not rewritten
+      expect(inode(p("etc/systemd/system/herd.service"))).toBe(unitIno);
+      expect(r.out).toContain("is already herd");
+      expect(r.out).toContain(`kept existing ${conf}`);
+      expect(tree(root)).toEqual(installed.slice().sort());
+    }, 30_000);
+
+    // A newer release made here (a script standing in for the binary) keeps this test fast; the
+    // installer treats it exactly like a compiled one (checksum, `herd version`, atomic rename).
+    function fakeRelease(version: string): string {
+      const dir = join(work, `release-${version}`);
+      const name = `herd-${version}-linux-${ARCH}`;
+      const stage = join(dir, "stage", name);
+      mkdirSync(join(stage, "config"), { recursive: true });
+      mkdirSync(join(stage, "systemd"), { recursive: true });
+      writeFileSync(join(stage, "herd"), `#!/bin/sh\necho "herd ${version} (commit fake)"\n`);
+      chmodSync(join(stage, "herd"), 0o755);
+      cpSync(join(REPO, "config/herd.example.yaml"), join(stage, "config/herd.example.yaml"));
+      cpSync(UNIT, join(stage, "systemd/herd.service"));
+      cpSync(join(REPO, "LICENSE"), join(stage, "LICENSE"));
+      cpSync(join(REPO, "README.md"), join(stage, "README.md"));
+      expect(run(["tar", "-czf", join(dir, `${name}.tar.gz`), "-C", join(dir, "stage"), name]).code).toBe(0);
+      writeFileSync(join(dir, `${name}.tar.gz.sha256`), `${sha256(join(dir, `${name}.tar.gz`))}  ${name}.tar.gz\n`);
+      writeFileSync(join(dir, "VERSION"), `${version}\n`);
+      return dir;
+    }
+
+    test("upgrade replaces the binary atomically and keeps the config", () => {
+      const rel = fakeRelease("9.9.9");
+      writeFileSync(join(rel, "VERSION"), "9.9.8\n"); // --version wins over the release's VERSION
+      const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
+      const oldIno = inode(p("usr/local/bin/herd"));
+      const r = sh(INSTALL, ["--base-url", `file://${rel}`, "--version", "9.9.9", "--root", root]);
+      expect(r.err).toBe("");
+      expect(r.code).toBe(0);
+      expect(r.out).toContain(`upgraded ${p("usr/local/bin/herd")}: herd ${VERSION} `);
+      expect(r.out).toContain("-> herd 9.9.9 (commit fake)");
+      expect(run([p("usr/local/bin/herd"), "version"]).out).toBe("herd 9.9.9 (commit fake)\n");
+      expect(inode(p("usr/local/bin/herd"))).not.toBe(oldIno); // a new file renamed over the old
+      expect(readFileSync(p("etc/herd/herd.yaml"), "utf8")).toBe(conf);
+      expect(tree(root)).toEqual(installed.slice().sort()); // no *.new.* leftovers
+    }, 30_000);
+
+    test("a bad checksum is refused and nothing is installed or changed", () => {
+      const bad = join(work, "bad");
+      mkdirSync(bad, { recursive: true });
+      cpSync(join(dist, "VERSION"), join(bad, "VERSION"));
+      // The real tarball with someone else's checksum: what a corrupted or swapped download looks like.
+      symlinkSync(join(dist, `${NAME}.tar.gz`), join(bad, `${NAME}.tar.gz`));
+      const wrong = sha256(INSTALL);
+      writeFileSync(join(bad, `${NAME}.tar.gz.sha256`), `${wrong}  ${NAME}.tar.gz\n`);
+
+      const fresh = join(work, "root-bad");
+      const r1 = sh(INSTALL, ["--base-url", `file://${bad}`, "--root", fresh]);
+      expect(r1.code).not.toBe(0);
+      expect(r1.err).toContain(`checksum mismatch for ${NAME}.tar.gz: expected ${wrong}`);
+      expect(r1.err).toContain("nothing was installed");
+      expect(tree(fresh)).toEqual([]);
+
+      const binSum = sha256(p("usr/local/bin/herd")); // the 9.9.9 stand-in from the upgrade test
+      const before = tree(root);
+      const r2 = sh(INSTALL, ["--base-url", bad, "--root", root]); // a plain path works like file://
+      expect(r2.code).not.toBe(0);
+      expect(sha256(p("usr/local/bin/herd"))).toBe(binSum);
+      expect(tree(root)).toEqual(before);
+
+      writeFileSync(join(bad, `${NAME}.tar.gz.sha256`), "not a checksum\n");
+      const r3 = sh(INSTALL, ["--base-url", bad, "--root", fresh]);
+      expect(r3.code).not.toBe(0);
+      expect(r3.err).toContain("does not hold a SHA-256");
+    }, 30_000);
+
+    test("clear errors and non-zero exits for bad use", () => {
+      const cases: [string[], string][] = [
+        [["--root", join(work, "r-x"), "--purge"], "--purge only goes with --uninstall"],
+        [["--root", join(work, "r-x"), "--bogus"], "unknown option '--bogus'"],
+        [["--root", join(work, "r-x")], "no release URL is configured yet"],
+        [["--root", join(work, "r-x"), "--base-url", "ftp://x"], "unsupported URL"],
+        [["--root", join(work, "r-x"), "--base-url", url(), "--arch", "mips"], "unsupported architecture 'mips'"],
+        [["--root", join(work, "r-x"), "--base-url", url(), "--version", "0.0.0-missing"], "not found"],
+      ];
+      for (const [args, msg] of cases) {
+        const r = run(["sh", INSTALL, ...args], { HERD_BASE_URL: "" });
+        expect(r.code).not.toBe(0);
+        expect(r.err).toContain(msg);
+      }
+      expect(tree(join(work, "r-x"))).toEqual([]);
+    });
+
+    test("uninstall removes what it installed and keeps config and data", () => {
+      writeFileSync(p("var/lib/herd/state.db"), "state");
+      const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
+      const r = sh(INSTALL, ["--uninstall", "--root", root]);
+      expect(r.code).toBe(0);
+      expect(tree(root)).toEqual(
+        ["etc/", "etc/herd/", "etc/herd/herd.yaml", "etc/systemd/", "etc/systemd/system/", "usr/", "usr/local/", "usr/local/bin/", "usr/local/share/", "usr/local/share/doc/", "var/", "var/lib/", "var/lib/herd/", "var/lib/herd/state.db"].sort(),
+      );
+      expect(readFileSync(p("etc/herd/herd.yaml"), "utf8")).toBe(conf);
+      expect(r.out).toContain("--purge deletes it");
+      const again = sh(INSTALL, ["--uninstall", "--root", root]);
+      expect(again.code).toBe(0);
+      expect(again.out).toContain("nothing to remove");
+    });
+
+    test("reinstall after uninstall reuses the kept config; --purge removes everything", () => {
+      const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
+      expect(sh(INSTALL, ["--base-url", url(), "--root", root]).code).toBe(0);
+      expect(readFileSync(p("etc/herd/herd.yaml"), "utf8")).toBe(conf);
+      const r = sh(INSTALL, ["--uninstall", "--purge", "--root", root]);
+      expect(r.code).toBe(0);
+      const left = tree(root).filter((x) => !x.endsWith("/"));
+      expect(left).toEqual([]);
+      expect(existsSync(p("etc/herd"))).toBe(false);
+      expect(existsSync(p("var/lib/herd"))).toBe(false);
+    }, 30_000);
+  });
+
+  // The compiled daemon end to end: embedded default (two sim engines), one chat completion, SIGTERM.
+  const hasDaemon = existsSync(join(REPO, "src/daemon.ts"));
+  if (!hasDaemon) console.error("skip: compiled-binary smoke test: src/daemon.ts does not exist yet");
+  test.skipIf(!hasDaemon)("the binary serves a chat completion and stops on SIGTERM within the drain bound", async () => {
+    const { defaultConfig } = await import("../../src/config/load.ts");
+    const drainMs = defaultConfig().frontend.drain_timeout_ms;
+    const bin = join(dist, "herd");
+    const port = await freePort();
+    const state = join(work, "smoke-state");
+    mkdirSync(state, { recursive: true });
+    // Stand-in for systemd's notify socket: the unit is Type=notify, so herd must send READY=1.
+    const notifySocket = join(work, "notify.sock");
+    const receiver = Bun.spawn([PYTHON, "-u", "-c", NOTIFY_RECEIVER, notifySocket], { stdout: "pipe", stderr: "inherit" });
+    const receiverOut = new Response(receiver.stdout).text();
+    for (let i = 0; i < 50 && !existsSync(notifySocket); i++) await Bun.sleep(50);
+    const env: Record<string, string | undefined> = { ...process.env, STATE_DIRECTORY: state, NOTIFY_SOCKET: notifySocket };
+    // STATE_DIRECTORY keeps the default data_dir out of /var/lib/herd when tests run as root.
+    const proc = Bun.spawn([bin, "run", "--listen", `127.0.0.1:${port}`], { env, stdout: "ignore", stderr: "pipe" });
+    const stderr = new Response(proc.stderr).text();
+    const base = `http://127.0.0.1:${port}`;
+    try {
+      let reply: Response | null = null;
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline && proc.exitCode === null) {
+        try {
+          reply = await fetch(`${base}/v1/chat/completions`, {
+            method: "POST",
+            headers: { "content-type": "application/json" },
+            body: JSON.stringify({ model: "herd-sim", messages: [{ role: "user", content: "hello" }], max_tokens: 8 }),
+          });
+          if (reply.status === 200) break;
+        } catch {
+          // not listening yet
+        }
+        await Bun.sleep(200);
+      }
+      if (reply?.status !== 200) console.error(await stderr);
+      expect(reply?.status).toBe(200);
+      const body = (await reply!.json()) as { object: string; choices: { message: { content: string } }[]; usage: { completion_tokens: number } };
+      expect(body.object).toBe("chat.completion");
+      expect(body.choices[0]!.message.content.length).toBeGreaterThan(0);
+      expect(body.usage.completion_tokens).toBeGreaterThan(0);
+
+      const t0 = Date.now();
+      proc.kill("SIGTERM");
+      const code = await Promise.race([proc.exited, Bun.sleep(drainMs + 5_000).then(() => "timeout" as const)]);
+      expect(code).toBe(0);
+      expect(Date.now() - t0).toBeLessThan(drainMs);
+      await Bun.sleep(200);
+      expect(processesRunning(bin)).toEqual([]); // the sim engines went with it
+
+      receiver.kill("SIGTERM");
+      expect((await receiverOut).split("\n")).toContain("READY=1");
+    } finally {
+      receiver.kill("SIGKILL");
+      proc.kill("SIGKILL");
+      for (const pid of processesRunning(bin)) process.kill(pid, "SIGKILL");
+    }
+  }, 60_000);
+});
+
+// Binds a unix datagram socket (what systemd passes as NOTIFY_SOCKET) and prints each line received.
+const NOTIFY_RECEIVER = `
+import socket, sys
+s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+s.bind(sys.argv[1])
+s.settimeout(60)
+try:
+    while True:
+        for line in s.recv(65536).decode(errors="replace").split("\\n"):
+            if line:
+                print(line, flush=True)
+except socket.timeout:
+    pass
+`;
+
+async function freePort(): Promise<number> {
+  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
+  const port = s.port;
+  s.stop(true);
+  return port;
+}
+
+/** PIDs whose executable is `bin` (herd re-executes itself for sim engines). */
+function processesRunning(bin: string): number[] {
+  const pids: number[] = [];
+  for (const d of readdirSync("/proc")) {
+    if (!/^\d+$/.test(d)) continue;
+    try {
+      if (readlinkSync(`/proc/${d}/exe`) === bin) pids.push(Number(d));
+    } catch {
+      // gone, or not ours to read
+    }
+  }
+  return pids;
+}
