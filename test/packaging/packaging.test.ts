@@ -138,12 +138,15 @@ describe("systemd unit", () => {
     expect(lines).toEqual([expect.stringContaining("Command /usr/local/bin/herd is not executable")]);
   });
 
-  test("stop timeout covers the default drain plus the engine stop grace", async () => {
+  test("timeouts cover the drain plus engine stop grace, and engine startup", async () => {
     const { defaultConfig } = await import("../../src/config/load.ts");
     const cfg = defaultConfig();
     const text = readFileSync(UNIT, "utf8");
     const stopS = Number(/^TimeoutStopSec=(\d+)s$/m.exec(text)?.[1]);
     expect(stopS * 1000).toBeGreaterThanOrEqual(cfg.frontend.drain_timeout_ms + cfg.supervisor.stop_timeout_ms + 10_000);
+    // READY=1 waits for the first healthy engine, which may take up to startup_timeout_ms.
+    const startMin = Number(/^TimeoutStartSec=(\d+)min$/m.exec(text)?.[1]);
+    expect(startMin * 60_000).toBeGreaterThan(cfg.supervisor.startup_timeout_ms);
     // SIGTERM to herd alone (it drains, then stops its engines); SIGKILL to the cgroup at the end.
     expect(text).toMatch(/^KillMode=mixed$/m);
     expect(text).toMatch(/^Type=notify$/m);
