@@ -44,6 +44,50 @@ describe("relay", () => {
     expect(text2).toMatch(/herd_requests_total\{model="m1",worker="w0",status="200"\} 1/);
   });
 
+  test("backpressure: a client that stops reading stops herd reading from the engine", async () => {
+    // 40k chunks of ~1 KiB = ~40 MiB. Loopback socket buffers (two hops) and the fetch client hold
+    // ~10 MiB between them here; a proxy that buffered would read all of it.
+    const TOTAL = 40_000;
+    let produced = 0;
+    const pad = "x".repeat(1000);
+    const up = track(
+      startUpstream(
+        () =>
+          new Response(
+            new ReadableStream<Uint8Array>({
+              pull(ctrl) {
+                if (produced === TOTAL) {
+                  ctrl.enqueue(new TextEncoder().encode("data: [DONE]\n\n"));
+                  ctrl.close();
+                  return;
+                }
+                produced++;
+                ctrl.enqueue(new TextEncoder().encode(`data: {"choices":[{"index":0,"delta":{"content":"${pad}"},"finish_reason":null}]}\n\n`));
+              },
+            }),
+            { headers: { "content-type": "text/event-stream" } },
+          ),
+      ),
+    );
+    const h = track(await startHerd({ workers: [{ id: "w0", url: up.url }] }));
+    const res = await post(`${h.url}/v1/chat/completions`, chatBody({ stream: true }));
+    const reader = res.body!.getReader();
+    await reader.read();
+    await Bun.sleep(400); // the client reads nothing for a while
+    const producedWhilePaused = produced;
+    if (process.env.HERD_TEST_VERBOSE) console.log(`produced while paused: ${producedWhilePaused}/${TOTAL}`);
+    expect(producedWhilePaused).toBeLessThan(TOTAL / 2);
+    // Reading resumes and everything arrives.
+    let bytes = 0;
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) break;
+      bytes += r.value.byteLength;
+    }
+    expect(produced).toBe(TOTAL);
+    expect(bytes).toBeGreaterThan(TOTAL * 1000);
+  });
+
   test("completions endpoint goes to the same path upstream", async () => {
     const up = track(
       startUpstream(() => Response.json({ id: "c", object: "text_completion", created: 1, model: MODEL, choices: [{ index: 0, text: "ok", finish_reason: "stop", logprobs: null }] })),
