@@ -163,14 +163,17 @@ const command: EngineDriver = {
 const sim: EngineDriver = {
   kind: "sim",
   managed: true,
-  wantsKvPorts: false,
+  // The simulated engine publishes KV events exactly like vLLM, so it takes the same JSON.
+  wantsKvPorts: true,
   launch(input) {
     const { model, entry } = input;
     const argv = [...input.self, "sim-engine", "--host", entry.host, "--port", String(input.port)];
     argv.push("--model", model.name, "--block-size", String(model.block_size));
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
-    return spec(input, argv, model.name);
+    const kv = kvBindJson(input, true);
+    if (kv) argv.push("--kv-events-config", kv.json);
+    return spec(input, argv, model.name, kv?.spec);
   },
 };
 

@@ -122,9 +122,15 @@ describe("command, sim, external", () => {
 
   test("sim re-invokes herd sim-engine with model, block size and tokenizer", () => {
     const [p] = plan({ models: [model({ tokenizer: "/models/q" })], engines: [engine({ kind: "sim", args: ["--time-scale", "20"] })] });
-    expect(specOf(p!).argv).toEqual([
-      "/usr/local/bin/herd", "sim-engine", "--host", "127.0.0.1", "--port", "9000", "--model", "m", "--block-size", "16", "--tokenizer", "/models/q", "--time-scale", "20",
+    const s = specOf(p!);
+    const kv = flagValue(s.argv, "--kv-events-config");
+    expect(s.argv).toEqual([
+      "/usr/local/bin/herd", "sim-engine", "--host", "127.0.0.1", "--port", "9000", "--model", "m", "--block-size", "16", "--tokenizer", "/models/q",
+      "--kv-events-config", kv, "--time-scale", "20",
     ]);
+    // The sim publishes KV events like vLLM: same JSON, allocated ports, a topic naming the worker.
+    expect(JSON.parse(kv)).toEqual({ enable_kv_cache_events: true, publisher: "zmq", endpoint: "tcp://*:9001", replay_endpoint: "tcp://*:9002", topic: "kv@n1/sim-0@m" });
+    expect(s.kvEvents).toEqual({ endpoint: "tcp://127.0.0.1:9001", replayEndpoint: "tcp://127.0.0.1:9002", topic: "kv@n1/sim-0@m" });
   });
 
   test("external: no process, url and kv endpoints from config", () => {
@@ -160,7 +166,8 @@ describe("planning", () => {
       (_h, p) => !taken.has(p),
     );
     expect(plans.map((p) => p.id)).toEqual(["n1/sim-0", "n1/sim-1", "n1/command-0", "n1/sim-2", "n1/external-0"]);
-    expect(plans.map((p) => p.spec?.port ?? null)).toEqual([9000, 9003, 9002, 9004, null]);
+    // sim engines also take two KV event ports each (9001 is taken, 9002 reserved): 9003-9004, 9006-9007.
+    expect(plans.map((p) => p.spec?.port ?? null)).toEqual([9000, 9005, 9002, 9008, null]);
     expect(plans.map((p) => [p.entryIndex, p.index])).toEqual([[0, 0], [0, 1], [1, 0], [2, 0], [3, 0]]);
   });
 

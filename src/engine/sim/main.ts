@@ -3,6 +3,7 @@
 // 2 on a usage error, 70 on a --crash-after crash.
 
 import { errorMessage } from "../../core/errors.ts";
+import { SimKvPublisher } from "./kv-publisher.ts";
 import { parseSimArgs, simUsage, UsageError } from "./options.ts";
 import { startSimEngine } from "./server.ts";
 
@@ -25,9 +26,17 @@ export async function simEngineMain(argv: string[]): Promise<number> {
   }
   const log = (line: string) => process.stdout.write(line + "\n");
   let engine;
+  let kv: SimKvPublisher | null = null;
   try {
-    engine = await startSimEngine({ ...opts, log, onCrash: () => process.exit(CRASH_EXIT_CODE) });
+    // Bound before the model "loads", as vLLM creates its publisher when the engine core starts.
+    if (opts.kvEvents) {
+      kv = new SimKvPublisher({ config: opts.kvEvents, encoding: opts.kvEventsEncoding, dropFraction: opts.kvEventsDropFraction, seed: opts.seed });
+      log(`INFO:     KV events: publisher on ${kv.endpoint}${kv.replayEndpoint ? `, replay on ${kv.replayEndpoint}` : ""}, topic ${JSON.stringify(opts.kvEvents.topic)}, ${opts.kvEventsEncoding} encoding`);
+    }
+    const pub = kv;
+    engine = await startSimEngine({ ...opts, log, onCrash: () => process.exit(CRASH_EXIT_CODE), ...(pub ? { onKvEvents: (ev) => pub.publish(ev) } : {}) });
   } catch (e) {
+    kv?.close();
     process.stderr.write(`herd sim-engine: cannot start: ${errorMessage(e)}\n`);
     return 1;
   }
@@ -35,7 +44,10 @@ export async function simEngineMain(argv: string[]): Promise<number> {
   return await new Promise<number>((resolve) => {
     const stop = (sig: string) => {
       log(`INFO:     Shutting down (${sig})`);
-      void e.stop().then(() => resolve(0));
+      void e.stop().then(() => {
+        kv?.close();
+        resolve(0);
+      });
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));

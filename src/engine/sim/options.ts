@@ -3,6 +3,7 @@
 // (README.md in this folder gives the sources).
 
 import { DEFAULT_COST, ZERO_COST, type CostParams } from "./cost.ts";
+import { type KvEventsConfig, parseKvEventsConfig } from "./kv-publisher.ts";
 
 export interface SimEngineOptions {
   host: string;
@@ -34,6 +35,12 @@ export interface SimEngineOptions {
   crashAfter: number | null;
   /** "Loading" time: the port refuses connections until it has passed. */
   startupDelayMs: number;
+  /** vLLM's --kv-events-config; null = no KV event publisher. */
+  kvEvents: KvEventsConfig | null;
+  /** Event encoding: "map" (vLLM ≥ 0.24) or "array" (positional, vLLM ≤ 0.23). */
+  kvEventsEncoding: "array" | "map";
+  /** Share of KV event batches not published live (still replayable); seeded by --seed. */
+  kvEventsDropFraction: number;
 }
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
@@ -55,6 +62,9 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   hangAfter: null,
   crashAfter: null,
   startupDelayMs: 0,
+  kvEvents: null,
+  kvEventsEncoding: "map",
+  kvEventsDropFraction: 0,
 };
 
 export class UsageError extends Error {
@@ -95,6 +105,33 @@ export const FLAGS: Record<string, Flag> = {
   "fail-after": { kind: "int", help: "requests after the Nth get 500", set: (o, v) => void (o.failAfter = v as number) },
   "hang-after": { kind: "int", help: "requests after the Nth are never answered", set: (o, v) => void (o.hangAfter = v as number) },
   "crash-after": { kind: "int", help: "exit in the middle of request N+1's stream", set: (o, v) => void (o.crashAfter = v as number) },
+  "kv-events-config": {
+    kind: "str",
+    help: "vLLM's KV events JSON: publisher, endpoint, replay_endpoint, topic, buffer_steps",
+    set: (o, v) => {
+      try {
+        o.kvEvents = parseKvEventsConfig(v as string);
+      } catch (e) {
+        throw new UsageError(`--kv-events-config: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    },
+  },
+  "kv-events-encoding": {
+    kind: "str",
+    help: "KV event encoding: map (vLLM >= 0.24) or array (map)",
+    set: (o, v) => {
+      if (v !== "map" && v !== "array") throw new UsageError(`--kv-events-encoding: expected map or array, got ${JSON.stringify(v)}`);
+      o.kvEventsEncoding = v;
+    },
+  },
+  "kv-events-drop-fraction": {
+    kind: "num",
+    help: "fault: share of KV event batches not sent live, 0..1 (0)",
+    set: (o, v) => {
+      if ((v as number) > 1) throw new UsageError(`--kv-events-drop-fraction: must be at most 1, got ${v}`);
+      o.kvEventsDropFraction = v as number;
+    },
+  },
   "startup-delay-ms": { kind: "int", help: "refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
 };
 
