@@ -8,15 +8,10 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { ENGINE_KINDS, POLICIES, ROLES, type Config } from "./types.ts";
+import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkUrl } from "./checks.ts";
 
-/** Policies users may know from other routers that herd does not offer yet. */
-const LATER_POLICIES = {
-  prefix: "arrives with KV-aware routing in a later release",
-  kv: "arrives with KV-aware routing in a later release",
-};
 
 const node = obj("This host: its name, the address peers reach it at, and where it keeps state.", {
   name: str("Stable node name. Default: the host name.", (env) => env.hostname, { nonEmpty: true }),
@@ -46,7 +41,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
 });
 
 const router = obj("How requests are spread across engines.", {
-  policy: oneOf(POLICIES, "Routing policy.", "least-loaded", LATER_POLICIES),
+  policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "least-loaded"),
   seed: int("Seed for routing randomness (ties, random, power-of-two); 0 = from time.", 0, { min: 0, max: 2 ** 32 - 1 }),
   session: obj("Knobs of the `session` policy (consistent hashing with bounded load).", {
     header: str("Request header carrying the session id.", "x-session-id", {
@@ -66,6 +61,51 @@ const router = obj("How requests are spread across engines.", {
     }),
   }),
   metrics_scrape_interval_ms: ms("How often engine /metrics are scraped to correct herd's own load accounting.", 1000),
+  kv: obj("Cost knobs of the `kv` and `prefix` policies (Dynamo's form: prefill_load_scale × blocks to prefill + active decode blocks).", {
+    prefill_load_scale: num("Weight of the prefill term (blocks still to compute after overlap credit) against active decode blocks.", 1, {
+      min: 0,
+      max: 1000,
+    }),
+    overlap_credit: obj("Credit per overlapping block by medium; a block held on GPU needs no prefill, one on CPU/disk needs a copy.", {
+      gpu: num("Credit per leading block held in GPU memory.", 1, { min: 0, max: 10 }),
+      cpu: num("Credit per further leading block held in CPU memory.", 0.75, { min: 0, max: 10 }),
+      disk: num("Credit per further leading block held on disk.", 0.25, { min: 0, max: 10 }),
+    }),
+    temperature: num("0 = the cheapest worker (ties at random); > 0 = softmax sampling over min-max normalised cost.", 0, { min: 0, max: 100 }),
+    predicted_ttl_ms: ms("`kv`: count a decision's blocks as cached on its worker this long, until the engine's events arrive; 0 = off.", 2000),
+  }),
+  prefix: obj("The `prefix` policy's memory of which prompt blocks it sent to which worker (no engine events needed).", {
+    ttl_ms: ms("A remembered block counts as cached for this long after the last request that sent it (Dynamo: 120 s).", 120_000),
+    max_blocks_per_worker: int("Remembered blocks per worker; the least recently sent are forgotten first.", 65_536, {
+      min: 1,
+      max: 16_777_216,
+    }),
+  }),
+  pipeline: obj("The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in KV blocks, lower wins), then a picker.", {
+    filters: list(oneOf(PIPELINE_FILTERS, "A filter."), "Filters in order (the router already keeps only ready workers of the model).", [
+      "overload",
+    ]),
+    overload: obj("SGLang-style imbalance guard: a worker is dropped when its load exceeds the least loaded one's by both thresholds.", {
+      abs_threshold: num("Load (requests) above the least loaded worker's.", 32, { min: 0, max: 1_000_000 }),
+      rel_threshold: num("Load as a multiple of the least loaded worker's.", 1.5, { min: 1, max: 1000 }),
+    }),
+    scorers: list(
+      obj("A weighted scorer.", {
+        type: oneOf(
+          PIPELINE_SCORERS,
+          "`kv-cost`: Dynamo's cost; `load`: effective load in requests; `session`: minus the request's blocks on the session's last worker.",
+        ),
+        weight: num("Multiplier of the scorer's cost.", 1, { min: 0, max: 1000 }),
+      }),
+      "Scorers whose weighted costs are summed per worker.",
+      [
+        { type: "kv-cost", weight: 1 },
+        { type: "session", weight: 0.5 },
+      ],
+      16,
+    ),
+    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest) or `min` (always the cheapest).", "softmax"),
+  }),
 });
 
 const modelEntry = obj("A model clients can ask for.", {

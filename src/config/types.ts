@@ -2,7 +2,7 @@
 // contract between config parsing (src/config) and every component that reads config. Names are the
 // YAML keys (snake_case, units last) so a config finding and the code speak the same words.
 
-export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session"] as const;
+export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix"] as const;
 export type PolicyName = (typeof POLICIES)[number];
 
 export const ENGINE_KINDS = ["sim", "vllm", "sglang", "trtllm", "command", "external"] as const;
@@ -57,6 +57,60 @@ export interface SessionPolicyConfig {
   virtual_nodes: number;
 }
 
+/** Credit per overlapping block, by where the engine holds it (Dynamo: GPU 1.0, host 0.75, disk 0.25). */
+export interface OverlapCreditConfig {
+  gpu: number;
+  cpu: number;
+  disk: number;
+}
+
+/** Knobs of the KV-aware cost (Dynamo's form) shared by the `kv` and `prefix` policies. */
+export interface KvPolicyConfig {
+  /** Weight of the prefill term (blocks still to compute) against the decode term (active blocks). */
+  prefill_load_scale: number;
+  overlap_credit: OverlapCreditConfig;
+  /** 0 = cheapest worker (ties random); > 0 = softmax over min-max normalised cost. */
+  temperature: number;
+  /** `kv` only: remember each decision's blocks this long as predicted GPU overlap until the engine's events arrive; 0 = off. */
+  predicted_ttl_ms: number;
+}
+
+/** The `prefix` policy's memory of which blocks it sent where (no engine events). */
+export interface PrefixPolicyConfig {
+  /** A remembered block counts as cached for this long after the last request that sent it. */
+  ttl_ms: number;
+  /** Remembered blocks per worker; the least recently sent are forgotten first. */
+  max_blocks_per_worker: number;
+}
+
+export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload"] as const;
+export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
+export const PIPELINE_SCORERS = ["kv-cost", "load", "session"] as const;
+export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
+export const PIPELINE_PICKERS = ["softmax", "min"] as const;
+export type PipelinePickerName = (typeof PIPELINE_PICKERS)[number];
+
+export interface PipelineScorerConfig {
+  type: PipelineScorerName;
+  weight: number;
+}
+
+/** SGLang-style imbalance guard: a worker is dropped when it is over both thresholds above the least loaded. */
+export interface OverloadGuardConfig {
+  /** Load (requests) above the least loaded worker's. */
+  abs_threshold: number;
+  /** Load as a multiple of the least loaded worker's. */
+  rel_threshold: number;
+}
+
+/** The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in blocks), then a picker. */
+export interface PipelineConfig {
+  filters: PipelineFilterName[];
+  overload: OverloadGuardConfig;
+  scorers: PipelineScorerConfig[];
+  picker: PipelinePickerName;
+}
+
 export interface RouterConfig {
   policy: PolicyName;
   /** Seed for routing randomness (ties, random, power-of-two); 0 = from time. */
@@ -65,6 +119,9 @@ export interface RouterConfig {
   retry: RetryConfig;
   /** How often engine /metrics are scraped to correct herd's own load accounting. */
   metrics_scrape_interval_ms: number;
+  kv: KvPolicyConfig;
+  prefix: PrefixPolicyConfig;
+  pipeline: PipelineConfig;
 }
 
 export interface ModelConfig {

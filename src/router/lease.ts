@@ -4,12 +4,16 @@
 // finally block counts once. The count itself lives in the registry (load.in_flight), the single
 // source every reader (policies, /admin/cluster, metrics) sees.
 // Prefill bookkeeping (requests and prompt tokens not yet past their first token) is kept here for
-// the KV-aware issue's load terms (Dynamo's active prefill tokens).
+// the KV-aware load terms (Dynamo's active prefill tokens), and so are the prompt's KV blocks
+// (active.ts: Dynamo's active decode blocks), added at book and freed at release.
 import type { WorkerRegistry } from "../cluster/registry.ts";
+import { ActiveBlocks } from "./active.ts";
 
 export interface Lease {
   readonly workerId: string;
   readonly promptTokens: number;
+  /** KV blocks this request holds on the worker while in flight (full blocks + a partial last one). */
+  readonly promptBlocks: number;
   /** True until firstToken() or release(). */
   readonly prefilling: boolean;
   readonly released: boolean;
@@ -24,18 +28,34 @@ export interface PrefillLoad {
   tokens: number;
 }
 
+/** The prompt's KV blocks, when the request was preprocessed (src/preprocess). */
+export interface BookedPrompt {
+  /** Sequence hashes of the prompt's full blocks. */
+  blockHashes: readonly bigint[];
+  blockSize: number;
+}
+
+/** Block size assumed for requests booked without one (the config's default block_size). */
+export const DEFAULT_BLOCK_SIZE = 16;
+
 export class LoadBook {
   private readonly prefill = new Map<string, PrefillLoad>();
+  private readonly active = new ActiveBlocks();
 
   constructor(
     private readonly registry: WorkerRegistry,
     private readonly onInFlight: (workerId: string, n: number) => void = () => {},
   ) {}
 
-  book(workerId: string, promptTokens = 0): Lease {
+  book(workerId: string, promptTokens = 0, prompt?: BookedPrompt): Lease {
     const tokens = Math.max(0, Math.floor(promptTokens));
+    const hashes = prompt?.blockHashes ?? [];
+    const blockSize = prompt?.blockSize ?? DEFAULT_BLOCK_SIZE;
+    // Blocks not named by a hash (the partial last block; all of them without preprocessing).
+    const estimated = Math.max(0, Math.ceil(tokens / blockSize) - hashes.length);
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, tokens);
+    this.active.add(workerId, hashes, estimated);
     let prefilling = true;
     let released = false;
     const endPrefill = () => {
@@ -46,6 +66,7 @@ export class LoadBook {
     return {
       workerId,
       promptTokens: tokens,
+      promptBlocks: hashes.length + estimated,
       get prefilling() {
         return prefilling;
       },
@@ -57,6 +78,7 @@ export class LoadBook {
         if (released) return;
         released = true;
         endPrefill();
+        this.active.remove(workerId, hashes, estimated);
         this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
       },
     };
@@ -69,6 +91,16 @@ export class LoadBook {
   prefillOf(workerId: string): PrefillLoad {
     const p = this.prefill.get(workerId);
     return p ? { ...p } : { requests: 0, tokens: 0 };
+  }
+
+  /** Distinct KV blocks of the requests in flight on a worker (a shared prefix counts once). */
+  activeBlocks(workerId: string): number {
+    return this.active.blocks(workerId);
+  }
+
+  /** Leading blocks of a prompt already active on each worker (absent = none). */
+  activeOverlaps(hashes: readonly bigint[]): Map<string, number> {
+    return this.active.overlaps(hashes);
   }
 
   private addPrefill(workerId: string, requests: number, tokens: number): void {

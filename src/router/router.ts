@@ -15,7 +15,8 @@ import type { RouterConfig } from "../config/types.ts";
 import type { WorkerRegistry } from "../cluster/registry.ts";
 import type { Worker } from "../cluster/workers.ts";
 import { DEFAULT_FILTERS } from "./filters.ts";
-import { LoadBook, type Lease, type PrefillLoad } from "./lease.ts";
+import { LoadBook, type BookedPrompt, type Lease, type PrefillLoad } from "./lease.ts";
+import type { KvIndex } from "../kv/indexer.ts";
 import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
 import { RetryBudget, retryable, type Failure } from "./retry.ts";
 import type { Decision, Filter, FilteredOut, Policy, RouteRequest } from "./types.ts";
@@ -47,6 +48,8 @@ export interface RouterOptions {
   /** Overrides config.policy (tests, benchmarks, the KV issue's pipelines). */
   policy?: Policy;
   filters?: readonly Filter[];
+  /** The event-fed block index for the `kv` policy (src/kv); shared with every other reader. */
+  kvIndex?: KvIndex;
 }
 
 /** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
@@ -83,7 +86,13 @@ export class Router {
         const known = POLICY_FACTORIES.map((p) => p.name).join(", ");
         throw new HerdError(500, "server_error", `unknown router.policy "${opts.config.policy}", expected one of: ${known}`, "config_error");
       }
-      this.policy = f.create(opts.config);
+      const loads = this.loads;
+      const load = {
+        prefilling: (id: string) => loads.prefillOf(id),
+        activeBlocks: (id: string) => loads.activeBlocks(id),
+        activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
+      };
+      this.policy = f.create(opts.config, { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
     }
   }
 
@@ -106,12 +115,21 @@ export class Router {
   /** route() then book() in one call, so no await can slip between them. */
   routeAndBook(req: RouteRequest): RouteResult & { lease: Lease } {
     const r = this.route(req);
-    return { ...r, lease: this.book(r.worker.id, req.promptTokens) };
+    const prompt = req.blockHashes ? { blockHashes: req.blockHashes, blockSize: req.blockSize ?? 16 } : undefined;
+    return { ...r, lease: this.book(r.worker.id, req.promptTokens, prompt) };
   }
 
-  /** Count a request as in flight on a worker until the returned lease is released. */
-  book(workerId: string, promptTokens = 0): Lease {
-    return this.loads.book(workerId, promptTokens);
+  /**
+   * Count a request as in flight on a worker until the returned lease is released. With `prompt`
+   * its KV blocks count as active on the worker (the KV-aware cost's decode term) until release.
+   */
+  book(workerId: string, promptTokens = 0, prompt?: BookedPrompt): Lease {
+    return this.loads.book(workerId, promptTokens, prompt);
+  }
+
+  /** Distinct KV blocks of the requests in flight on a worker (a shared prefix counts once). */
+  activeBlocks(workerId: string): number {
+    return this.loads.activeBlocks(workerId);
   }
 
   inFlight(workerId: string): number {

@@ -6,6 +6,8 @@
 import type { Rng } from "../core/rng.ts";
 import type { Worker } from "../cluster/workers.ts";
 import type { RouterConfig } from "../config/types.ts";
+import type { KvIndex } from "../kv/indexer.ts";
+import type { PrefillLoad } from "./lease.ts";
 
 /** What the router knows about a request when it routes it. */
 export interface RouteRequest {
@@ -16,6 +18,13 @@ export interface RouteRequest {
   promptTokens: number;
   /** Workers that already failed this request (retry goes elsewhere). Empty on the first attempt. */
   exclude: ReadonlySet<string>;
+  /**
+   * Sequence hashes of the prompt's full KV blocks (src/preprocess → src/kv blockHashes), for the
+   * KV-aware policies. Absent: they see no overlap and fall back to load terms from promptTokens.
+   */
+  blockHashes?: readonly bigint[];
+  /** Block size (tokens) the hashes were cut with: the model's block_size. Default 16. */
+  blockSize?: number;
 }
 
 export interface RouteCtx {
@@ -44,6 +53,15 @@ export interface Pick {
   candidates: CandidateExplain[];
   /** One sentence: why this worker. */
   reason: string;
+  /** Time spent in the policy's stages, ms (KV-aware policies: `match_ms`, `score_ms`). */
+  timings?: Record<string, number>;
+  /**
+   * Prompt tokens the policy expects the chosen worker to have cached (GPU overlap × block size);
+   * compare with the engine's usage.prompt_tokens_details.cached_tokens to see how stale the index is.
+   */
+  predictedCachedTokens?: number;
+  /** Request-level figures the policy used (KV-aware policies: tokens, block_size, hashed_blocks, request_blocks). */
+  request?: Record<string, number>;
 }
 
 /** A worker removed before the policy ran, and the filter that removed it. */
@@ -65,10 +83,27 @@ export interface Policy {
   pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick;
 }
 
+/** Live load the Router's leases keep, for load terms finer than in_flight (KV-aware policies). */
+export interface LoadView {
+  /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
+  prefilling(workerId: string): PrefillLoad;
+  /** Distinct KV blocks of the requests in flight on a worker. */
+  activeBlocks(workerId: string): number;
+  /** Leading blocks of a prompt already active on each worker (absent = none). */
+  activeOverlaps(hashes: readonly bigint[]): Map<string, number>;
+}
+
+/** What a policy may read besides the candidates; the Router passes its own. All optional. */
+export interface PolicyDeps {
+  /** The event-fed block index (`kv`); without one `kv` sees no engine-reported overlap. */
+  kvIndex?: KvIndex;
+  load?: LoadView;
+}
+
 /** A policy's entry in the registry list (src/router/policies/index.ts): one file + one line. */
 export interface PolicyFactory {
   readonly name: string;
-  create(config: RouterConfig): Policy;
+  create(config: RouterConfig, deps?: PolicyDeps): Policy;
 }
 
 /** A filter keeps or drops one worker for a request; filters run in order before the policy. */

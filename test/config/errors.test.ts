@@ -83,11 +83,11 @@ const cases: Case[] = [
     message: /expected one of sim \| vllm .* got "vlm" \(did you mean "vllm"\?\)/,
   },
   {
-    name: "policy not offered (yet)",
-    text: yaml("router:", "  policy: kv"),
-    path: "router.policy",
-    line: 2,
-    message: /"kv" is not available yet .*expected one of round-robin \| random \| power-of-two \| least-loaded \| session/,
+    name: "KV-aware knob out of range",
+    text: yaml("router:", "  policy: kv", "  kv:", "    temperature: -1"),
+    path: "router.kv.temperature",
+    line: 4,
+    message: /expected a number between 0 and 100, got -1/,
   },
   {
     name: "unknown policy",

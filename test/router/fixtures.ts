@@ -1,8 +1,13 @@
 // Fixtures for router tests: workers, configs and requests with sensible defaults.
 import type { RouterConfig } from "../../src/config/types.ts";
+import { defaultConfig } from "../../src/config/index.ts";
 import { emptyLoad, type Worker, type WorkerLoad } from "../../src/cluster/workers.ts";
 import { WorkerRegistry } from "../../src/cluster/registry.ts";
 import type { RouteRequest } from "../../src/router/types.ts";
+
+/** The KV-aware sections (kv, prefix, pipeline) at their schema defaults. */
+const { kv, prefix, pipeline } = defaultConfig({ hostname: "test", dataDir: "/tmp/herd-test" }).router;
+const kvDefaults = { kv, prefix, pipeline };
 
 export function routerConfig(over: Partial<RouterConfig> = {}): RouterConfig {
   return {
@@ -11,6 +16,7 @@ export function routerConfig(over: Partial<RouterConfig> = {}): RouterConfig {
     session: { header: "x-session-id", load_factor: 1.25, virtual_nodes: 100 },
     retry: { attempts: 1, budget_ratio: 0.2, min_retries_per_window: 3 },
     metrics_scrape_interval_ms: 1000,
+    ...kvDefaults,
     ...over,
   };
 }

@@ -6,8 +6,10 @@ import { random } from "./random.ts";
 import { powerOfTwo } from "./power-of-two.ts";
 import { leastLoaded } from "./least-loaded.ts";
 import { session } from "./session.ts";
+import { kv } from "./kv.ts";
+import { prefix } from "./prefix.ts";
 
-export const POLICY_FACTORIES: readonly PolicyFactory[] = [roundRobin, random, powerOfTwo, leastLoaded, session];
+export const POLICY_FACTORIES: readonly PolicyFactory[] = [roundRobin, random, powerOfTwo, leastLoaded, session, kv, prefix];
 
 export function policyFactory(name: string): PolicyFactory | undefined {
   return POLICY_FACTORIES.find((f) => f.name === name);

@@ -1,0 +1,84 @@
+// Pipeline scorers: each returns a cost in KV blocks (lower wins) and the terms it used.
+//
+// kv-cost — Dynamo's cost (../cost.ts) with load from herd's own leases, corrected by the last
+//   scrape: requests the engine reports beyond herd's in-flight count ("outside" traffic, or herd's
+//   own not yet visible) are assumed to be the size of this request; those still waiting add their
+//   prompt to the prefill term, all of them add their blocks to the decode term.
+// load — the effective load in requests (max(in_flight, running + waiting), ../load.ts).
+// session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
+//   with weight w the session's worker is kept unless its other costs exceed the best worker's by
+//   more than w × the request's blocks ("prefer the session's worker unless clearly worse").
+import type { KvPolicyConfig } from "../../config/types.ts";
+import type { Overlap } from "../../kv/indexer.ts";
+import { kvCost } from "../cost.ts";
+import { effectiveLoad } from "../load.ts";
+import type { Scorer } from "./types.ts";
+
+const NO_OVERLAP: Overlap = { gpu: 0, cpu: 0, disk: 0 };
+
+export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
+  const knobs = { prefillLoadScale: cfg.prefill_load_scale, credit: cfg.overlap_credit };
+  return {
+    type: "kv-cost",
+    score(w, f) {
+      const o = f.overlap.get(w.id) ?? NO_OVERLAP;
+      const pre = f.load.prefilling(w.id);
+      const { running, waiting, in_flight } = w.load;
+      const scraped = running !== null || waiting !== null;
+      const outside = scraped ? Math.max(0, (running ?? 0) + (waiting ?? 0) - in_flight) : 0;
+      const outsideWaiting = scraped ? Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests)) : 0;
+      const activeOverlap = f.activeOverlap.get(w.id) ?? 0;
+      const herdBlocks = f.load.activeBlocks(w.id);
+      const newBlocks = Math.max(0, f.requestBlocks - activeOverlap);
+      const activePrefillTokens = pre.tokens + outsideWaiting * f.tokens;
+      const activeBlocks = herdBlocks + outside * f.requestBlocks;
+      const t = kvCost(
+        { requestTokens: f.tokens, blockSize: f.blockSize, overlap: o, activePrefillTokens, activeBlocks, newBlocks },
+        knobs,
+      );
+      return {
+        cost: t.cost,
+        terms: {
+          overlap_gpu: o.gpu,
+          overlap_cpu: o.cpu,
+          overlap_disk: o.disk,
+          predicted_gpu: f.predicted.get(w.id) ?? 0,
+          credit_blocks: r3(t.credit_blocks),
+          prefilling_requests: pre.requests,
+          active_prefill_tokens: activePrefillTokens,
+          raw_prefill_blocks: r3(t.raw_prefill_blocks),
+          prefill_blocks: r3(t.prefill_blocks),
+          active_blocks: activeBlocks,
+          new_blocks: newBlocks,
+          outside_requests: outside,
+          decode_blocks: t.decode_blocks,
+          in_flight: in_flight,
+          running,
+          waiting,
+          kv_cost: r3(t.cost),
+        },
+      };
+    },
+  };
+}
+
+export const loadScorer: Scorer = {
+  type: "load",
+  score(w) {
+    const load = effectiveLoad(w.load);
+    return { cost: load, terms: { load } };
+  },
+};
+
+export const sessionScorer: Scorer = {
+  type: "session",
+  score(w, f) {
+    const mine = f.sessionWorker === w.id;
+    return { cost: mine ? -f.requestBlocks : 0, terms: { session_worker: mine ? 1 : 0 } };
+  },
+};
+
+/** Three decimals keep explain output readable; costs themselves are never rounded. */
+export function r3(x: number): number {
+  return Math.round(x * 1000) / 1000;
+}

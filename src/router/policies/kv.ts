@@ -1,0 +1,46 @@
+// kv (precise): overlap per medium from the event-fed block index (src/kv), raised by "predicted"
+// entries — the blocks of this router's own recent decisions, remembered for
+// router.kv.predicted_ttl_ms, so a burst of requests sharing a new prefix does not scatter before
+// the engine's BlockStored events arrive (Dynamo's --router-predicted-ttl-secs, routers.md §1.7).
+// The pipeline (router.pipeline) then filters, scores (Dynamo's cost by default) and picks.
+import type { RouterConfig } from "../../config/types.ts";
+import { BlockIndex } from "../../kv/block-index.ts";
+import type { KvIndex, Overlap } from "../../kv/indexer.ts";
+import { PrefixMemory } from "../prefix-memory.ts";
+import { buildPipeline } from "../pipeline/registry.ts";
+import { PipelinePolicy, type CacheSource } from "../pipeline/runner.ts";
+import type { PolicyDeps, PolicyFactory } from "../types.ts";
+
+export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheSource {
+  return {
+    match(hashes, nowMs) {
+      const overlap = new Map<string, Overlap>();
+      const pred = new Map<string, number>();
+      if (hashes.length === 0) return { overlap, predicted: pred };
+      for (const [w, o] of index.findMatches(hashes)) overlap.set(w, { ...o });
+      if (predicted) {
+        for (const [w, n] of predicted.overlaps(hashes, nowMs)) {
+          pred.set(w, n);
+          const o = overlap.get(w);
+          if (!o) overlap.set(w, { gpu: n, cpu: 0, disk: 0 });
+          else if (n > o.gpu) o.gpu = n;
+        }
+      }
+      return { overlap, predicted: pred };
+    },
+    record(worker, hashes, nowMs) {
+      predicted?.record(worker, hashes, nowMs);
+    },
+  };
+}
+
+export const kv: PolicyFactory = {
+  name: "kv",
+  create(config: RouterConfig, deps: PolicyDeps = {}) {
+    // Without an index (a Router built without one) kv still balances by load and predictions.
+    const index = deps.kvIndex ?? new BlockIndex();
+    const predicted =
+      config.kv.predicted_ttl_ms > 0 ? new PrefixMemory(config.kv.predicted_ttl_ms, config.prefix.max_blocks_per_worker) : null;
+    return new PipelinePolicy("kv", buildPipeline(config), kvSource(index, predicted), deps.load);
+  },
+};
