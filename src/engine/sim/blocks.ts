@@ -20,18 +20,27 @@ export interface Block {
 }
 
 /** Chained block hash: xxh3-64 over parent hash (u64 LE) ‖ token ids (u32 LE), seeded per engine. */
+let scratch = new ArrayBuffer(8 + 4 * 64);
+
 export function hashBlock(seed: bigint, parent: BlockHash | null, tokens: readonly number[]): BlockHash {
-  const buf = new ArrayBuffer(8 + 4 * tokens.length);
-  const view = new DataView(buf);
+  const size = 8 + 4 * tokens.length;
+  if (scratch.byteLength < size) scratch = new ArrayBuffer(size);
+  const view = new DataView(scratch);
   view.setBigUint64(0, parent ?? 0n, true);
   for (let i = 0; i < tokens.length; i++) view.setUint32(8 + 4 * i, tokens[i]! >>> 0, true);
-  return BigInt(Bun.hash.xxHash3(new Uint8Array(buf), seed));
+  return BigInt(Bun.hash.xxHash3(new Uint8Array(scratch, 0, size), seed));
 }
 
 export class BlockPool {
   private readonly blocks: Block[];
-  /** Free blocks in eviction order: Map iteration order is insertion order, so the first key is evicted next. */
-  private readonly freeQueue = new Map<number, Block>();
+  /**
+   * Free blocks in eviction order, as an intrusive doubly-linked list over block ids (like vLLM's
+   * FreeKVCacheBlockQueue): O(1) append, pop-front and removal from the middle (a prefix hit).
+   * Index numBlocks is the sentinel; -1 in `prev` marks a block that is not in the queue.
+   */
+  private readonly next: Int32Array;
+  private readonly prev: Int32Array;
+  private free = 0;
   private readonly cached = new Map<BlockHash, Block>();
   private events: KvEvent[] = [];
 
@@ -40,11 +49,34 @@ export class BlockPool {
     readonly blockSize: number,
   ) {
     this.blocks = Array.from({ length: numBlocks }, (_, id) => ({ id, refCount: 0, hash: null }));
-    for (const b of this.blocks) this.freeQueue.set(b.id, b);
+    this.next = new Int32Array(numBlocks + 1);
+    this.prev = new Int32Array(numBlocks + 1).fill(-1);
+    this.next[numBlocks] = numBlocks;
+    this.prev[numBlocks] = numBlocks;
+    for (const b of this.blocks) this.pushFree(b.id);
   }
 
   get numFree(): number {
-    return this.freeQueue.size;
+    return this.free;
+  }
+
+  private pushFree(id: number): void {
+    const s = this.numBlocks;
+    const last = this.prev[s]!;
+    this.next[last] = id;
+    this.prev[id] = last;
+    this.next[id] = s;
+    this.prev[s] = id;
+    this.free++;
+  }
+
+  private removeFree(id: number): void {
+    const p = this.prev[id]!;
+    const n = this.next[id]!;
+    this.next[p] = n;
+    this.prev[n] = p;
+    this.prev[id] = -1;
+    this.free--;
   }
 
   get numCached(): number {
@@ -53,7 +85,7 @@ export class BlockPool {
 
   /** Share of blocks referenced by requests (vLLM's kv_cache_usage_perc: cached free blocks count as free). */
   usage(): number {
-    return this.numBlocks === 0 ? 0 : 1 - this.freeQueue.size / this.numBlocks;
+    return this.numBlocks === 0 ? 0 : 1 - this.free / this.numBlocks;
   }
 
   /** Longest run of leading hashes present in the cache. */
@@ -70,21 +102,19 @@ export class BlockPool {
   /** Take a reference on cached blocks (a prefix hit); a free one leaves the free queue. */
   touch(blocks: readonly Block[]): void {
     for (const b of blocks) {
-      if (b.refCount === 0) this.freeQueue.delete(b.id);
+      if (b.refCount === 0) this.removeFree(b.id);
       b.refCount++;
     }
   }
 
   /** Allocate n blocks from the head of the free queue, evicting their cached contents; null if short. */
   allocate(n: number): Block[] | null {
-    if (n > this.freeQueue.size) return null;
+    if (n > this.free) return null;
     const out: Block[] = [];
-    for (const b of this.freeQueue.values()) {
-      if (out.length === n) break;
+    for (let k = 0; k < n; k++) {
+      const b = this.blocks[this.next[this.numBlocks]!]!;
+      this.removeFree(b.id);
       out.push(b);
-    }
-    for (const b of out) {
-      this.freeQueue.delete(b.id);
       if (b.hash !== null) {
         if (this.cached.get(b.hash) === b) this.cached.delete(b.hash);
         this.events.push({ type: "BlockRemoved", blockHashes: [b.hash] });
@@ -124,13 +154,13 @@ export class BlockPool {
   release(blocks: readonly Block[]): void {
     for (const b of blocks) {
       b.refCount--;
-      if (b.refCount === 0) this.freeQueue.set(b.id, b);
+      if (b.refCount === 0) this.pushFree(b.id);
     }
   }
 
   /** vLLM's reset_prefix_cache: only when no block is in use; emits AllBlocksCleared. */
   reset(): boolean {
-    if (this.freeQueue.size !== this.numBlocks) return false;
+    if (this.free !== this.numBlocks) return false;
     for (const b of this.blocks) b.hash = null;
     this.cached.clear();
     this.events.push({ type: "AllBlocksCleared" });

@@ -76,8 +76,10 @@ export interface SchedulerStats {
 
 interface Req {
   sub: SubmitRequest;
-  tokens: number[]; // prompt + outputs so far
+  prompt: readonly number[];
   promptLen: number;
+  out: number[]; // output token ids so far (the sequence is prompt ‖ out)
+  sched: number; // tokens scheduled in the current step
   numComputed: number;
   blocks: Block[];
   hashes: BlockHash[]; // chained hashes of the full blocks of `tokens`, computed lazily
@@ -89,6 +91,17 @@ interface Req {
   scheduledMs: number | undefined;
   firstTokenMs: number | undefined;
   state: "arriving" | "waiting" | "running" | "done";
+}
+
+const seqLen = (r: Req) => r.promptLen + r.out.length;
+
+/** Token ids of the i-th block of a request's sequence (prompt ‖ outputs). */
+function blockTokens(r: Req, i: number, bs: number): number[] {
+  const from = i * bs;
+  const to = from + bs;
+  if (to <= r.promptLen) return r.prompt.slice(from, to);
+  if (from >= r.promptLen) return r.out.slice(from - r.promptLen, to - r.promptLen);
+  return [...r.prompt.slice(from), ...r.out.slice(0, to - r.promptLen)];
 }
 
 export class SimScheduler {
@@ -136,7 +149,7 @@ export class SimScheduler {
     }
     if (this.reqs.has(sub.id)) throw badRequest(`duplicate request id ${sub.id}`, "request_id");
     const r: Req = {
-      sub, tokens: [...sub.promptTokens], promptLen: n, numComputed: 0, blocks: [], hashes: [], numStored: 0, outputs: 0,
+      sub, prompt: sub.promptTokens, promptLen: n, out: [], sched: 0, numComputed: 0, blocks: [], hashes: [], numStored: 0, outputs: 0,
       cachedTokens: 0, counted: false, arrivalMs: this.clock.now(), scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
     };
     this.reqs.set(sub.id, r);
@@ -200,13 +213,14 @@ export class SimScheduler {
   private startStep(startMs: number): void {
     if (this.stepping) return;
     const scheduled = this.schedule();
-    if (scheduled.size === 0) return;
+    if (scheduled.length === 0) return;
     let tokens = 0;
     let pairs = 0;
     let ctx = 0;
-    for (const [r, n] of scheduled) {
+    for (const r of scheduled) {
+      const n = r.sched;
       tokens += n;
-      if (r.outputs > 0 && n === 1 && r.numComputed === r.tokens.length - 1) ctx += r.numComputed + 1;
+      if (r.outputs > 0 && n === 1 && r.numComputed === seqLen(r) - 1) ctx += r.numComputed + 1;
       else pairs += chunkPairs(r.numComputed, n);
     }
     const ms = stepCostMs(this.cfg.cost, { tokens, prefillPairs: pairs, decodeContextTokens: ctx }) / this.cfg.timeScale;
@@ -225,22 +239,23 @@ export class SimScheduler {
     else this.immediate(end);
   }
 
-  /** Decide this step's batch: request → number of new tokens to compute. */
-  private schedule(): Map<Req, number> {
+  /** Decide this step's batch; each request's `sched` says how many new tokens it computes. */
+  private schedule(): Req[] {
     const bs = this.cfg.blockSize;
-    const out = new Map<Req, number>();
+    const out: Req[] = [];
     let budget = this.cfg.maxNumBatchedTokens;
     let preempted = false;
     for (let i = 0; i < this.running.length && budget > 0; i++) {
       const r = this.running[i]!;
-      const n = Math.min(r.tokens.length - r.numComputed, budget);
+      const n = Math.min(seqLen(r) - r.numComputed, budget);
       if (n <= 0) continue;
       const need = Math.ceil((r.numComputed + n) / bs) - r.blocks.length;
       let ok = true;
       while (need > this.pool.numFree) {
         const victim = this.running.at(-1)!;
         this.preempt(victim);
-        out.delete(victim);
+        const at = out.indexOf(victim);
+        if (at >= 0) out.splice(at, 1);
         preempted = true;
         if (victim === r) {
           ok = false;
@@ -249,7 +264,8 @@ export class SimScheduler {
       }
       if (!ok) break;
       if (need > 0) r.blocks.push(...this.pool.allocate(need)!);
-      out.set(r, n);
+      r.sched = n;
+      out.push(r);
       budget -= n;
     }
     // vLLM admits no new request in a step that had to preempt.
@@ -257,7 +273,7 @@ export class SimScheduler {
       const r = this.waiting[0]!;
       const hit = this.prefixHit(r);
       const cached = hit.length * bs;
-      const n = Math.min(r.tokens.length - cached, budget);
+      const n = Math.min(seqLen(r) - cached, budget);
       const need = Math.ceil((cached + n) / bs) - hit.length;
       const hitFree = hit.filter((b) => b.refCount === 0).length;
       if (need > this.pool.numFree - hitFree) break; // head-of-line blocking, FCFS
@@ -276,7 +292,8 @@ export class SimScheduler {
       r.scheduledMs ??= this.clock.now();
       r.state = "running";
       this.running.push(r);
-      out.set(r, n);
+      r.sched = n;
+      out.push(r);
       budget -= n;
     }
     return out;
@@ -284,7 +301,7 @@ export class SimScheduler {
 
   /** Cached leading blocks of a request; at least one token is always left to compute (as in vLLM). */
   private prefixHit(r: Req): Block[] {
-    const maxBlocks = Math.floor((r.tokens.length - 1) / this.cfg.blockSize);
+    const maxBlocks = Math.floor((seqLen(r) - 1) / this.cfg.blockSize);
     this.extendHashes(r, maxBlocks);
     return this.pool.matchPrefix(r.hashes.slice(0, maxBlocks));
   }
@@ -292,7 +309,7 @@ export class SimScheduler {
   private extendHashes(r: Req, upTo: number): void {
     const bs = this.cfg.blockSize;
     for (let i = r.hashes.length; i < upTo; i++) {
-      r.hashes.push(hashBlock(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, r.tokens.slice(i * bs, (i + 1) * bs)));
+      r.hashes.push(hashBlock(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, blockTokens(r, i, bs)));
     }
   }
 
@@ -307,15 +324,15 @@ export class SimScheduler {
     this.counters.preemptions++;
   }
 
-  private endStep(scheduled: Map<Req, number>): void {
+  private endStep(scheduled: Req[]): void {
     const now = this.clock.now();
-    for (const [r, n] of scheduled) {
+    for (const r of scheduled) {
       if (r.state !== "running") continue; // aborted during the step
-      r.numComputed += n;
+      r.numComputed += r.sched;
       this.storeFullBlocks(r);
-      if (r.numComputed < r.tokens.length) continue; // prefill chunk, more to come
+      if (r.numComputed < seqLen(r)) continue; // prefill chunk, more to come
       const t = r.sub.nextToken(r.outputs);
-      r.tokens.push(t.id);
+      r.out.push(t.id);
       r.outputs++;
       this.counters.generationTokens++;
       r.firstTokenMs ??= now;
@@ -333,7 +350,7 @@ export class SimScheduler {
     if (full <= r.numStored) return;
     this.extendHashes(r, full);
     const entries = [];
-    for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: r.tokens.slice(i * bs, (i + 1) * bs) });
+    for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: blockTokens(r, i, bs) });
     this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!);
     r.numStored = full;
   }
