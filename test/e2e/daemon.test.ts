@@ -1,6 +1,8 @@
 // End to end: `herd run` as a subprocess with two sim engines, driven by the openai client.
 // Covers: both workers serve traffic, an engine SIGKILLed mid-stream gives the client an error (not a
-// hang) and comes back, traffic resumes, /metrics tells the story, SIGTERM drains and exits 0.
+// hang) and comes back, traffic resumes, /metrics tells the story; a SIGSTOPped engine is taken out
+// by health probes (its stream gets an error) and returns after SIGCONT; SIGTERM drains and exits 0.
+// The tests share one herd process and run in order.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
@@ -55,6 +57,7 @@ router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
 supervisor:
   port_range_start: ${portBase}
   health_interval_ms: 100
+  health_timeout_ms: 300
   restart_backoff_initial_ms: 100
 models:
   - name: ${MODEL}
@@ -85,7 +88,7 @@ afterAll(() => {
   if (dir) rmSync(dir, { recursive: true, force: true });
 });
 
-test("serves OpenAI traffic on both workers, survives an engine killed mid-stream, drains on SIGTERM", async () => {
+test("serves OpenAI traffic on both workers, survives an engine SIGKILLed mid-stream, metrics tell it", async () => {
   const c = client();
   // 1. Non-streaming and streaming requests, spread over both workers by round-robin.
   for (let i = 0; i < 4; i++) {
@@ -153,7 +156,50 @@ test("serves OpenAI traffic on both workers, survives an engine killed mid-strea
   expect(text2).toMatch(/herd_routing_decisions_total\{policy="round-robin",worker="e2e\/sim-0"\} [1-9]/);
   for (const m of text2.matchAll(/herd_worker_in_flight\{[^}]*\} (\d+)/g)) expect(Number(m[1])).toBe(0);
 
-  // 5. SIGTERM while a stream is open: health 503 at once, livez 200, new requests 503, the open
+}, 60_000);
+
+test("a hung engine (SIGSTOP) mid-stream: the client gets an error, the worker leaves rotation and returns", async () => {
+  const c = client();
+  const { data: stream, response } = await c.chat.completions
+    .create({ model: MODEL, messages: [{ role: "user", content: "another long story" }], max_tokens: 20_000, stream: true })
+    .withResponse();
+  const victim = response.headers.get("x-herd-worker")!;
+  const { pid } = (await cluster()).workers.find((w: any) => w.id === victim);
+  let chunks = 0;
+  let stoppedAt = 0;
+  let error: any = null;
+  try {
+    for await (const ch of stream) {
+      if (ch.choices[0]?.delta.content) chunks++;
+      if (chunks === 20 && stoppedAt === 0) {
+        stoppedAt = performance.now();
+        process.kill(pid, "SIGSTOP");
+      }
+    }
+  } catch (e) {
+    error = e;
+  }
+  const delayMs = performance.now() - stoppedAt;
+  console.log(`e2e: engine ${victim} SIGSTOPped mid-stream; client error after ${delayMs.toFixed(0)} ms (${error?.code ?? error?.message})`);
+  try {
+    expect(error).toBeInstanceOf(OpenAI.APIError);
+    // Health probes (3 × 100 ms interval, 300 ms timeout) take it out before the 5 s idle timeout.
+    expect(error.code).toBe("upstream_worker_down");
+    expect((await cluster()).workers.find((w: any) => w.id === victim).state).not.toBe("ready");
+    // Meanwhile requests go to the other worker.
+    const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "still there?" }], max_tokens: 3 }).withResponse();
+    expect(r.response.headers.get("x-herd-worker")).not.toBe(victim);
+  } finally {
+    process.kill(pid, "SIGCONT");
+  }
+  await waitFor("hung worker back in rotation", async () => (await cluster()).workers.every((w: any) => w.state === "ready"));
+  const r2 = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "back?" }], max_tokens: 3 });
+  expect(r2.choices[0]!.finish_reason).toBe("length");
+}, 30_000);
+
+test("SIGTERM drains: health 503, livez 200, new requests 503, the open stream finishes, exit 0", async () => {
+  const c = client();
+  // SIGTERM while a stream is open: health 503 at once, livez 200, new requests 503, the open
   // stream still finishes, then the process exits 0.
   const open = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "finish me" }], max_tokens: 400, stream: true });
   const it = open[Symbol.asyncIterator]();
