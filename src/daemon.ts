@@ -20,6 +20,8 @@ import { MetricsScraper, Router } from "./router/index.ts";
 import { Frontend } from "./frontend/app.ts";
 import { listen, parseListen, type Listening } from "./frontend/server.ts";
 import type { AdminBackend } from "./admin/routes.ts";
+import { kvAdminBackend } from "./admin/kv-explain.ts";
+import { KvConsumer } from "./kv/consumer.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -34,6 +36,8 @@ export interface Daemon {
   registry: WorkerRegistry;
   router: Router;
   supervisor: Supervisor;
+  /** KV event consumers of every worker with KV endpoints, feeding the shared block index. */
+  kv: KvConsumer;
   frontend: Frontend;
   metrics: HerdMetrics;
   /** Resolves when at least one worker is ready. */
@@ -73,7 +77,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const publish = (w: Worker) => registry.upsert(adminDrained.has(w.id) && w.state === "ready" ? { ...w, state: "draining" } : w);
   const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: publish });
   const known = (id: string) => supervisor.list().find((w) => w.id === id);
+  const kv = new KvConsumer({ clock, log });
   const admin: AdminBackend = {
+    ...kvAdminBackend(config, kv),
     logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
     pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
     drain: (id) => {
@@ -113,6 +119,15 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     throw e;
   }
   for (const w of supervisor.list()) publish(w);
+  // KV events: every worker with endpoints (generated for local engines, from config for external
+  // ones); the supervisor's state changes take failed/stopped/restarted engines out of the index.
+  for (const p of supervisor.plans()) {
+    if (!p.kvEvents) continue;
+    const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
+    kv.add({ id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic });
+  }
+  const unwatchKv = supervisor.onChange((w) => kv.observe(w));
+  for (const w of supervisor.list()) kv.observe(w);
   const scraper = new MetricsScraper({ registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape") });
   scraper.start();
 
@@ -176,6 +191,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       unwatchReady();
       await scraper.stop();
       await supervisor.stop({ drainMs: 0 });
+      unwatchKv();
+      kv.close();
       await listening.stop(true);
       frontend.close();
       removeSignals();
@@ -209,7 +226,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     process.on("SIGHUP", onHup);
   }
 
-  return { url: listening.url, registry, router, supervisor, frontend, metrics, firstReady, shutdown, done };
+  return { url: listening.url, registry, router, supervisor, kv, frontend, metrics, firstReady, shutdown, done };
 }
 
 /**

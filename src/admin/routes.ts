@@ -14,9 +14,10 @@ import type { Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../frontend/auth.ts";
 import { parseJson, readBodyLimited } from "../frontend/body.ts";
 import { checkRequest } from "../frontend/validate.ts";
+import type { KvAdminBackend } from "./kv-explain.ts";
 
-/** Supervisor-backed operations; each is optional and answers 501 when absent. */
-export interface AdminBackend {
+/** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */
+export interface AdminBackend extends Partial<KvAdminBackend> {
   /** Last `lines` lines of a worker's engine output; null when the id is unknown. */
   logs?(workerId: string, lines: number): string[] | null;
   /** OS process id of a worker's engine (null for external or not running), shown in /admin/cluster. */
@@ -77,7 +78,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       node: o.config.node.name,
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
-      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null })),
+      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
     }),
   );
 
@@ -94,6 +95,10 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
     };
     const { decision } = o.router.explain(req);
+    // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
+    const kv = o.backend?.kvExplain ? await o.backend.kvExplain(checked.model, checked.body, isChat) : null;
+    const none = { gpu: 0, cpu: 0, disk: 0 };
+    const candidates = kv ? decision.candidates.map((cd) => ({ ...cd, overlap: { ...(kv.overlaps.get(cd.worker) ?? none) } })) : decision.candidates;
     return c.json({
       model: checked.model,
       session_id: req.sessionId,
@@ -102,8 +107,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       policy: decision.policy,
       chosen: decision.chosen,
       reason: decision.reason,
-      candidates: decision.candidates,
+      candidates,
       filtered: decision.filtered,
+      kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks } : null,
     });
   });
 
