@@ -1,0 +1,155 @@
+// End to end with a real libzmq peer: two Python processes (python3-zmq + msgpack) play vLLM workers
+// of kind `external`, one in vLLM ≥ 0.26 shape (map events, 4-frame replay, joins "late" so herd
+// must replay from 0), one in the older shape (array events, 3-frame replay, empty topic). herd
+// takes their KV endpoints from engines[].kv_events, and /admin/route/explain reports what each holds.
+import { afterAll, beforeAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join, resolve } from "node:path";
+import { PYTHON, hasPyZmq } from "../helpers/peers.ts";
+
+const ROOT = resolve(import.meta.dir, "../..");
+const FIXTURE = join(ROOT, "test/fixtures/kv/fake_vllm_publisher.py");
+const BUN = process.execPath;
+const run = hasPyZmq();
+
+let dir = "";
+let herd: ReturnType<typeof Bun.spawn> | null = null;
+const fakes: ReturnType<typeof Bun.spawn>[] = [];
+let url = "";
+let logText = "";
+
+async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of stream) {
+    buf += dec.decode(chunk, { stream: true });
+    let i: number;
+    while ((i = buf.indexOf("\n")) >= 0) {
+      onLine(buf.slice(0, i));
+      buf = buf.slice(i + 1);
+    }
+  }
+}
+
+async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
+  const t0 = performance.now();
+  for (;;) {
+    const v = await fn().catch(() => null);
+    if (v) return v;
+    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}\n--- log ---\n${logText.slice(-4000)}`);
+    await Bun.sleep(50);
+  }
+}
+
+interface Ports {
+  pub: number;
+  replay: number;
+  http: number;
+}
+
+async function startFake(args: string[]): Promise<Ports> {
+  const p = Bun.spawn([PYTHON, FIXTURE, ...args, "--seconds", "30"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
+  fakes.push(p);
+  void readLines(p.stderr as ReadableStream<Uint8Array>, (l) => (logText += `fake: ${l}\n`));
+  let resolvePorts: (x: Ports) => void = () => {};
+  const ports = new Promise<Ports>((r) => (resolvePorts = r));
+  void readLines(p.stdout as ReadableStream<Uint8Array>, (l) => resolvePorts(JSON.parse(l)));
+  const got = await Promise.race([ports, Bun.sleep(10_000).then(() => null)]);
+  if (!got) throw new Error(`fake vLLM publisher did not start\n${logText}`);
+  return got;
+}
+
+const BS = 16;
+const A = { first: 10_000, len: 160, cpu: 4 }; // 10 blocks on GPU, the first 4 also on CPU
+const B = { first: 50_000, len: 96 }; // 6 blocks
+const ids = (first: number, len: number) => Array.from({ length: len }, (_, i) => first + i);
+
+describe.skipIf(!run)("external vLLM worker (libzmq publisher)", () => {
+  beforeAll(async () => {
+    dir = mkdtempSync(join(tmpdir(), "herd-kv-ext-"));
+    const a = await startFake([
+      "--first-token", String(A.first), "--prompt-len", String(A.len), "--cpu-blocks", String(A.cpu), "--encoding", "map",
+      "--replay-layout", "new", "--topic", "kv@fake-a@ext-m", "--skip-live", "2", "--model", "ext-m",
+    ]);
+    const b = await startFake(["--first-token", String(B.first), "--prompt-len", String(B.len), "--encoding", "array", "--replay-layout", "old", "--model", "ext-m"]);
+    const cfg = join(dir, "herd.yaml");
+    writeFileSync(
+      cfg,
+      `node: { name: x, data_dir: ${JSON.stringify(join(dir, "data"))} }
+router: { policy: least-loaded, metrics_scrape_interval_ms: 500 }
+supervisor: { health_interval_ms: 100 }
+models:
+  - { name: ext-m, block_size: ${BS} }
+engines:
+  - kind: external
+    model: ext-m
+    url: http://127.0.0.1:${a.http}
+    kv_events: { endpoint: "tcp://127.0.0.1:${a.pub}", replay_endpoint: "tcp://127.0.0.1:${a.replay}", topic: "kv@fake-a@ext-m" }
+  - kind: external
+    model: ext-m
+    url: http://127.0.0.1:${b.http}
+    kv_events: { endpoint: "tcp://127.0.0.1:${b.pub}", replay_endpoint: "tcp://127.0.0.1:${b.replay}", topic: "" }
+`,
+    );
+    herd = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
+    let resolveUrl: (u: string) => void = () => {};
+    const urlP = new Promise<string>((r) => (resolveUrl = r));
+    const onLine = (l: string) => {
+      logText += l + "\n";
+      const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
+      if (m) resolveUrl(m[1]!);
+    };
+    void readLines(herd.stderr as ReadableStream<Uint8Array>, onLine);
+    void readLines(herd.stdout as ReadableStream<Uint8Array>, onLine);
+    url = await Promise.race([urlP, Bun.sleep(15_000).then(() => "")]);
+    if (!url) throw new Error(`herd did not become ready\n${logText}`);
+  }, 30_000);
+
+  afterAll(async () => {
+    if (herd && herd.exitCode === null) {
+      herd.kill("SIGTERM");
+      await Promise.race([herd.exited, Bun.sleep(5000)]);
+      if (herd.exitCode === null) herd.kill("SIGKILL");
+    }
+    for (const f of fakes) if (f.exitCode === null) f.kill("SIGKILL");
+    if (dir) rmSync(dir, { recursive: true, force: true });
+  });
+
+  const explain = async (prompt: number[]): Promise<any> => {
+    const r = await fetch(`${url}/admin/route/explain`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "ext-m", prompt }) });
+    if (r.status !== 200) throw new Error(`explain ${r.status}: ${await r.text()}`);
+    return r.json();
+  };
+  const overlapOf = (e: any, w: string) => e.candidates.find((c: any) => c.worker === w)?.overlap;
+
+  test("their events appear in explain, per worker and per medium", async () => {
+    const ea = await waitFor("fake A's blocks", async () => {
+      const e = await explain(ids(A.first, A.len));
+      return e.candidates.length === 2 && overlapOf(e, "x/external-0")?.gpu === 10 ? e : null;
+    });
+    expect(overlapOf(ea, "x/external-0")).toEqual({ gpu: 10, cpu: A.cpu, disk: 0 });
+    expect(overlapOf(ea, "x/external-1")).toEqual({ gpu: 0, cpu: 0, disk: 0 });
+    expect(ea.kv).toEqual({ block_size: BS, prompt_tokens: A.len, prompt_blocks: 10 });
+
+    const eb = await waitFor("fake B's blocks", async () => {
+      const e = await explain(ids(B.first, B.len));
+      return overlapOf(e, "x/external-1")?.gpu === 6 ? e : null;
+    });
+    expect(overlapOf(eb, "x/external-0")).toEqual({ gpu: 0, cpu: 0, disk: 0 });
+    // A prompt sharing only B's first 3 blocks overlaps by exactly 3.
+    const partial = [...ids(B.first, 48), ...ids(90_000, 40)];
+    expect(overlapOf(await explain(partial), "x/external-1")).toEqual({ gpu: 3, cpu: 0, disk: 0 });
+
+    const c = await (await fetch(`${url}/admin/cluster`)).json();
+    const sa = c.workers.find((w: any) => w.id === "x/external-0").kv_events;
+    const sb = c.workers.find((w: any) => w.id === "x/external-1").kv_events;
+    // A's first two batches were never sent live: herd learned them from the replay socket.
+    expect(sa).toMatchObject({ connected: true, topic: "kv@fake-a@ext-m", resyncs: 0 });
+    expect(sa.replays).toBeGreaterThanOrEqual(1);
+    expect(BigInt(sa.last_seq)).toBeGreaterThanOrEqual(2n);
+    expect(sb).toMatchObject({ connected: true, topic: "", resyncs: 0 });
+    // The removal of a hash herd never saw is counted, not fatal.
+    expect(sa.batches).toBeGreaterThanOrEqual(3);
+  }, 20_000);
+});
