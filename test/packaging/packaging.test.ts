@@ -270,6 +270,7 @@ describe("release", () => {
       expect(r.out).toContain("systemd not touched");
       expect(r.out).toContain("systemctl enable --now herd");
       expect(r.out).toContain(`installed ${p("usr/local/bin/herd")} (herd ${VERSION} `);
+      cpSync(p("etc/herd/herd.yaml"), join(work, "installed-herd.yaml"));
     }, 30_000);
 
     test("the installed config passes herd config check", () => {
@@ -464,6 +465,39 @@ describe("release", () => {
       for (const pid of processesRunning(bin)) process.kill(pid, "SIGKILL");
     }
   }, 60_000);
+
+  // issue 6 "safe by default": with the installed config only the frontend may listen beyond
+  // loopback (and the installed frontend is on loopback too). KNOWN BUG, hence test.failing: the
+  // sim engines' KV-event ZMQ sockets bind tcp://*:<port> (all interfaces). When the engine side
+  // binds them to the engine host, this test starts failing: turn it back into a plain `test`.
+  test.failing("with the installed config every listener of herd and its engines is on loopback", async () => {
+    const bin = join(dist, "herd");
+    const conf = join(work, "listeners.yaml");
+    const state = join(work, "listeners-state");
+    mkdirSync(state, { recursive: true });
+    // The installed config, with its state moved out of the real /var/lib/herd.
+    writeFileSync(conf, readFileSync(join(work, "installed-herd.yaml"), "utf8").replace(/^(\s*data_dir:\s*)\S+/m, `$1${state}`));
+    const port = await freePort();
+    const env: Record<string, string | undefined> = { ...process.env };
+    delete env.NOTIFY_SOCKET;
+    const proc = Bun.spawn([bin, "run", "--config", conf, "--listen", `127.0.0.1:${port}`], { env, stdout: "ignore", stderr: "pipe" });
+    try {
+      let ready = false;
+      for (let i = 0; i < 150 && !ready && proc.exitCode === null; i++) {
+        ready = await fetch(`http://127.0.0.1:${port}/health`).then((r) => r.status === 200, () => false);
+        if (!ready) await Bun.sleep(200);
+      }
+      if (!ready) throw new Error(`herd did not become ready:\n${await new Response(proc.stderr).text()}`);
+      const found = listeners(processesRunning(bin));
+      expect(found.length).toBeGreaterThanOrEqual(3); // frontend + one HTTP port per engine
+      expect(found.filter((l) => !l.loopback).map((l) => `${l.address} (pid ${l.pid})`)).toEqual([]);
+    } finally {
+      proc.kill("SIGTERM");
+      await Promise.race([proc.exited, Bun.sleep(10_000)]);
+      proc.kill("SIGKILL");
+      for (const pid of processesRunning(bin)) process.kill(pid, "SIGKILL");
+    }
+  }, 60_000);
 });
 
 // Binds a unix datagram socket (what systemd passes as NOTIFY_SOCKET) and prints each line received.
@@ -486,6 +520,59 @@ async function freePort(): Promise<number> {
   const port = s.port;
   s.stop(true);
   return port;
+}
+
+interface Listener {
+  pid: number;
+  address: string;
+  loopback: boolean;
+}
+
+/** TCP sockets in LISTEN state owned by `pids`, from /proc (no dependency on ss/netstat). */
+function listeners(pids: number[]): Listener[] {
+  const byInode = new Map<string, { address: string; loopback: boolean }>();
+  for (const [file, v6] of [["/proc/net/tcp", false], ["/proc/net/tcp6", true]] as const) {
+    if (!existsSync(file)) continue;
+    for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
+      const f = line.trim().split(/\s+/);
+      if (f.length < 10 || f[3] !== "0A") continue; // 0A = LISTEN
+      const [hex, portHex] = f[1]!.split(":") as [string, string];
+      const port = parseInt(portHex, 16);
+      let address: string;
+      let loopback: boolean;
+      if (!v6) {
+        const b = hex.match(/../g)!.map((x) => parseInt(x, 16)).reverse(); // little-endian
+        address = `${b.join(".")}:${port}`;
+        loopback = b[0] === 127;
+      } else {
+        // Four 32-bit words, each little-endian.
+        const b = hex.match(/.{8}/g)!.flatMap((w) => w.match(/../g)!.map((x) => parseInt(x, 16)).reverse());
+        const v4mapped = b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
+        address = `[${hex}]:${port}`;
+        loopback = v4mapped ? b[12] === 127 : b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
+      }
+      byInode.set(f[9]!, { address, loopback });
+    }
+  }
+  const out: Listener[] = [];
+  for (const pid of pids) {
+    let fds: string[] = [];
+    try {
+      fds = readdirSync(`/proc/${pid}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      try {
+        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
+        const l = m ? byInode.get(m[1]!) : undefined;
+        if (l) out.push({ pid, ...l });
+      } catch {
+        // closed meanwhile
+      }
+    }
+  }
+  return out;
 }
 
 /** PIDs whose executable is `bin` (herd re-executes itself for sim engines). */
