@@ -16,12 +16,13 @@ const LABELS = ["model_name", "engine"] as const;
 export class SimMetrics {
   readonly registry = new Registry();
   private readonly labels: { model_name: string; engine: string };
-  private readonly ttft: Histogram<string>;
-  private readonly itl: Histogram<string>;
-  private readonly e2e: Histogram<string>;
-  private readonly queueTime: Histogram<string>;
-  private readonly promptHist: Histogram<string>;
-  private readonly genHist: Histogram<string>;
+  // Labelled children, bound once: observing through them skips label hashing on every token.
+  private readonly ttft: Histogram.Internal<string>;
+  private readonly itl: Histogram.Internal<string>;
+  private readonly e2e: Histogram.Internal<string>;
+  private readonly queueTime: Histogram.Internal<string>;
+  private readonly promptHist: Histogram.Internal<string>;
+  private readonly genHist: Histogram.Internal<string>;
   private readonly success: Counter<string>;
   private last = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0 };
 
@@ -54,7 +55,7 @@ export class SimMetrics {
 
     this.success = new Counter({ name: "vllm:request_success_total", help: "Count of successfully processed requests.", labelNames: [...LABELS, "finished_reason"], registers: r });
     for (const reason of ["stop", "length", "abort"]) this.success.inc({ ...labels, finished_reason: reason }, 0);
-    const hist = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: LABELS, buckets, registers: r });
+    const hist = (name: string, help: string, buckets: number[]) => new Histogram({ name, help, labelNames: LABELS, buckets, registers: r }).labels(labels);
     this.ttft = hist("vllm:time_to_first_token_seconds", "Histogram of time to first token in seconds.", TTFT_BUCKETS);
     this.itl = hist("vllm:inter_token_latency_seconds", "Histogram of inter-token latency in seconds.", ITL_BUCKETS);
     this.e2e = hist("vllm:e2e_request_latency_seconds", "Histogram of e2e request latency in seconds.", LATENCY_BUCKETS);
@@ -71,17 +72,17 @@ export class SimMetrics {
 
   /** Record one token's timing; `prevMs` is the previous token's time (undefined for the first). */
   token(nowMs: number, prevMs: number | undefined, arrivalMs: number): void {
-    if (prevMs === undefined) this.ttft.observe(this.labels, (nowMs - arrivalMs) / 1000);
-    else this.itl.observe(this.labels, (nowMs - prevMs) / 1000);
+    if (prevMs === undefined) this.ttft.observe((nowMs - arrivalMs) / 1000);
+    else this.itl.observe((nowMs - prevMs) / 1000);
   }
 
   finished(f: FinishInfo): void {
     this.success.inc({ ...this.labels, finished_reason: f.reason });
     if (f.reason === "abort") return;
-    this.e2e.observe(this.labels, (f.finishMs - f.arrivalMs) / 1000);
-    if (f.scheduledMs !== undefined) this.queueTime.observe(this.labels, (f.scheduledMs - f.arrivalMs) / 1000);
-    this.promptHist.observe(this.labels, f.promptTokens);
-    this.genHist.observe(this.labels, f.outputTokens);
+    this.e2e.observe((f.finishMs - f.arrivalMs) / 1000);
+    if (f.scheduledMs !== undefined) this.queueTime.observe((f.scheduledMs - f.arrivalMs) / 1000);
+    this.promptHist.observe(f.promptTokens);
+    this.genHist.observe(f.outputTokens);
   }
 
   text(): Promise<string> {

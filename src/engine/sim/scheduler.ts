@@ -336,7 +336,14 @@ export class SimScheduler {
       r.outputs++;
       this.counters.generationTokens++;
       r.firstTokenMs ??= now;
-      const stop = r.sub.handlers.onToken(t.id, r.outputs - 1, now) === true;
+      let stop: boolean;
+      try {
+        stop = r.sub.handlers.onToken(t.id, r.outputs - 1, now) === true;
+      } catch {
+        // A broken consumer must not stop the engine loop: its request is aborted instead.
+        this.abort(r.sub.id);
+        continue;
+      }
       if (r.state !== "running") continue; // the handler aborted it
       if (stop || (t.eos && !r.sub.ignoreEos)) this.finishRunning(r, "stop");
       else if (r.outputs >= r.sub.maxTokens) this.finishRunning(r, "length");
@@ -365,7 +372,7 @@ export class SimScheduler {
     this.reqs.delete(r.sub.id);
     if (r.blocks.length > 0) this.pool.release([...r.blocks].reverse());
     r.blocks = [];
-    r.sub.handlers.onFinish({
+    const info: FinishInfo = {
       reason,
       promptTokens: r.promptLen,
       cachedTokens: r.cachedTokens,
@@ -374,7 +381,12 @@ export class SimScheduler {
       scheduledMs: r.scheduledMs,
       firstTokenMs: r.firstTokenMs,
       finishMs: this.clock.now(),
-    });
+    };
+    try {
+      r.sub.handlers.onFinish(info);
+    } catch {
+      // The request is finished either way; a consumer's failure must not break the step loop.
+    }
   }
 
   private flushEvents(): void {

@@ -201,3 +201,30 @@ describe("SimScheduler", () => {
     expect(stepCostMs(DEFAULT_COST, { tokens: 256, prefillPairs: 0, decodeContextTokens: 256 * 1000 })).toBeCloseTo(21.0, 0);
   });
 });
+
+describe("timing against the reference's derived curves (§B.4)", () => {
+  const ttft = (prompt: number) => {
+    const h = harness({ blockSize: 16, numBlocks: 30000, maxNumBatchedTokens: 8192, maxModelLen: 40960 });
+    const t = h.submit("a", seq(1, prompt), 1);
+    h.run();
+    return t.finish!.firstTokenMs! - t.finish!.arrivalMs;
+  };
+  test("an idle engine's TTFT: ≈116 ms at 4k tokens, ≈1.41 s at 32k (chunked in 8192s)", () => {
+    expect(ttft(4096)).toBeCloseTo(116, -1);
+    expect(Math.abs(ttft(32768) - 1410) / 1410).toBeLessThan(0.05);
+  });
+});
+
+test("a handler that throws aborts only its own request", () => {
+  const h = harness();
+  const good = h.submit("good", seq(1, 8), 3);
+  h.s.submit({
+    id: "bad", promptTokens: seq(50, 8), maxTokens: 3, ignoreEos: false,
+    nextToken: () => ({ id: 9, eos: false }),
+    handlers: { onToken: () => { throw new Error("consumer bug"); }, onFinish: () => { throw new Error("again"); } },
+  });
+  h.run();
+  expect(good.finish?.reason).toBe("length");
+  expect(h.s.stats()).toMatchObject({ running: 0, kvUsage: 0 });
+  expect(h.s.idle).toBe(true);
+});

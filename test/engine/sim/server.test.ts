@@ -157,3 +157,14 @@ describe("sim engine over HTTP with the openai client", () => {
     expect(m).toMatch(/finished_reason="abort"\} 1/);
   });
 });
+
+test("a non-streaming request is aborted when its client goes away", async () => {
+  const ac = new AbortController();
+  const p = fetch(`${engine.url}/v1/completions`, { method: "POST", signal: ac.signal, body: JSON.stringify({ prompt: "wait", max_tokens: 20000, ignore_eos: true }) }).catch(() => null);
+  for (let i = 0; i < 100 && engine.stats().running === 0; i++) await Bun.sleep(5);
+  expect(engine.stats().running).toBe(1);
+  ac.abort();
+  await p;
+  for (let i = 0; i < 100 && engine.stats().running > 0; i++) await Bun.sleep(10);
+  expect(engine.stats()).toMatchObject({ running: 0, kvUsage: 0 });
+});
