@@ -1,0 +1,78 @@
+// Block hashes memoised along the prompt's pieces. Hashing a 32k-token prompt's 2,000 blocks costs
+// about as much as everything else in a warm routing decision (Dynamo cut 25 ms to 3 ms by hashing
+// once and reusing, routers.md §1.10), and prompts that share a prefix share their first pieces.
+// So the state after each piece — token count, last full block's sequence hash, the partial
+// block's tokens — is cached under a key naming the whole piece sequence so far; a warm prompt
+// resumes from the deepest known state and hashes only what follows.
+//
+// A state holds only the hashes its own piece completed and points at its parent; `collect` walks
+// the chain. (An evicted parent stays alive while a cached child points at it, so memory can exceed
+// the byte budget by at most one chain's worth of states.)
+import { chainHashes, nextSequenceHash } from "../kv/hash.ts";
+
+export interface ChainState {
+  /** Names the piece sequence so far (and the block size and LoRA, through the root key). */
+  readonly key: bigint;
+  readonly tokens: number;
+  /** Sequence hash of the last full block; null before the first. */
+  readonly last: bigint | null;
+  /** Tokens after the last full block (fewer than a block). */
+  readonly tail: Uint32Array;
+  /** Full blocks completed by this piece. */
+  readonly hashes: readonly bigint[];
+  readonly parent: ChainState | null;
+  /** Full blocks so far, including the parents'. */
+  readonly blocks: number;
+}
+
+const EMPTY = new Uint32Array(0);
+
+export function rootState(blockSize: number, lora: string | undefined): ChainState {
+  const key = Bun.hash.xxHash3(`herd-chain:${blockSize}:${lora ?? ""}`);
+  return { key, tokens: 0, last: null, tail: EMPTY, hashes: [], parent: null, blocks: 0 };
+}
+
+/** The key of `state` extended by a piece whose own key is `pieceKey`. */
+export function childKey(state: ChainState, pieceKey: bigint): bigint {
+  return nextSequenceHash(state.key, pieceKey);
+}
+
+/** Extend a state by a piece's token ids, hashing the blocks they complete. */
+export function extend(state: ChainState, key: bigint, ids: ArrayLike<number>, blockSize: number, lora?: string): ChainState {
+  let tokens: ArrayLike<number> = ids;
+  if (state.tail.length > 0) {
+    const joined = new Uint32Array(state.tail.length + ids.length);
+    joined.set(state.tail, 0);
+    for (let i = 0; i < ids.length; i++) joined[state.tail.length + i] = ids[i]!;
+    tokens = joined;
+  }
+  const hashes = chainHashes(tokens, blockSize, state.last, lora);
+  const full = hashes.length * blockSize;
+  const tail = Uint32Array.from({ length: tokens.length - full }, (_, i) => tokens[full + i]!);
+  return {
+    key,
+    tokens: state.tokens + ids.length,
+    last: hashes.length > 0 ? hashes[hashes.length - 1]! : state.last,
+    tail,
+    hashes,
+    parent: state,
+    blocks: state.blocks + hashes.length,
+  };
+}
+
+/** Every full block's sequence hash from the root to `state`, in order. */
+export function collect(state: ChainState): bigint[] {
+  const out = new Array<bigint>(state.blocks);
+  let end = state.blocks;
+  for (let s: ChainState | null = state; s !== null && end > 0; s = s.parent) {
+    const hs = s.hashes;
+    end -= hs.length;
+    for (let i = 0; i < hs.length; i++) out[end + i] = hs[i]!;
+  }
+  return out;
+}
+
+/** Approximate bytes a state keeps alive (a bigint in an array ≈ 40 bytes). */
+export function stateBytes(s: ChainState): number {
+  return 160 + s.hashes.length * 40 + s.tail.byteLength;
+}

@@ -1,0 +1,115 @@
+// Request preprocessing for the KV-aware router: the public surface. One ModelPreprocessor per
+// configured model; models sharing a tokenizer directory share its tokenizer and worker pool.
+//
+//   const pre = await createPreprocessor(config.models, { log });
+//   …per request, before routing:
+//   const p = await pre.prepare(body.model, body);          // HerdError 400/404/503 on bad input
+//   router.routeAndBook({ ...route, promptTokens: p.tokens, blockHashes: p.blockHashes, blockSize: p.blockSize });
+//   …on shutdown: pre.close();
+import type { ModelConfig } from "../config/types.ts";
+import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
+import { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
+import { TokenizerPool } from "./pool.ts";
+import { Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "./segments.ts";
+
+export { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
+export { TokenizerPool } from "./pool.ts";
+export { Splitter, encodePieces, loadAddedTokens, verifySplitter, type AddedToken, type Piece } from "./segments.ts";
+
+export interface PreprocessOptions {
+  /** Tokenizer worker threads per distinct tokenizer directory; 0 = encode on the event loop. Default 2. */
+  workers?: number;
+  /** Token memo budget per model (bytes). Default 64 MiB. */
+  tokenCacheBytes?: number;
+  /** Hash-chain memo budget per model (bytes). Default 32 MiB. */
+  chainCacheBytes?: number;
+  /** Cold characters a request may encode on the event loop before the rest goes to workers. Default 256. */
+  inlineMaxChars?: number;
+  log?: Logger;
+}
+
+export class Preprocessor {
+  constructor(
+    private readonly models: ReadonlyMap<string, ModelPreprocessor>,
+    private readonly pools: readonly TokenizerPool[],
+  ) {}
+
+  has(model: string): boolean {
+    return this.models.has(model);
+  }
+
+  model(name: string): ModelPreprocessor | undefined {
+    return this.models.get(name);
+  }
+
+  /** Tokens and block hashes of a request's prompt. Throws HerdError (404 unknown model, 400 bad prompt, 503 queue full). */
+  prepare(model: string, input: PromptInput): Promise<PreparedPrompt> {
+    const m = this.models.get(model);
+    if (!m) return Promise.reject(new HerdError(404, "invalid_request_error", `The model \`${model}\` does not exist.`, "model_not_found"));
+    return m.prepare(input);
+  }
+
+  close(): void {
+    for (const p of this.pools) p.close();
+  }
+}
+
+interface Shared {
+  tok: Tokenizer;
+  pool: TokenizerPool | null;
+  splitter: Splitter;
+  segment: boolean;
+  affixes: { prefix: number[]; suffix: number[] } | null;
+}
+
+/** Load every model's tokenizer, check piece-wise encoding against it, and start the worker pools. */
+export async function createPreprocessor(models: readonly Pick<ModelConfig, "name" | "tokenizer" | "block_size">[], opts: PreprocessOptions = {}): Promise<Preprocessor> {
+  const byDir = new Map<string, Promise<Shared>>();
+  const pools: TokenizerPool[] = [];
+  const shared = (dir: string): Promise<Shared> => {
+    let s = byDir.get(dir);
+    if (!s) {
+      s = (async () => {
+        const tok = await loadTokenizer(dir === "" ? null : dir);
+        const added = await loadAddedTokens(dir, tok);
+        const splitter = new Splitter(added);
+        const segment = splitter.active && verifySplitter(tok, splitter, added);
+        if (splitter.active && !segment) opts.log?.warn("piece-wise tokenization differs from whole-text; prompt memo off", { tokenizer: dir });
+        const workers = opts.workers ?? 2;
+        const pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
+        if (pool) {
+          pools.push(pool);
+          await pool.ready();
+        }
+        return { tok, pool, splitter, segment, affixes: specialAffixes(tok) };
+      })();
+      byDir.set(dir, s);
+    }
+    return s;
+  };
+  const out = new Map<string, ModelPreprocessor>();
+  try {
+    for (const m of models) {
+      const s = await shared(m.tokenizer);
+      out.set(
+        m.name,
+        new ModelPreprocessor(m.name, s.tok, {
+          blockSize: m.block_size,
+          pool: s.pool,
+          segment: s.segment,
+          affixes: s.affixes,
+          splitter: s.splitter,
+          ...(opts.tokenCacheBytes !== undefined ? { tokenCacheBytes: opts.tokenCacheBytes } : {}),
+          ...(opts.chainCacheBytes !== undefined ? { chainCacheBytes: opts.chainCacheBytes } : {}),
+          ...(opts.inlineMaxChars !== undefined ? { inlineMaxChars: opts.inlineMaxChars } : {}),
+        }),
+      );
+    }
+  } catch (e) {
+    for (const p of pools) p.close();
+    throw e;
+  }
+  return new Preprocessor(out, pools);
+}

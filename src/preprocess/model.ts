@@ -1,0 +1,218 @@
+// One model's request preprocessing: OpenAI request → the exact prompt text vLLM would build →
+// pieces between added tokens → token ids (memo, inline or worker pool) → block hashes (memoised
+// along the pieces, chain.ts). Timings per stage ride along for the routing-latency metrics.
+//
+// Where the time goes and why it is split this way: rendering the chat template and splitting are
+// linear scans (~0.3 ms for 128 KiB); encoding is 5–20 µs per token, so a cold 16k-token piece
+// takes 100+ ms and must leave the event loop; small cold pieces (a new user turn) are cheaper to
+// encode inline than to ship to a thread, up to `inlineMaxChars` per request.
+import { badRequest } from "../core/errors.ts";
+import { blockHashes } from "../kv/hash.ts";
+import type { ChatMessage, Tokenizer } from "../tokenizer/index.ts";
+import { childKey, collect, extend, rootState, stateBytes, type ChainState } from "./chain.ts";
+import { ByteLru } from "./lru.ts";
+import type { TokenizerPool } from "./pool.ts";
+import { Splitter, type Piece } from "./segments.ts";
+
+export interface ModelPreprocessorOptions {
+  blockSize: number;
+  /** Byte budget of the per-piece token memo (default 64 MiB). */
+  tokenCacheBytes?: number;
+  /** Byte budget of the hash-chain memo (default 32 MiB). */
+  chainCacheBytes?: number;
+  /** Characters of cold pieces a request may encode on the event loop (default 256). */
+  inlineMaxChars?: number;
+  /** Worker threads for cold pieces; null = encode everything inline (tests, tiny deployments). */
+  pool: TokenizerPool | null;
+  /** Split on added tokens and memoise per piece; false when the self-check failed. */
+  segment: boolean;
+  /** Ids the tokenizer adds with addSpecialTokens (completions), or null when not a fixed affix. */
+  affixes: { prefix: number[]; suffix: number[] } | null;
+  splitter: Splitter;
+}
+
+/** The request fields preprocessing reads (already validated by the frontend). */
+export interface PromptInput {
+  /** Chat: rendered with the chat template. */
+  messages?: readonly ChatMessage[];
+  tools?: unknown[];
+  /** vLLM extension; default true. */
+  add_generation_prompt?: boolean;
+  /** vLLM extension: continue the last assistant message instead of starting a new one. */
+  continue_final_message?: boolean;
+  chat_template_kwargs?: Record<string, unknown>;
+  /** Completions: text (encoded with special tokens, like vLLM) or token ids (hashed as given). */
+  prompt?: string | readonly number[] | readonly string[] | readonly (readonly number[])[];
+}
+
+export interface PreparedPrompt {
+  tokens: number;
+  blockHashes: bigint[];
+  blockSize: number;
+  /** ms per stage: render (template), tokenize (memo lookups + encoding, incl. waiting on workers), hash. */
+  timings: { render_ms: number; tokenize_ms: number; hash_ms: number };
+  /** pieces: total; reused: skipped via the hash chain; memo: token memo hits; inline / pooled: encoded. */
+  pieces: { total: number; reused: number; memo: number; inline: number; pooled: number };
+}
+
+const SPECIAL_TAG = 0x5350_4543_0000_0000n;
+const now = () => performance.now();
+
+export class ModelPreprocessor {
+  private readonly tokenMemo: ByteLru<bigint, Uint32Array>;
+  private readonly chains: ByteLru<bigint, ChainState>;
+  private readonly root: ChainState;
+  private readonly inlineMaxChars: number;
+
+  constructor(
+    readonly model: string,
+    private readonly tok: Tokenizer,
+    private readonly o: ModelPreprocessorOptions,
+  ) {
+    this.tokenMemo = new ByteLru(o.tokenCacheBytes ?? 64 * 2 ** 20);
+    this.chains = new ByteLru(o.chainCacheBytes ?? 32 * 2 ** 20);
+    this.root = rootState(o.blockSize, undefined);
+    this.inlineMaxChars = o.inlineMaxChars ?? 256;
+  }
+
+  get blockSize(): number {
+    return this.o.blockSize;
+  }
+
+  /** Prompt text exactly as vLLM builds it for a chat request. */
+  render(input: PromptInput): string {
+    const messages = input.messages ?? [];
+    const cont = input.continue_final_message === true;
+    return this.tok.applyChatTemplate(messages, {
+      addGenerationPrompt: cont ? false : (input.add_generation_prompt ?? true),
+      ...(input.tools ? { tools: input.tools } : {}),
+      ...(input.chat_template_kwargs ? { extra: input.chat_template_kwargs } : {}),
+    });
+  }
+
+  async prepare(input: PromptInput): Promise<PreparedPrompt> {
+    const t0 = now();
+    if (input.messages === undefined) {
+      const p = input.prompt;
+      const first = Array.isArray(p) && p.length > 0 && (typeof p[0] !== "number") ? p[0] : p;
+      if (Array.isArray(first)) return this.fromIds(first as readonly number[], t0);
+      if (typeof first !== "string") throw badRequest("expected `messages` or a `prompt`", "prompt");
+      const pieces: Piece[] = this.pieces(first);
+      if (this.o.affixes) return this.fromPieces([...this.o.affixes.prefix, ...pieces, ...this.o.affixes.suffix], t0, now());
+      // No fixed affix: encode the whole prompt with its special tokens (off the loop when long), no memo.
+      return this.fromPieces([first], t0, now(), true);
+    }
+    const text = this.render(input);
+    return this.fromPieces(this.pieces(text), t0, now());
+  }
+
+  /** Token ids of a text through the same memo and pool as prepare() (equivalence tests, tooling). */
+  async encode(text: string, addSpecialTokens: boolean): Promise<number[]> {
+    if (addSpecialTokens && !this.o.affixes) return this.tok.encode(text, { addSpecialTokens: true });
+    const pieces = this.pieces(text);
+    const all: Piece[] = addSpecialTokens ? [...this.o.affixes!.prefix, ...pieces, ...this.o.affixes!.suffix] : pieces;
+    const ids = await this.tokensOf(all, { memo: 0, inline: 0, pooled: 0 });
+    const out: number[] = [];
+    for (const a of ids) for (let i = 0; i < a.length; i++) out.push(a[i]!);
+    return out;
+  }
+
+  /** Memo sizes, for metrics and tests. */
+  cacheStats(): { tokenBytes: number; tokenEntries: number; chainBytes: number; chainEntries: number } {
+    return { tokenBytes: this.tokenMemo.bytes, tokenEntries: this.tokenMemo.size, chainBytes: this.chains.bytes, chainEntries: this.chains.size };
+  }
+
+  private pieces(text: string): Piece[] {
+    return this.o.segment ? this.o.splitter.split(text) : text === "" ? [] : [text];
+  }
+
+  private fromIds(ids: readonly number[], t0: number): PreparedPrompt {
+    for (const id of ids) if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw badRequest("token ids must be integers in [0, 2^32)", "prompt");
+    const t1 = now();
+    const hashes = blockHashes(ids, this.o.blockSize);
+    return {
+      tokens: ids.length,
+      blockHashes: hashes,
+      blockSize: this.o.blockSize,
+      timings: { render_ms: 0, tokenize_ms: t1 - t0, hash_ms: now() - t1 },
+      pieces: { total: 0, reused: 0, memo: 0, inline: 0, pooled: 0 },
+    };
+  }
+
+  private async fromPieces(pieces: Piece[], t0: number, t1: number, noMemo = false): Promise<PreparedPrompt> {
+    // Resume from the deepest state the chain memo knows.
+    const keys = pieces.map((p) => (noMemo ? 0n : this.pieceKey(p)));
+    let state = this.root;
+    let i = 0;
+    if (!noMemo) {
+      for (; i < pieces.length; i++) {
+        const s = this.chains.get(childKey(state, keys[i]!));
+        if (s === undefined) break;
+        state = s;
+      }
+    }
+    const stats = { total: pieces.length, reused: i, memo: 0, inline: 0, pooled: 0 };
+    const rest = pieces.slice(i);
+    const ids = await this.tokensOf(rest, stats, noMemo);
+    const t2 = now();
+    for (let k = 0; k < rest.length; k++) {
+      const key = childKey(state, noMemo ? BigInt(k) : keys[i + k]!);
+      state = extend(state, key, ids[k]!, this.o.blockSize);
+      if (!noMemo) this.chains.set(key, state, stateBytes(state));
+    }
+    const hashes = collect(state);
+    return {
+      tokens: state.tokens,
+      blockHashes: hashes,
+      blockSize: this.o.blockSize,
+      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1, hash_ms: now() - t2 },
+      pieces: stats,
+    };
+  }
+
+  private pieceKey(p: Piece): bigint {
+    return typeof p === "number" ? SPECIAL_TAG ^ BigInt(p) : Bun.hash.xxHash3(p);
+  }
+
+  /** Ids of each piece: added tokens as themselves, text from the memo, inline, or the pool. */
+  /** `whole`: pieces are whole prompts encoded with special tokens, bypassing the memo. */
+  private async tokensOf(pieces: readonly Piece[], stats: { memo: number; inline: number; pooled: number }, whole = false): Promise<ArrayLike<number>[]> {
+    const out: (ArrayLike<number> | undefined)[] = new Array(pieces.length);
+    const cold: number[] = [];
+    for (let k = 0; k < pieces.length; k++) {
+      const p = pieces[k]!;
+      if (typeof p === "number") {
+        out[k] = [p];
+        continue;
+      }
+      const hit = whole ? undefined : this.tokenMemo.get(Bun.hash.xxHash3(p));
+      if (hit) {
+        out[k] = hit;
+        stats.memo++;
+      } else cold.push(k);
+    }
+    // Short cold pieces inline (cheaper than a thread hop), shortest first, within the budget.
+    cold.sort((a, b) => (pieces[a] as string).length - (pieces[b] as string).length);
+    let budget = this.o.pool ? this.inlineMaxChars : Infinity;
+    const remote: number[] = [];
+    for (const k of cold) {
+      const p = pieces[k] as string;
+      if (p.length <= budget) {
+        budget -= p.length;
+        out[k] = this.remember(p, Uint32Array.from(this.tok.encode(p, { addSpecialTokens: whole })), whole);
+        stats.inline++;
+      } else remote.push(k);
+    }
+    if (remote.length > 0) {
+      const got = await this.o.pool!.encode(remote.map((k) => pieces[k] as string), whole);
+      remote.forEach((k, j) => (out[k] = this.remember(pieces[k] as string, got[j]!, whole)));
+      stats.pooled += remote.length;
+    }
+    return out as ArrayLike<number>[];
+  }
+
+  private remember(text: string, ids: Uint32Array, whole: boolean): Uint32Array {
+    if (!whole) this.tokenMemo.set(Bun.hash.xxHash3(text), ids, ids.byteLength + 96);
+    return ids;
+  }
+}
