@@ -29,7 +29,7 @@ function bytes(rng: Rng, n: number): Uint8Array {
 // Each of our types with the peer type it talks to.
 const PAIRS: [() => ZmtpSocket<Uint8Array[]>, SocketType][] = [
   [() => new SubSocket({ log: memoryLogger(), maxMessageBytes: 8192, maxFrames: 16 }), "PUB"],
-  [() => new PubSocket({ log: memoryLogger(), maxMessageBytes: 8192, maxFrames: 16 }) as unknown as ZmtpSocket<Uint8Array[]>, "SUB"],
+  [() => new PubSocket({ log: memoryLogger(), maxMessageBytes: 8192, maxFrames: 16 }), "SUB"],
   [() => new RouterSocket({ log: memoryLogger(), maxMessageBytes: 8192, maxFrames: 16 }), "DEALER"],
   [() => new DealerSocket({ log: memoryLogger(), maxMessageBytes: 8192, maxFrames: 16 }), "ROUTER"],
 ];
@@ -60,7 +60,10 @@ function mutate(rng: Rng, w: Uint8Array): Uint8Array {
       return w.subarray(0, rng.int(w.length + 1)); // truncate
     case 1: {
       const m = w.slice();
-      for (let k = 1 + rng.int(4); k > 0 && m.length > 0; k--) m[rng.int(m.length)] ^= 1 << rng.int(8);
+      for (let k = 1 + rng.int(4); k > 0 && m.length > 0; k--) {
+        const at = rng.int(m.length);
+        m[at] = m[at]! ^ (1 << rng.int(8));
+      }
       return m;
     }
     case 2: {

@@ -13,7 +13,8 @@ interface PeerSubs {
 
 const latin1 = new TextDecoder("latin1");
 
-export class PubSocket extends ZmtpSocket<never> {
+// Nothing is ever received on a PUB; the element type only satisfies the shared base.
+export class PubSocket extends ZmtpSocket<Uint8Array[]> {
   private readonly subs = new Map<ZmtpConnection, PeerSubs>();
 
   constructor(o: ZmtpOptions = {}) {

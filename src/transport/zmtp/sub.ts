@@ -17,6 +17,8 @@ export class SubSocket extends ZmtpSocket<Uint8Array[]> {
   /** Counted subscriptions: subscribing "A" twice needs two unsubscribes. */
   private readonly subs = new Map<string, { topic: Uint8Array; count: number }>();
   private matchAll = false;
+  /** The subscribed prefixes as an array: the per-message filter avoids a Map iterator. */
+  private topics: Uint8Array[] = [];
 
   constructor(o: SubOptions = {}) {
     super("SUB", o, false);
@@ -39,6 +41,7 @@ export class SubSocket extends ZmtpSocket<Uint8Array[]> {
     }
     this.subs.set(key, { topic, count: 1 });
     this.matchAll ||= topic.length === 0;
+    this.topics = [...this.subs.values()].map((x) => x.topic);
     for (const c of this.peers) c.write(encodeSubscription(topic, true, c.peerMinor));
   }
 
@@ -49,6 +52,7 @@ export class SubSocket extends ZmtpSocket<Uint8Array[]> {
     if (!s) return;
     if (--s.count > 0) return;
     this.subs.delete(key);
+    this.topics = [...this.subs.values()].map((x) => x.topic);
     if (topic.length === 0) this.matchAll = false;
     for (const c of this.peers) c.write(encodeSubscription(topic, false, c.peerMinor));
   }
@@ -60,13 +64,9 @@ export class SubSocket extends ZmtpSocket<Uint8Array[]> {
   protected peerMessage(_c: ZmtpConnection, frames: Uint8Array[]): void {
     if (!this.matchAll) {
       const first = frames[0]!;
+      const topics = this.topics;
       let ok = false;
-      for (const s of this.subs.values()) {
-        if (hasPrefix(first, s.topic)) {
-          ok = true;
-          break;
-        }
-      }
+      for (let i = 0; i < topics.length && !ok; i++) ok = hasPrefix(first, topics[i]!);
       if (!ok) return;
     }
     this.deliver(frames);
