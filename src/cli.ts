@@ -109,6 +109,16 @@ const COMMANDS: readonly Command[] = [
     },
   },
   {
+    name: "bench",
+    summary: "load-test an OpenAI-compatible endpoint: latency percentiles, throughput, goodput",
+    args: "[options] | compare A.json B.json",
+    help: "Run `herd bench --help` for its options (--url, --workload, --rate, --slo, --json, --svg, …).",
+    passThrough: true,
+    async run(_parsed, _io, { rawArgs }) {
+      return await (await import("./bench/cli.ts")).benchMain(rawArgs);
+    },
+  },
+  {
     name: "version",
     summary: "print the version and the commit it was built from",
     args: "",
