@@ -197,6 +197,33 @@ test("a hung engine (SIGSTOP) mid-stream: the client gets an error, the worker l
   expect(r2.choices[0]!.finish_reason).toBe("length");
 }, 30_000);
 
+test("admin: engine logs, drain and undrain a worker through the daemon", async () => {
+  const c = client();
+  const ws = (await cluster()).workers;
+  const id = ws[0].id;
+  const logs: any = await (await fetch(`${url}/admin/workers/${id}/logs?lines=5`)).json();
+  expect(logs.worker).toBe(id);
+  expect(logs.lines.length).toBeGreaterThan(0);
+  expect(logs.lines.length).toBeLessThanOrEqual(5);
+  expect((await fetch(`${url}/admin/workers/nope/logs`)).status).toBe(404);
+
+  expect((await (await fetch(`${url}/admin/workers/${id}/drain`, { method: "POST" })).json()).state).toBe("draining");
+  for (let i = 0; i < 4; i++) {
+    const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }).withResponse();
+    expect(r.response.headers.get("x-herd-worker")).not.toBe(id);
+  }
+  // A drained worker stays drained across health probes (the supervisor keeps reporting it ready).
+  await Bun.sleep(400);
+  expect((await cluster()).workers.find((w: any) => w.id === id).state).toBe("draining");
+  expect((await (await fetch(`${url}/admin/workers/${id}/undrain`, { method: "POST" })).json()).state).toBe("ready");
+  const seen = new Set<string>();
+  for (let i = 0; i < 4; i++) {
+    const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }).withResponse();
+    seen.add(r.response.headers.get("x-herd-worker")!);
+  }
+  expect(seen.has(id)).toBe(true);
+}, 20_000);
+
 test("SIGTERM drains: health 503, livez 200, new requests 503, the open stream finishes, exit 0", async () => {
   const c = client();
   // SIGTERM while a stream is open: health 503 at once, livez 200, new requests 503, the open
