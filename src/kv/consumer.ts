@@ -43,6 +43,8 @@ export interface ZmtpConnectOptions {
 /** A worker's live events: SUB connected to its publisher, subscribed to its topic. */
 export class ZmtpKvSource implements KvEventSource {
   private sub: SubSocket | null = null;
+  /** Messages whose application threw (logged for the first few only). */
+  errors = 0;
 
   constructor(
     private readonly endpoint: string,
@@ -56,7 +58,15 @@ export class ZmtpKvSource implements KvEventSource {
       ...(this.o.clock ? { clock: this.o.clock } : {}),
       rng: new SeededRng(this.o.seed ?? 1),
       reconnectIvlMaxMs: this.o.reconnectIvlMaxMs ?? 1000,
-      onMessage: (frames) => sink.message(frames),
+      onMessage: (frames) => {
+        // A bug in applying one batch must not take the socket (or the daemon) down with it.
+        try {
+          sink.message(frames);
+        } catch (e) {
+          this.errors++;
+          if (this.errors <= 10) this.o.log?.error("kv event message could not be applied", { endpoint: this.endpoint, error: errorMessage(e) });
+        }
+      },
       onEvent: (e) => {
         if (e.type === "ready") sink.connection(true);
         else if (e.type === "disconnected" || e.type === "protocol_error") sink.connection(false);
