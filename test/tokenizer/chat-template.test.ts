@@ -3,7 +3,7 @@
 // loopcontrols, json.dumps-based tojson, raise_exception, strftime_now).
 import { describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import { mkdtempSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { loadTokenizer } from "../../src/tokenizer/index.ts";
@@ -94,13 +94,16 @@ describe("chat template rendering", () => {
 
   test("raise_exception in a template becomes a 400 naming messages", async () => {
     const dir = mkdtempSync(join(tmpdir(), "herd-tok-"));
-    symlinkSync(join(QWEN_DIR, "tokenizer.json"), join(dir, "tokenizer.json"));
+    // A tiny word-level tokenizer keeps this test from loading a second 11 MB vocabulary.
+    const tiny = { version: "1.0", added_tokens: [], normalizer: null, pre_tokenizer: { type: "Whitespace" }, post_processor: null, decoder: null, model: { type: "WordLevel", vocab: { "[UNK]": 0, ok: 1 }, unk_token: "[UNK]" } };
+    writeFileSync(join(dir, "tokenizer.json"), JSON.stringify(tiny));
     writeFileSync(
       join(dir, "tokenizer_config.json"),
       JSON.stringify({ eos_token: "<|im_end|>", chat_template: "{% if messages[0].role != 'user' %}{{ raise_exception('first message must be from the user') }}{% endif %}ok" }),
     );
     const tok = await loadTokenizer(dir);
     expect(tok.applyChatTemplate([{ role: "user", content: "x" }], { addGenerationPrompt: true })).toBe("ok");
+    expect(tok.encode("ok ok", { addSpecialTokens: false })).toEqual([1, 1]);
     let err: unknown;
     try {
       tok.applyChatTemplate([{ role: "assistant", content: "x" }], { addGenerationPrompt: true });
