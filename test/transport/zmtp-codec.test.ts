@@ -140,8 +140,14 @@ describe("ZMTP decoder", () => {
     d = new ZmtpDecoder({ greeting() {}, command() {}, message: (f) => (got.push(f[0]![0]!), got.length === 2 && d.pause()) }, { maxMessageBytes: 100, maxFrames: 4 });
     d.push(msgs);
     expect(got).toEqual([1, 2]);
+    // Input arriving while paused is queued behind the unprocessed tail, in order.
+    const more = concat([5, 6, 7].map((i) => encodeMessage([new Uint8Array([i])])));
+    d.push(more.subarray(0, 3));
+    d.push(more.subarray(3));
+    expect(d.bufferedBytes).toBe(6 + more.length);
     d.resume();
-    expect(got).toEqual([1, 2, 3, 4]);
+    expect(got).toEqual([1, 2, 3, 4, 5, 6, 7]);
+    expect(d.bufferedBytes).toBe(0);
   });
 });
 

@@ -51,6 +51,8 @@ export class ZmtpDecoder {
   // Unprocessed input when paused or stopped mid-chunk.
   private cur: Uint8Array | undefined;
   private pos = 0;
+  private backlog: Uint8Array[] = [];
+  private backlogBytes = 0;
   private paused = false;
   private stopped = false;
 
@@ -61,13 +63,15 @@ export class ZmtpDecoder {
 
   /** Bytes held by the decoder (partial bodies + an unprocessed chunk tail). */
   get bufferedBytes(): number {
-    return this.partsLen + (this.cur ? this.cur.length - this.pos : 0) + this.msgBytes;
+    return this.partsLen + (this.cur ? this.cur.length - this.pos : 0) + this.backlogBytes + this.msgBytes;
   }
 
   /** Stop for good (the connection is closing): the rest of the input is ignored. */
   stop(): void {
     this.stopped = true;
     this.cur = undefined;
+    this.backlog = [];
+    this.backlogBytes = 0;
     this.parts = [];
     this.frames = [];
   }
@@ -80,7 +84,7 @@ export class ZmtpDecoder {
   resume(): void {
     if (!this.paused) return;
     this.paused = false;
-    if (this.cur) this.run();
+    this.run();
   }
 
   get isPaused(): boolean {
@@ -91,20 +95,28 @@ export class ZmtpDecoder {
   push(chunk: Uint8Array): void {
     if (this.stopped || chunk.length === 0) return;
     if (this.cur) {
-      // Only when paused: keep the unprocessed tail and the new chunk together.
-      const rest = this.cur.subarray(this.pos);
-      const joined = new Uint8Array(rest.length + chunk.length);
-      joined.set(rest);
-      joined.set(chunk, rest.length);
-      this.cur = joined;
-    } else {
-      this.cur = chunk;
+      // Paused with input left: queue the chunk (joining would copy the tail on every push).
+      this.backlog.push(chunk);
+      this.backlogBytes += chunk.length;
+      return;
     }
+    this.cur = chunk;
     this.pos = 0;
     if (!this.paused) this.run();
   }
 
   private run(): void {
+    while (this.cur && !this.paused && !this.stopped) {
+      this.runChunk();
+      if (!this.cur && this.backlog.length > 0) {
+        this.cur = this.backlog.shift()!;
+        this.backlogBytes -= this.cur.length;
+        this.pos = 0;
+      }
+    }
+  }
+
+  private runChunk(): void {
     const buf = this.cur!;
     const len = buf.length;
     let pos = this.pos;
