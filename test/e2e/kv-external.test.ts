@@ -141,7 +141,7 @@ engines:
     const partial = [...ids(B.first, 48), ...ids(90_000, 40)];
     expect(overlapOf(await explain(partial), "x/external-1")).toEqual({ gpu: 3, cpu: 0, disk: 0 });
 
-    const c = await (await fetch(`${url}/admin/cluster`)).json();
+    const c: any = await (await fetch(`${url}/admin/cluster`)).json();
     const sa = c.workers.find((w: any) => w.id === "x/external-0").kv_events;
     const sb = c.workers.find((w: any) => w.id === "x/external-1").kv_events;
     // A's first two batches were never sent live: herd learned them from the replay socket.

@@ -67,7 +67,7 @@ async function until(what: string, fn: () => boolean, ms = 5000): Promise<void> 
 const gpu = (c: KvConsumer, toks: number[], id = "n/sim-0") => c.overlaps(blockHashes(toks, BS)).get(id)?.gpu ?? 0;
 
 function worker(id: string, state: Worker["state"], restarts = 0): Worker {
-  return { id, node: "n", model: "m", role: "both", kind: "sim", url: "http://x", state, load: emptyLoad(), restarts };
+  return { id, node: "n", model: "m", role: "aggregated", kind: "sim", url: "http://x", state, load: emptyLoad(), restarts };
 }
 
 describe("KvConsumer over ZMTP", () => {
