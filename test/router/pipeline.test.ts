@@ -1,0 +1,241 @@
+// The pipeline's pieces: the temperature picker's distribution, the overload guard, a filter that
+// would empty the set, a pipeline composed in YAML, predicted overlap in `kv`, and the prefix
+// memory's TTL and capacity behind the `prefix` policy.
+import { describe, expect, test } from "bun:test";
+import { pickByCost, softmaxWeights } from "../../src/router/cost.ts";
+import { overloadFilter } from "../../src/router/pipeline/filters.ts";
+import { PrefixMemory } from "../../src/router/prefix-memory.ts";
+import { prefix } from "../../src/router/policies/prefix.ts";
+import { Router } from "../../src/router/router.ts";
+import { BlockIndex } from "../../src/kv/block-index.ts";
+import { SeededRng } from "../../src/core/rng.ts";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { parseConfigText, renderFindings } from "../../src/config/index.ts";
+import type { RequestFacts } from "../../src/router/pipeline/types.ts";
+import { registryWith, req, routerConfig, worker } from "./fixtures.ts";
+
+const env = { hostname: "h", dataDir: "/tmp/herd-test" };
+const H = (n: number, base = 0) => Array.from({ length: n }, (_, i) => BigInt(base + i + 1));
+
+/** Pearson's chi-square statistic of observed counts against expected probabilities. */
+function chiSquare(counts: number[], p: number[]): number {
+  const n = counts.reduce((a, b) => a + b, 0);
+  return counts.reduce((s, c, i) => s + (c - n * p[i]!) ** 2 / (n * p[i]!), 0);
+}
+
+function draw(costs: number[], t: number, n: number, seed: number): number[] {
+  const rng = new SeededRng(seed);
+  const counts = costs.map(() => 0);
+  for (let i = 0; i < n; i++) counts[pickByCost(costs, t, rng)]!++;
+  return counts;
+}
+
+describe("temperature", () => {
+  test("T > 0: softmax over min-max normalised cost (Dynamo), sampled with the seeded rng", () => {
+    const p = softmaxWeights([10, 20, 30], 1);
+    const z = 1 + Math.exp(-0.5) + Math.exp(-1);
+    expect(p[0]).toBeCloseTo(1 / z, 12);
+    expect(p[1]).toBeCloseTo(Math.exp(-0.5) / z, 12);
+    expect(p[2]).toBeCloseTo(Math.exp(-1) / z, 12);
+    // Normalisation: scaling and shifting costs changes nothing.
+    expect(softmaxWeights([110, 210, 310], 1)).toEqual(softmaxWeights([10, 20, 30], 1));
+    // χ² with 2 degrees of freedom: 13.8 is the 0.1 % critical value.
+    for (const seed of [1, 2, 3]) expect(chiSquare(draw([10, 20, 30], 1, 20_000, seed), p)).toBeLessThan(13.8);
+    // A wrong distribution is rejected by the same test (it can fail).
+    expect(chiSquare(draw([10, 20, 30], 1, 20_000, 1), [1 / 3, 1 / 3, 1 / 3])).toBeGreaterThan(13.8);
+  });
+
+  test("lower temperature concentrates on the cheapest; equal costs are uniform", () => {
+    const hot = draw([10, 20, 30], 5, 10_000, 4);
+    const cold = draw([10, 20, 30], 0.1, 10_000, 4);
+    expect(cold[0]!).toBeGreaterThan(hot[0]!);
+    expect(cold[0]! / 10_000).toBeGreaterThan(0.99);
+    expect(chiSquare(draw([7, 7, 7, 7], 1, 20_000, 5), [0.25, 0.25, 0.25, 0.25])).toBeLessThan(16.3);
+  });
+
+  test("T = 0: always the cheapest, exact ties uniformly at random", () => {
+    expect(draw([5, 3, 9], 0, 1000, 6)).toEqual([0, 1000, 0]);
+    const ties = draw([3, 9, 3, 3], 0, 30_000, 7);
+    expect(ties[1]).toBe(0);
+    expect(chiSquare([ties[0]!, ties[2]!, ties[3]!], [1 / 3, 1 / 3, 1 / 3])).toBeLessThan(13.8);
+  });
+});
+
+describe("overload guard (SGLang's absolute + relative thresholds)", () => {
+  const facts = {} as RequestFacts;
+  const guard = overloadFilter({ abs_threshold: 32, rel_threshold: 1.5 });
+  const keep = (loads: number[]) => [...guard.keep(loads.map((l, i) => worker(`w${i}`, { load: { in_flight: l } })), facts)].sort();
+  test.each([
+    [[0, 10, 40, 33], ["w0", "w1"]], // 40 and 33 are > 0 + 32 and > 1.5 × 0
+    [[40, 60, 80], ["w0", "w1"]], // 80 − 40 > 32 and 80 > 60
+    [[100, 140], ["w0", "w1"]], // 40 over, but 140 < 1.5 × 100: not imbalanced
+    [[5, 5, 5], ["w0", "w1", "w2"]],
+  ])("loads %j keep %j", (loads, want) => expect(keep(loads)).toEqual(want));
+
+  test("load is max(in_flight, running + waiting)", () => {
+    const ws = [worker("a", { load: { in_flight: 1, running: 50, waiting: 10 } }), worker("b", { load: { in_flight: 2 } })];
+    expect([...guard.keep(ws, facts)]).toEqual(["b"]);
+  });
+
+  test("a hot worker holding the prefix is skipped for a cold one under the guard", () => {
+    const index = new BlockIndex();
+    const hashes = H(100);
+    index.apply("hot", { kind: "stored", medium: "gpu", hashes });
+    const registry = registryWith([worker("hot", { load: { running: 60, waiting: 0 } }), worker("cold", { load: { running: 2, waiting: 0 } })]);
+    const router = new Router({ config: routerConfig({ policy: "kv" }), registry, clock: new VirtualClock(), rng: new SeededRng(1), kvIndex: index });
+    const { decision } = router.route(req({ promptTokens: 1600, blockHashes: hashes, blockSize: 16 }));
+    expect(decision.chosen).toBe("cold");
+    expect(decision.candidates.find((c) => c.worker === "hot")!.terms.filtered_by).toBe("overload");
+  });
+});
+
+describe("pipeline from YAML", () => {
+  const yaml = `router:
+  policy: kv
+  kv: { temperature: 0 }
+  pipeline:
+    filters: [healthy, role, overload]
+    overload: { abs_threshold: 4, rel_threshold: 1.1 }
+    scorers:
+      - { type: load, weight: 2 }
+      - { type: kv-cost, weight: 0 }
+    picker: min
+`;
+  test("parses, builds, and routes by the composed scorers", () => {
+    const r = parseConfigText(yaml, "herd.yaml", env);
+    expect(renderFindings(r.findings, "herd.yaml")).toBe("");
+    const cfg = r.config!.router;
+    expect(cfg.pipeline.scorers).toEqual([{ type: "load", weight: 2 }, { type: "kv-cost", weight: 0 }]);
+    const registry = registryWith([
+      worker("a", { load: { running: 3, waiting: 0 } }), // (the registry owns in_flight)
+      worker("b", { load: { running: 1, waiting: 0 } }),
+      worker("c", { load: { running: 9, waiting: 0 } }),
+    ]);
+    const router = new Router({ config: cfg, registry, clock: new VirtualClock(), rng: new SeededRng(2) });
+    const { decision } = router.route(req({ promptTokens: 64 }));
+    expect(decision.policy).toBe("kv");
+    expect(decision.chosen).toBe("b");
+    const terms = Object.fromEntries(decision.candidates.map((c) => [c.worker, c.terms]));
+    expect(terms.a).toMatchObject({ load: 3, load_weighted: 6, "kv-cost_weighted": 0, cost: 6 });
+    expect(terms.c!.filtered_by).toBe("overload"); // 9 − 1 > 4 and 9 > 1.1
+  });
+
+  test("a filter that would drop every worker is skipped, not a 503", () => {
+    const cfg = parseConfigText("router: { policy: prefix, pipeline: { filters: [role] } }", "x.yaml", env).config!.router;
+    const router = new Router({ config: cfg, registry: registryWith([worker("p", { role: "aggregated" })]), clock: new VirtualClock(), filters: [] });
+    const decode = new Router({ config: cfg, registry: registryWith([worker("d", { role: "decode" })]), clock: new VirtualClock(), filters: [] });
+    expect(router.route(req()).decision.chosen).toBe("p");
+    const d = decode.route(req()).decision;
+    expect(d.chosen).toBe("d");
+    expect(d.reason).toContain("filter role skipped");
+  });
+
+  test("mistakes name their path and suggest the fix", () => {
+    const r = parseConfigText("router:\n  pipeline:\n    scorers: [{ type: kvcost }]\n    picker: max\n", "x.yaml", env);
+    const text = renderFindings(r.findings, "x.yaml");
+    expect(text).toContain('router.pipeline.scorers[0].type: expected one of kv-cost | load | session, got "kvcost" (did you mean "kv-cost"?)');
+    expect(text).toContain("router.pipeline.picker");
+  });
+});
+
+describe("predicted overlap (kv) and remembered overlap (prefix)", () => {
+  const run = (policy: "kv" | "prefix", over: Parameters<typeof routerConfig>[0] = {}) => {
+    const registry = registryWith([worker("a"), worker("b"), worker("c")]);
+    const router = new Router({ config: routerConfig({ policy, ...over }), registry, clock: new VirtualClock(), rng: new SeededRng(3) });
+    return Array.from({ length: 20 }, () => router.route(req({ promptTokens: 320, blockHashes: H(20), blockSize: 16 })).worker.id);
+  };
+  test("kv: without events a repeated new prefix sticks to its first worker through predictions", () => {
+    expect(new Set(run("kv")).size).toBe(1);
+    const base = routerConfig();
+    expect(new Set(run("kv", { kv: { ...base.kv, predicted_ttl_ms: 0 } })).size).toBeGreaterThan(1);
+  });
+  test("prefix: the router's own history gives the same affinity", () => {
+    expect(new Set(run("prefix")).size).toBe(1);
+  });
+  test("prefix policy forgets after the TTL", () => {
+    const clock = new VirtualClock();
+    const base = routerConfig();
+    const router = new Router({ config: routerConfig({ policy: "prefix", prefix: { ...base.prefix, ttl_ms: 1000 } }), registry: registryWith([worker("a"), worker("b")]), clock, rng: new SeededRng(4) });
+    const r = () => router.route(req({ promptTokens: 160, blockHashes: H(10), blockSize: 16 })).decision;
+    const first = r().chosen;
+    clock.advance(999);
+    expect(r().candidates.find((c) => c.worker === first)!.terms.overlap_gpu).toBe(10);
+    clock.advance(2000);
+    expect(r().candidates.every((c) => c.terms.overlap_gpu === 0)).toBe(true);
+  });
+});
+
+describe("PrefixMemory", () => {
+  test("TTL runs from the last send; a shallower refresh outlives the deeper blocks", () => {
+    const m = new PrefixMemory(1000, 100);
+    const [a, b, c] = H(3);
+    m.record("w", [a!, b!, c!], 0);
+    m.record("w", [a!, b!], 500);
+    expect(m.overlaps([a!, b!, c!], 999).get("w")).toBe(3);
+    expect(m.overlaps([a!, b!, c!], 1200).get("w")).toBe(2);
+    expect(m.overlaps([a!, b!, c!], 1500).has("w")).toBe(false);
+  });
+
+  test("capacity per worker: least recently sent forgotten first, a prompt's tail before its head", () => {
+    const m = new PrefixMemory(1e9, 4);
+    const p1 = H(3, 0);
+    const p2 = H(3, 100);
+    m.record("w", p1, 0);
+    m.record("w", p2, 1);
+    expect(m.size("w")).toBe(4);
+    expect(m.overlaps(p1, 2).get("w")).toBe(1); // p1's head survives, its tail went first
+    expect(m.overlaps(p2, 2).get("w")).toBe(3);
+    m.record("v", H(10, 500), 0); // longer than the capacity: its first 4 blocks are kept
+    expect(m.size("v")).toBe(4);
+    expect(m.overlaps(H(10, 500), 1).get("v")).toBe(4);
+  });
+
+  test("workers are independent, and forget() drops one at once", () => {
+    const m = new PrefixMemory(1e9, 10);
+    m.record("a", H(5), 0);
+    m.record("b", H(2), 0);
+    expect(Object.fromEntries(m.overlaps(H(5), 1))).toEqual({ a: 5, b: 2 });
+    m.forget("a");
+    expect(Object.fromEntries(m.overlaps(H(5), 1))).toEqual({ b: 2 });
+  });
+
+  test("memory stays bounded under many distinct prompts", () => {
+    const m = new PrefixMemory(60_000, 1000);
+    for (let i = 0; i < 500; i++) m.record("w", H(20, i * 1000), i);
+    expect(m.size("w")).toBe(1000);
+    expect(prefix.name).toBe("prefix");
+  });
+});
+
+describe("leases carry the prompt's blocks", () => {
+  test("a shared prefix counts once per worker; release frees it; first token clears prefill only", () => {
+    const registry = registryWith([worker("a")]);
+    const router = new Router({ config: routerConfig({ policy: "kv" }), registry, clock: new VirtualClock() });
+    const shared = H(8);
+    const one = router.routeAndBook(req({ promptTokens: 8 * 16 + 5, blockHashes: shared, blockSize: 16 }));
+    const two = router.routeAndBook(req({ promptTokens: 10 * 16, blockHashes: [...shared, ...H(2, 50)], blockSize: 16 }));
+    expect(one.lease.promptBlocks).toBe(9);
+    expect(router.activeBlocks("a")).toBe(8 + 1 + 2); // shared 8 once, one partial block, two's own 2
+    expect(router.prefilling("a")).toEqual({ requests: 2, tokens: 133 + 160 });
+    one.lease.firstToken();
+    expect(router.prefilling("a")).toEqual({ requests: 1, tokens: 160 });
+    expect(router.activeBlocks("a")).toBe(11);
+    one.lease.release();
+    expect(router.activeBlocks("a")).toBe(10);
+    two.lease.release();
+    two.lease.release();
+    expect(router.activeBlocks("a")).toBe(0);
+    expect(router.inFlight("a")).toBe(0);
+  });
+
+  test("active blocks steer kv away from a worker busy with the same prompt's siblings only by their new blocks", () => {
+    const registry = registryWith([worker("a"), worker("b")]);
+    const base = routerConfig();
+    const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0 } }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
+    const h = H(10);
+    const { worker: w } = router.routeAndBook(req({ promptTokens: 160, blockHashes: h, blockSize: 16 }));
+    const d = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision;
+    const t = d.candidates.find((c) => c.worker === w.id)!.terms;
+    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 0, decode_blocks: 10, active_prefill_tokens: 160 });
+  });
+});
