@@ -47,7 +47,8 @@ const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetri
 
 beforeAll(async () => {
   dir = mkdtempSync(join(tmpdir(), "herd-e2e-"));
-  const portBase = 30_000 + Math.floor(Math.random() * 20_000);
+  // Below the kernel's ephemeral range (32768+), so outgoing connections never hold an engine's port.
+  const portBase = 21_000 + Math.floor(Math.random() * 11_000);
   const cfg = join(dir, "herd.yaml");
   writeFileSync(
     cfg,
@@ -80,8 +81,8 @@ engines:
   void readLines(proc.stdout as ReadableStream<Uint8Array>, onLine);
   url = await Promise.race([urlP, Bun.sleep(20_000).then(() => "")]);
   if (!url) throw new Error(`herd did not become ready\n${logText}`);
-  await waitFor("both workers ready", async () => (await cluster()).workers.every((w: any) => w.state === "ready"));
-}, 40_000);
+  await waitFor("both workers ready", async () => (await cluster()).workers.every((w: any) => w.state === "ready"), 30_000);
+}, 60_000);
 
 afterAll(() => {
   if (proc && proc.exitCode === null) proc.kill("SIGKILL");

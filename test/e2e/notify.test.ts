@@ -36,7 +36,7 @@ test.skipIf(!hasNotify)("READY=1 after the first ready worker, SIGHUP survives, 
     writeFileSync(
       cfg,
       `node: { name: nt, data_dir: ${JSON.stringify(join(dir, "data"))} }
-supervisor: { port_range_start: ${30_000 + Math.floor(Math.random() * 20_000)}, health_interval_ms: 100 }
+supervisor: { port_range_start: ${21_000 + Math.floor(Math.random() * 11_000)}, health_interval_ms: 100 }
 models: [{ name: nt-sim }]
 engines: [{ kind: sim, model: nt-sim, count: 1, args: ["--time-scale", "50"] }]
 `,
