@@ -244,6 +244,8 @@ interface Tracked {
   state: Worker["state"] | null;
   restarts: number;
   reattached: number;
+  /** Attached since the worker was last ready (nothing of a previous engine process can be in it). */
+  fresh: boolean;
 }
 
 export class KvConsumer {
@@ -267,7 +269,7 @@ export class KvConsumer {
       t.spec = spec;
       this.attach(t);
     } else {
-      const n: Tracked = { spec, attached: false, state: null, restarts: 0, reattached: 0 };
+      const n: Tracked = { spec, attached: false, state: null, restarts: 0, reattached: 0, fresh: true };
       this.workers.set(spec.id, n);
       this.attach(n);
     }
@@ -300,13 +302,14 @@ export class KvConsumer {
       return;
     }
     const died = w.state === "starting" && (prev === "ready" || prev === "draining");
-    if (t.attached && (restarted || died)) {
+    // One crash can show up twice (the engine leaves `ready`, later the restart count moves): a
+    // stream started since the worker was last ready is already fresh.
+    if (t.attached && (restarted || died) && !t.fresh) {
       this.log.info("engine restarted; fresh kv event stream", { worker: w.id, restarts: w.restarts });
       t.reattached++;
       this.attach(t);
-      return;
-    }
-    if (!t.attached) this.attach(t);
+    } else if (!t.attached) this.attach(t);
+    if (w.state === "ready") t.fresh = false;
   }
 
   private attach(t: Tracked): void {
@@ -319,6 +322,7 @@ export class KvConsumer {
       ...(this.o.maxPendingBatches !== undefined ? { maxPendingBatches: this.o.maxPendingBatches } : {}),
     });
     t.attached = true;
+    t.fresh = true;
   }
 
   private zmtp(spec: KvWorkerSpec): { source: KvEventSource; replayer: KvReplayer | null } {
