@@ -166,6 +166,53 @@ describe("failures", () => {
     expect(bad.received.length).toBe(1);
   });
 
+  test("a stream reset after the headers but before its first chunk is retried elsewhere", async () => {
+    const resetting = track(
+      startUpstream(
+        () =>
+          new Response(
+            new ReadableStream({
+              async pull(ctrl) {
+                await Bun.sleep(5);
+                ctrl.error(new Error("engine died before its first token"));
+              },
+            }),
+            { headers: { "content-type": "text/event-stream" } },
+          ),
+      ),
+    );
+    const good = track(startUpstream(() => streamingReply({ tokens: 3 })));
+    const h = track(await startHerd({ workers: [{ id: "a", url: resetting.url }, { id: "b", url: good.url }] }));
+    const res = await post(`${h.url}/v1/chat/completions`, chatBody({ stream: true }));
+    expect(res.status).toBe(200);
+    expect(res.headers.get("x-herd-worker")).toBe("b");
+    expect(await res.text()).toContain("[DONE]");
+    expect(resetting.received.length).toBe(1);
+    // Bun.serve may hold the headers until the first chunk, so the fetch itself can fail ("connect").
+    expect(await h.metrics.render()).toMatch(/herd_retries_total\{model="m1",reason="(connect|reset|eof)"\} 1/);
+  });
+
+  test("headers sent, then the connection drops before any chunk: retried elsewhere (raw socket engine)", async () => {
+    // A raw TCP "engine": answers 200 with chunked SSE headers, then closes without a body.
+    const raw = Bun.listen({
+      hostname: "127.0.0.1",
+      port: 0,
+      socket: {
+        data(sock) {
+          sock.write("HTTP/1.1 200 OK\r\ncontent-type: text/event-stream\r\ntransfer-encoding: chunked\r\n\r\n");
+          setTimeout(() => sock.end(), 10);
+        },
+      },
+    });
+    cleanup.push(async () => raw.stop(true));
+    const good = track(startUpstream(() => streamingReply({ tokens: 2 })));
+    const h = track(await startHerd({ workers: [{ id: "a", url: `http://127.0.0.1:${raw.port}` }, { id: "b", url: good.url }] }));
+    const res = await post(`${h.url}/v1/chat/completions`, chatBody({ stream: true }));
+    expect(res.headers.get("x-herd-worker")).toBe("b");
+    expect(await res.text()).toContain("[DONE]");
+    expect(await h.metrics.render()).toMatch(/herd_retries_total\{model="m1",reason="(reset|eof)"\} 1/);
+  });
+
   test("a failure with no other worker becomes a 502 OpenAI error", async () => {
     const bad = track(startUpstream(() => new Response("boom", { status: 500 })));
     const h = track(await startHerd({ workers: [{ id: "a", url: bad.url }] }));
