@@ -5,7 +5,7 @@
 // position at which each worker drops out; it stops as soon as no worker is left.
 import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
-import { U64Table, halves, join64 } from "./u64-table.ts";
+import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 const NM = 3; // media
 
@@ -37,64 +37,72 @@ export class BlockIndex implements KvIndex {
     const ow = this.words;
     const t = new U64Table(NM * words, old.cap);
     for (let i = 0; i < old.cap; i++) {
-      if (old.used[i] === 0) continue;
-      const s = t.insert(old.keyLo[i]!, old.keyHi[i]!);
+      if (!old.used(i)) continue;
+      const [lo, hi] = old.keyAt(i);
+      const to = t.at(t.insert(lo, hi));
+      const from = old.at(i);
       for (let m = 0; m < NM; m++) {
-        for (let k = 0; k < ow; k++) t.vals[s * NM * words + m * words + k] = old.vals[i * NM * ow + m * ow + k]!;
+        for (let k = 0; k < ow; k++) t.data[to + m * words + k] = old.data[from + m * ow + k]!;
       }
     }
     this.table = t;
     this.words = words;
   }
 
-  apply(worker: string, ev: IndexEvent): void {
+  apply(worker: string, ev: IndexEvent, unchanged?: (i: number) => void): void {
     const ws = this.slotFor(worker);
     if (ev.kind === "cleared") return this.clearSlot(ws);
     const W = this.words;
-    const stride = NM * W;
     const off = MEDIUM_INDEX[ev.medium] * W + (ws >>> 5);
     const bit = 1 << (ws & 31);
     const hs = ev.hashes;
+    const t = this.table;
     if (ev.kind === "stored") {
       for (let i = 0; i < hs.length; i++) {
-        const [lo, hi] = halves(hs[i]!);
-        const idx = this.table.insert(lo, hi) * stride + off;
-        const v = this.table.vals;
+        const lo = lo32(hs[i]!);
+        const hi = hi32();
+        const idx = t.at(t.insert(lo, hi)) + off;
+        const v = t.data; // read after insert: it may have grown the table
         if ((v[idx]! & bit) === 0) {
           v[idx] = v[idx]! | bit;
           this.entries++;
+        } else {
+          unchanged?.(i);
         }
       }
       return;
     }
     for (let i = 0; i < hs.length; i++) {
-      const [lo, hi] = halves(hs[i]!);
-      const slot = this.table.find(lo, hi);
-      if (slot < 0) continue;
-      const v = this.table.vals;
-      const idx = slot * stride + off;
-      if ((v[idx]! & bit) === 0) continue;
+      const lo = lo32(hs[i]!);
+      const hi = hi32();
+      const slot = t.find(lo, hi);
+      const v = t.data;
+      const idx = t.at(slot) + off;
+      if (slot < 0 || (v[idx]! & bit) === 0) {
+        unchanged?.(i);
+        continue;
+      }
       v[idx] = v[idx]! & ~bit;
       this.entries--;
-      if (this.emptyAt(slot)) this.table.removeAt(slot);
+      if (this.emptyAt(slot)) t.removeAt(slot);
     }
   }
 
   private emptyAt(slot: number): boolean {
-    const v = this.table.vals;
-    const stride = NM * this.words;
-    for (let j = slot * stride, end = j + stride; j < end; j++) if (v[j] !== 0) return false;
+    const v = this.table.data;
+    for (let j = this.table.at(slot), end = j + NM * this.words; j < end; j++) if (v[j] !== 0) return false;
     return true;
   }
 
   holds(worker: string, hash: bigint, medium: Medium): boolean {
     const ws = this.slotOf.get(worker);
     if (ws === undefined) return false;
-    const [lo, hi] = halves(hash);
+    const lo = lo32(hash);
+    const hi = hi32();
     const slot = this.table.find(lo, hi);
     if (slot < 0) return false;
     const W = this.words;
-    return (this.table.vals[slot * NM * W + MEDIUM_INDEX[medium] * W + (ws >>> 5)]! & (1 << (ws & 31))) !== 0;
+    return (this.table.data[this.table.at(slot) + MEDIUM_INDEX[medium] * W + (ws >>> 5)]! & (1 << (ws & 31))) !== 0;
   }
 
   findMatches(hashes: readonly bigint[]): Map<string, Overlap> {
@@ -104,20 +112,22 @@ export class BlockIndex implements KvIndex {
     const t = this.table;
     const W = this.words;
     const stride = NM * W;
-    const [lo0, hi0] = halves(hashes[0]!);
+    const lo0 = lo32(hashes[0]!);
+    const hi0 = hi32();
     const first = t.find(lo0, hi0);
     if (first < 0) return out;
-    const alive = t.vals.slice(first * stride, first * stride + stride);
+    const v = t.data; // findMatches never inserts, so the array stays put
+    const alive = v.slice(t.at(first), t.at(first) + stride);
     // depth[(m * W + k) * 32 + b] = blocks matched by the worker at bit b of word k, medium m.
     const depth = new Int32Array(stride * 32).fill(-1);
     let live = 0;
     for (let j = 0; j < stride; j++) live |= alive[j]!;
     let i = 1;
     for (; i < n && live !== 0; i++) {
-      const [lo, hi] = halves(hashes[i]!);
+      const lo = lo32(hashes[i]!);
+      const hi = hi32();
       const slot = t.find(lo, hi);
-      const v = t.vals; // re-read: find never reallocates, but keep the access local
-      const base = slot * stride;
+      const base = t.at(slot);
       live = 0;
       for (let j = 0; j < stride; j++) {
         const prev = alive[j]!;
@@ -177,19 +187,18 @@ export class BlockIndex implements KvIndex {
   private clearSlot(ws: number): void {
     const t = this.table;
     const W = this.words;
-    const stride = NM * W;
     const word = ws >>> 5;
     const bit = 1 << (ws & 31);
     for (let slot = 0; slot < t.cap; ) {
-      if (t.used[slot] === 0) {
+      if (!t.used(slot)) {
         slot++;
         continue;
       }
       let touched = false;
       for (let m = 0; m < NM; m++) {
-        const idx = slot * stride + m * W + word;
-        if ((t.vals[idx]! & bit) !== 0) {
-          t.vals[idx] = t.vals[idx]! & ~bit;
+        const idx = t.at(slot) + m * W + word;
+        if ((t.data[idx]! & bit) !== 0) {
+          t.data[idx] = t.data[idx]! & ~bit;
           this.entries--;
           touched = true;
         }
@@ -215,11 +224,12 @@ export class BlockIndex implements KvIndex {
     const W = this.words;
     const media: Medium[] = ["gpu", "cpu", "disk"];
     for (let slot = 0; slot < t.cap; slot++) {
-      if (t.used[slot] === 0) continue;
-      const h = join64(t.keyLo[slot]!, t.keyHi[slot]!);
+      if (!t.used(slot)) continue;
+      const [lo, hi] = t.keyAt(slot);
+      const h = join64(lo, hi);
       for (let m = 0; m < NM; m++) {
         for (let k = 0; k < W; k++) {
-          let bits = t.vals[slot * NM * W + m * W + k]!;
+          let bits = t.data[t.at(slot) + m * W + k]!;
           while (bits !== 0) {
             const b = 31 - Math.clz32(bits & -bits);
             bits &= bits - 1;

@@ -36,17 +36,19 @@ function cachedSeed(lora?: string | null): bigint {
   return s;
 }
 
-function hashSeeded(bytes: Uint8Array, seed: bigint): bigint {
-  // Bun.hash.xxHash3 keeps only 32 bits of its seed; larger seeds take the BigInt implementation.
-  return seed < 0x1_0000_0000n ? Bun.hash.xxHash3(bytes, seed) : xxh3_64(bytes, seed);
-}
-
-let scratch = new Uint32Array(64);
+let scratch = new Uint32Array(4096);
 /** Local (position-free) hash of one block's tokens. */
 export function localBlockHash(tokens: ArrayLike<number>, start: number, blockSize: number, seed: bigint = XXH3_SEED): bigint {
-  if (scratch.length < blockSize) scratch = new Uint32Array(blockSize);
-  for (let i = 0; i < blockSize; i++) scratch[i] = tokens[start + i]!;
-  return hashSeeded(new Uint8Array(scratch.buffer, 0, blockSize * 4), seed);
+  const block = new Uint32Array(blockSize);
+  for (let i = 0; i < blockSize; i++) block[i] = tokens[start + i]!;
+  return hashSeeded(block, seed);
+}
+
+function hashSeeded(words: Uint32Array, seed: bigint): bigint {
+  // Bun.hash.xxHash3 keeps only 32 bits of its seed; larger seeds take the BigInt implementation.
+  return seed < 0x1_0000_0000n
+    ? Bun.hash.xxHash3(words, seed)
+    : xxh3_64(new Uint8Array(words.buffer, words.byteOffset, words.byteLength), seed);
 }
 
 const pair = new BigUint64Array(2);
@@ -72,10 +74,15 @@ export function chainHashes(
   if (!(blockSize > 0) || !Number.isInteger(blockSize)) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
   const seed = cachedSeed(lora);
   const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
+  const len = n * blockSize;
+  // One u32 copy of the tokens (little-endian host), hashed block by block through subarray views.
+  if (scratch.length < len) scratch = new Uint32Array(Math.max(len, scratch.length * 2));
+  const words = scratch;
+  for (let i = 0; i < len; i++) words[i] = tokens[i]!;
   const out = new Array<bigint>(n);
   let prev = parent;
   for (let i = 0; i < n; i++) {
-    const local = localBlockHash(tokens, i * blockSize, blockSize, seed);
+    const local = hashSeeded(words.subarray(i * blockSize, i * blockSize + blockSize), seed);
     prev = prev === null ? local : nextSequenceHash(prev, local);
     out[i] = prev;
   }

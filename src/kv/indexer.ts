@@ -32,7 +32,11 @@ export interface IndexStats {
 }
 
 export interface KvIndex {
-  apply(worker: string, event: IndexEvent): void;
+  /**
+   * Apply one event. `unchanged(i)` (optional) is called for each hashes[i] that changed nothing:
+   * already held (stored) or not held (removed) by the worker on that medium.
+   */
+  apply(worker: string, event: IndexEvent, unchanged?: (i: number) => void): void;
   /**
    * For a prompt's block hashes (hash.ts blockHashes), the number of leading blocks each worker
    * holds, per medium: `gpu` = length of the longest prefix hashes[0..gpu) all held on GPU, and so

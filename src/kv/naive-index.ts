@@ -8,10 +8,13 @@ export class NaiveIndex implements KvIndex {
   private blocks = new Map<bigint, Map<string, Set<Medium>>>();
   private known = new Set<string>();
 
-  apply(worker: string, ev: IndexEvent): void {
+  apply(worker: string, ev: IndexEvent, unchanged?: (i: number) => void): void {
     this.known.add(worker);
     if (ev.kind === "cleared") return this.clearWorker(worker);
-    for (const h of ev.hashes) {
+    for (let i = 0; i < ev.hashes.length; i++) {
+      const h = ev.hashes[i]!;
+      const had = this.holds(worker, h, ev.medium);
+      if (had === (ev.kind === "stored")) unchanged?.(i);
       let holders = this.blocks.get(h);
       if (ev.kind === "stored") {
         if (!holders) this.blocks.set(h, (holders = new Map()));

@@ -8,7 +8,7 @@ import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.t
 import { chainHashes } from "./hash.ts";
 import type { KvIndex, Medium } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
-import { U64Table, halves, join64 } from "./u64-table.ts";
+import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 /** Engine medium strings → herd's three tiers; null = unknown (event skipped and counted). */
 export function normalizeMedium(m: string | null): Medium | null {
@@ -59,7 +59,8 @@ export interface WorkerBlockCounters {
   truncatedBlocks: number;
 }
 
-// Per engine hash: herd hash (2 words) and the media bitmask (bit MEDIUM_INDEX[m]).
+// Per engine hash: herd hash (2 words) and the media bitmask (bit MEDIUM_INDEX[m]), at these
+// offsets from the slot's first value word.
 const W_LO = 0;
 const W_HI = 1;
 const W_MEDIA = 2;
@@ -122,47 +123,48 @@ export class WorkerBlockMap {
     if (ev.blockSize !== this.blockSize) return void this.counters.filtered++;
     let parent: bigint | null = null;
     if (ev.parentBlockHash !== null) {
-      const [plo, phi] = halves(ev.parentBlockHash);
+      const plo = lo32(ev.parentBlockHash);
+      const phi = hi32();
       const ps = this.map.find(plo, phi);
       if (ps < 0) return void this.counters.parentMissing++;
-      parent = join64(this.map.vals[ps * 3 + W_LO]!, this.map.vals[ps * 3 + W_HI]!);
+      parent = join64(this.map.data[this.map.at(ps) + W_LO]!, this.map.data[this.map.at(ps) + W_HI]!);
     }
     const ours = chainHashes(ev.tokenIds, ev.blockSize, parent, ev.loraName, ev.blockHashes.length);
     this.counters.truncatedBlocks += ev.blockHashes.length - ours.length;
-    const mbit = 1 << MEDIUM_INDEX[medium];
+    const mi = MEDIUM_INDEX[medium];
+    const mbit = 1 << mi;
     const added: bigint[] = [];
     for (let i = 0; i < ours.length; i++) {
       const ourHash = ours[i]!;
-      const [lo, hi] = halves(ev.blockHashes[i]!);
-      const existing = this.map.find(lo, hi);
-      if (existing >= 0) {
-        const v = this.map.vals;
-        const prevOurs = join64(v[existing * 3 + W_LO]!, v[existing * 3 + W_HI]!);
-        if (prevOurs === ourHash) {
-          if ((v[existing * 3 + W_MEDIA]! & mbit) !== 0) continue; // already held there
+      const lo = lo32(ev.blockHashes[i]!);
+      const hi = hi32();
+      let slot = this.map.insert(lo, hi);
+      if (!this.map.inserted) {
+        const v = this.map.data;
+        if (join64(v[this.map.at(slot) + W_LO]!, v[this.map.at(slot) + W_HI]!) === ourHash) {
+          if ((v[this.map.at(slot) + W_MEDIA]! & mbit) !== 0) continue; // already held there
         } else {
           // Same engine hash, different content: the engine reused the id. Drop the old meaning.
-          this.dropEngineEntry(existing);
+          this.dropEngineEntry(slot);
+          slot = this.map.insert(lo, hi);
         }
       }
-      const wasHeld = this.index.holds(this.worker, ourHash, medium);
-      const slot = this.map.insert(lo, hi);
-      const v = this.map.vals;
-      const [olo, ohi] = halves(ourHash);
-      v[slot * 3 + W_LO] = olo;
-      v[slot * 3 + W_HI] = ohi;
-      v[slot * 3 + W_MEDIA] = v[slot * 3 + W_MEDIA]! | mbit;
-      if (wasHeld) {
-        const extra = this.extra[MEDIUM_INDEX[medium]]!;
-        extra.set(ourHash, (extra.get(ourHash) ?? 0) + 1);
-      } else {
-        added.push(ourHash);
-      }
+      const v = this.map.data;
+      v[this.map.at(slot) + W_LO] = lo32(ourHash);
+      v[this.map.at(slot) + W_HI] = hi32();
+      v[this.map.at(slot) + W_MEDIA] = v[this.map.at(slot) + W_MEDIA]! | mbit;
+      added.push(ourHash);
     }
-    if (added.length > 0) {
-      this.counters.blocksStored += added.length;
-      this.index.apply(this.worker, { kind: "stored", medium, hashes: added });
-    }
+    if (added.length === 0) return;
+    let already = 0;
+    const extra = this.extra[mi]!;
+    // A block the worker already holds on this medium under another engine hash (cache_salt,
+    // multimodal inputs): the index bit stays set until every engine hash naming it is removed.
+    this.index.apply(this.worker, { kind: "stored", medium, hashes: added }, (k) => {
+      already++;
+      extra.set(added[k]!, (extra.get(added[k]!) ?? 0) + 1);
+    });
+    this.counters.blocksStored += added.length - already;
   }
 
   private removed(ev: BlockRemoved): void {
@@ -172,9 +174,10 @@ export class WorkerBlockMap {
     const mi = MEDIUM_INDEX[medium];
     const gone: bigint[] = [];
     for (const eh of ev.blockHashes) {
-      const [lo, hi] = halves(eh);
+      const lo = lo32(eh);
+      const hi = hi32();
       const slot = this.map.find(lo, hi);
-      if (slot < 0 || (this.map.vals[slot * 3 + W_MEDIA]! & (1 << mi)) === 0) {
+      if (slot < 0 || (this.map.data[this.map.at(slot) + W_MEDIA]! & (1 << mi)) === 0) {
         this.counters.unknownRemovals++;
         continue;
       }
@@ -189,11 +192,11 @@ export class WorkerBlockMap {
 
   /** Clear medium `mi` from the entry at `slot`; the herd hash to remove from the index, if any. */
   private release(slot: number, mi: number): bigint | null {
-    const v = this.map.vals;
-    const ourHash = join64(v[slot * 3 + W_LO]!, v[slot * 3 + W_HI]!);
-    const media = v[slot * 3 + W_MEDIA]! & ~(1 << mi);
+    const v = this.map.data;
+    const ourHash = join64(v[this.map.at(slot) + W_LO]!, v[this.map.at(slot) + W_HI]!);
+    const media = v[this.map.at(slot) + W_MEDIA]! & ~(1 << mi);
     if (media === 0) this.map.removeAt(slot);
-    else v[slot * 3 + W_MEDIA] = media;
+    else v[this.map.at(slot) + W_MEDIA] = media;
     const extra = this.extra[mi]!;
     const n = extra.get(ourHash);
     if (n === undefined) return ourHash;
@@ -203,7 +206,7 @@ export class WorkerBlockMap {
   }
 
   private dropEngineEntry(slot: number): void {
-    const media = this.map.vals[slot * 3 + W_MEDIA]!;
+    const media = this.map.data[this.map.at(slot) + W_MEDIA]!;
     for (let mi = 0; mi < 3; mi++) {
       if ((media & (1 << mi)) === 0) continue;
       // release() deletes the entry only when its last medium goes, i.e. on the last iteration.

@@ -34,11 +34,21 @@ function runDifferential(seed: number, workers: number, ops: number) {
     const r = rng.float();
     if (r < 0.55) {
       const upto = 1 + rng.int(p.length);
-      for (const ix of both) ix.apply(w, { kind: "stored", medium, hashes: p.slice(0, upto) });
+      const noops = both.map((ix) => {
+        const u: number[] = [];
+        ix.apply(w, { kind: "stored", medium, hashes: p.slice(0, upto) }, (i) => u.push(i));
+        return u;
+      });
+      expect(noops[0]).toEqual(noops[1]!);
     } else if (r < 0.9) {
       const from = rng.int(p.length);
       const hashes = p.slice(from, from + 1 + rng.int(3));
-      for (const ix of both) ix.apply(w, { kind: "removed", medium, hashes });
+      const noops = both.map((ix) => {
+        const u: number[] = [];
+        ix.apply(w, { kind: "removed", medium, hashes }, (i) => u.push(i));
+        return u;
+      });
+      expect(noops[0]).toEqual(noops[1]!);
     } else if (r < 0.94) {
       for (const ix of both) ix.clearWorker(w);
     } else if (r < 0.97) {
@@ -127,8 +137,8 @@ describe("U64Table", () => {
       const hi = rng.int(400);
       const k = `${lo}:${hi}`;
       if (rng.float() < 0.6) {
-        const slot = t.insert(lo, hi); // may grow the table: read t.vals after it
-        t.vals[slot] = hi + 1;
+        const slot = t.insert(lo, hi); // may grow the table: read t.data after it
+        t.data[t.at(slot)] = hi + 1;
         live.set(k, [lo, hi]);
       } else {
         const s = t.find(lo, hi);
@@ -141,7 +151,7 @@ describe("U64Table", () => {
     for (const [lo, hi] of live.values()) {
       const s = t.find(lo, hi);
       expect(s).toBeGreaterThanOrEqual(0);
-      expect(t.vals[s]).toBe(hi + 1);
+      expect(t.data[t.at(s)]).toBe(hi + 1);
     }
   });
 });
