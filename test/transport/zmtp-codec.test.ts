@@ -169,6 +169,23 @@ describe("ZMTP connection (fake socket)", () => {
     }
   });
 
+  test("PUB accepts 3.0 subscription messages and 3.1 commands, counted, filtering on the first frame", () => {
+    for (const minor of [0, 1]) {
+      const pub = new PubSocket();
+      const { conn } = fakeConnection(pub);
+      conn.start();
+      conn.onData(concat([peerHello("SUB", minor), encodeSubscription(enc("A"), true, minor), encodeSubscription(enc("A"), true, minor)]));
+      expect(pub.send(["A1", "x"])).toBe(1);
+      expect(pub.send(["B1"])).toBe(0);
+      conn.onData(encodeSubscription(enc("A"), false, minor));
+      expect(pub.send(["A2"])).toBe(1); // subscribed twice, cancelled once
+      conn.onData(encodeSubscription(enc("A"), false, minor));
+      expect(pub.send(["A3"])).toBe(0);
+      conn.onData(encodeMessage([enc("\x02not a subscription")])); // other messages from a SUB are ignored
+      expect(pub.send(["A4"])).toBe(0);
+    }
+  });
+
   test("partial writes: the unsent tail is kept and flushed in order on drain", () => {
     const pub = new PubSocket();
     const { sock, conn } = fakeConnection(pub);

@@ -122,6 +122,21 @@ describe.skipIf(!run)("ZMTP interop with libzmq 4.3.4", () => {
     });
   }
 
+  test("handshake race regression: 20 of our SUBs connect at once, libzmq sees no protocol failure", async () => {
+    const pub = await peer(["PUB", "bind", "tcp://127.0.0.1:0"]);
+    const subs = Array.from({ length: 20 }, () => track(new SubSocket({ log: memoryLogger() })));
+    const got = new Set<number>();
+    subs.forEach((s, i) => {
+      s.subscribe("");
+      s.onMessage = () => void got.add(i);
+      s.connect(pub.endpoint);
+    });
+    await until(() => pub.send(["hi"]), () => got.size === subs.length, 4000);
+    const names = pub.events.filter((e) => e.event === "monitor").map((e) => e.name);
+    expect(names.filter((n) => n === "HANDSHAKE_SUCCEEDED").length).toBe(20);
+    expect(names.some((n) => n!.startsWith("HANDSHAKE_FAILED"))).toBe(false);
+  });
+
   test("libzmq SUB with a 250-byte topic (libzmq 4.3.4 long-SUBSCRIBE bug) still gets messages", async () => {
     const pub = track(new PubSocket({ log: memoryLogger() }));
     const ep = pub.bind("tcp://127.0.0.1:0");
