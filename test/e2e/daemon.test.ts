@@ -208,7 +208,8 @@ test("admin: engine logs, drain and undrain a worker through the daemon", async 
   expect(logs.lines.length).toBeLessThanOrEqual(5);
   expect((await fetch(`${url}/admin/workers/nope/logs`)).status).toBe(404);
 
-  expect((await (await fetch(`${url}/admin/workers/${id}/drain`, { method: "POST" })).json()).state).toBe("draining");
+  const drained: any = await (await fetch(`${url}/admin/workers/${id}/drain`, { method: "POST" })).json();
+  expect(drained.state).toBe("draining");
   for (let i = 0; i < 4; i++) {
     const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }).withResponse();
     expect(r.response.headers.get("x-herd-worker")).not.toBe(id);
@@ -216,7 +217,8 @@ test("admin: engine logs, drain and undrain a worker through the daemon", async 
   // A drained worker stays drained across health probes (the supervisor keeps reporting it ready).
   await Bun.sleep(400);
   expect((await cluster()).workers.find((w: any) => w.id === id).state).toBe("draining");
-  expect((await (await fetch(`${url}/admin/workers/${id}/undrain`, { method: "POST" })).json()).state).toBe("ready");
+  const undrained: any = await (await fetch(`${url}/admin/workers/${id}/undrain`, { method: "POST" })).json();
+  expect(undrained.state).toBe("ready");
   const seen = new Set<string>();
   for (let i = 0; i < 4; i++) {
     const r = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], max_tokens: 2 }).withResponse();
