@@ -83,10 +83,14 @@ setup_paths() {
   UNIT=$UNIT_DIR/herd.service
   DOC=$ROOT/usr/local/share/doc/herd
   if [ -z "$ROOT" ] && [ "$(id -u)" = 0 ]; then SYSTEM=1; else SYSTEM=0; fi
-  if [ -z "$ROOT" ] && [ -d /run/systemd/system ] && have systemctl; then SYSTEMD=1; else SYSTEMD=0; fi
+  # HERD_SYSTEMCTL (tests only): a stand-in systemctl, used even under --root.
+  SYSTEMCTL=${HERD_SYSTEMCTL:-systemctl}
+  if [ -n "${HERD_SYSTEMCTL:-}" ]; then SYSTEMD=1
+  elif [ -z "$ROOT" ] && [ -d /run/systemd/system ] && have systemctl; then SYSTEMD=1
+  else SYSTEMD=0; fi
 }
 
-service_active() { [ "$SYSTEMD" = 1 ] && systemctl is-active --quiet herd.service; }
+service_active() { [ "$SYSTEMD" = 1 ] && "$SYSTEMCTL" is-active --quiet herd.service; }
 
 # Copy SRC to DEST atomically with MODE: a temporary file in DEST's directory, then rename, so a
 # running herd (or a reader of the unit) never sees a half-written file. Returns 1 if unchanged.
@@ -213,10 +217,10 @@ do_install() {
   if [ "$SYSTEM" = 1 ] && have restorecon; then restorecon "$BIN" "$UNIT" "$CONF_DIR" 2>/dev/null || true; fi
 
   if [ "$SYSTEMD" = 1 ]; then
-    systemctl daemon-reload || die "systemctl daemon-reload failed"
+    "$SYSTEMCTL" daemon-reload || die "systemctl daemon-reload failed"
     if [ "$was_active" = 1 ] && [ "$changed" = 1 ]; then
       say "restarting herd.service (it was running; the stop drains in-flight requests)"
-      systemctl restart herd.service || die "systemctl restart herd failed: see journalctl -u herd"
+      "$SYSTEMCTL" restart herd.service || die "systemctl restart herd failed: see journalctl -u herd"
     fi
   elif [ -n "$ROOT" ]; then
     say "note: --root: systemd not touched"
@@ -244,7 +248,7 @@ do_uninstall() {
   fi
   if [ "$SYSTEMD" = 1 ] && [ -f "$UNIT" ]; then
     # `disable --now` stops the service first; the stop drains in-flight requests.
-    systemctl disable --now herd.service 2>/dev/null || say "warning: could not stop/disable herd.service"
+    "$SYSTEMCTL" disable --now herd.service 2>/dev/null || say "warning: could not stop/disable herd.service"
   fi
   removed=0
   for f in "$BIN" "$UNIT" "$EXAMPLE"; do
@@ -262,7 +266,7 @@ do_uninstall() {
     if [ -e "$CONF_DIR" ]; then say "kept $CONF_DIR (configuration); --purge deletes it"; fi
     if [ -e "$DATA" ]; then say "kept $DATA (logs and state); --purge deletes it"; fi
   fi
-  if [ "$SYSTEMD" = 1 ]; then systemctl daemon-reload; fi
+  if [ "$SYSTEMD" = 1 ]; then "$SYSTEMCTL" daemon-reload; fi
   if [ "$removed" = 0 ]; then say "herd is not installed here: nothing to remove"; fi
   say "uninstall done"
 }

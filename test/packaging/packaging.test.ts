@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
 import {
   chmodSync,
+  chownSync,
   cpSync,
   existsSync,
   mkdirSync,
@@ -103,11 +104,11 @@ describe("scripts are clean", () => {
     const r = run(["shellcheck", "--shell=sh", BUILD_SRC, INSTALL]);
     expect(r.out + r.err).toBe("");
     expect(r.code).toBe(0);
-  });
+  }, 30_000);
 
   test("both scripts parse as POSIX sh", () => {
     for (const s of [BUILD_SRC, INSTALL]) expect(run(["sh", "-n", s]).code).toBe(0);
-  });
+  }, 30_000);
 });
 
 describe("systemd unit", () => {
@@ -129,14 +130,14 @@ describe("systemd unit", () => {
     const r = run(["systemd-analyze", "verify", copy]);
     expect(r.err + r.out).toBe("");
     expect(r.code).toBe(0);
-  });
+  }, 30_000);
 
   test.skipIf(!hasAnalyze)("the shipped unit's only complaint on a host without herd is the missing binary", () => {
     if (existsSync("/usr/local/bin/herd")) return; // a real install: nothing to learn here
     const r = run(["systemd-analyze", "verify", UNIT]);
     const lines = (r.err + r.out).split("\n").filter((l) => l.trim() !== "");
     expect(lines).toEqual([expect.stringContaining("Command /usr/local/bin/herd is not executable")]);
-  });
+  }, 30_000);
 
   test("timeouts cover the drain plus engine stop grace, and engine startup", async () => {
     const { defaultConfig } = await import("../../src/config/load.ts");
@@ -153,7 +154,7 @@ describe("systemd unit", () => {
     expect(text).toMatch(/^NotifyAccess=all$/m);
     // GPU device nodes must stay reachable.
     expect(text).not.toMatch(/^(PrivateDevices=yes|DevicePolicy=(closed|strict)|DeviceAllow=|ProtectClock=yes)/m);
-  });
+  }, 30_000);
 });
 
 describe("release", () => {
@@ -183,7 +184,7 @@ describe("release", () => {
       }
     }
     expect(sha256(join(dist, "herd"))).toBe(sha256(join(dist, `linux-${ARCH}/herd`)));
-  });
+  }, 30_000);
 
   test("tarball: fixed layout, owner 0:0, modes, mtime = commit time", () => {
     const r = run(["tar", "--numeric-owner", "--full-time", "-tvzf", join(dist, `${NAME}.tar.gz`)]);
@@ -204,7 +205,7 @@ describe("release", () => {
     expect(rows.find((c) => c[5] === `${NAME}/herd`)?.[0]).toBe("-rwxr-xr-x");
     expect(rows.find((c) => c[5] === `${NAME}/LICENSE`)?.[0]).toBe("-rw-r--r--");
     for (const c of rows) expect(Date.parse(`${c[3]}T${c[4]}Z`) / 1000).toBe(SNAPSHOT_EPOCH);
-  });
+  }, 30_000);
 
   test("a second build from the same commit is byte-identical", () => {
     const again = join(work, "dist-again");
@@ -221,7 +222,7 @@ describe("release", () => {
     expect(commit).toMatch(/^[0-9a-f]{12}$/);
     expect(r.out).toContain(`herd ${VERSION} (commit ${commit},`);
     expect(build.err).toContain(`commit ${commit}, bun ${Bun.version}, SOURCE_DATE_EPOCH=${SNAPSHOT_EPOCH}`);
-  });
+  }, 30_000);
 
   describe("install.sh into a temporary root", () => {
     const root = join(work, "root");
@@ -278,7 +279,7 @@ describe("release", () => {
       expect(r.err).not.toContain("error");
       expect(r.code).toBe(0);
       expect(r.out).toContain("data_dir: /var/lib/herd");
-    });
+    }, 30_000);
 
     test("re-run is idempotent and keeps an edited config", () => {
       const conf = p("etc/herd/herd.yaml");
@@ -298,8 +299,8 @@ describe("release", () => {
 
     // A newer release made here (a script standing in for the binary) keeps this test fast; the
     // installer treats it exactly like a compiled one (checksum, `herd version`, atomic rename).
-    function fakeRelease(version: string): string {
-      const dir = join(work, `release-${version}`);
+    function fakeRelease(version: string, parent = work): string {
+      const dir = join(parent, `release-${version}`);
       const name = `herd-${version}-linux-${ARCH}`;
       const stage = join(dir, "stage", name);
       mkdirSync(join(stage, "config"), { recursive: true });
@@ -376,7 +377,77 @@ describe("release", () => {
         expect(r.err).toContain(msg);
       }
       expect(tree(join(work, "r-x"))).toEqual([]);
-    });
+    }, 30_000);
+
+    test("systemd handling: reload always, restart only when it was running and something changed", () => {
+      // A stand-in systemctl (HERD_SYSTEMCTL) records its calls; `is-active` answers from a flag file.
+      const svcRoot = join(work, "root-svc");
+      const log = join(work, "systemctl.log");
+      const activeFlag = join(work, "systemctl.active");
+      const fake = join(work, "systemctl");
+      writeFileSync(fake, `#!/bin/sh\necho "$*" >> '${log}'\nif [ "$1" = is-active ]; then [ -f '${activeFlag}' ]; exit $?; fi\nexit 0\n`);
+      chmodSync(fake, 0o755);
+      const a = fakeRelease("9.9.9");
+      const b = fakeRelease("9.9.10");
+      const install = (rel: string, ...extra: string[]) => {
+        writeFileSync(log, "");
+        const r = sh(INSTALL, ["--base-url", rel, "--root", svcRoot, ...extra], { HERD_SYSTEMCTL: fake });
+        expect(r.code).toBe(0);
+        return { out: r.out, calls: readFileSync(log, "utf8").trim().split("\n") };
+      };
+      const reload = "daemon-reload";
+      const isActive = "is-active --quiet herd.service";
+      const restart = "restart herd.service";
+
+      expect(install(a).calls).toEqual([isActive, reload]); // fresh, not running: never started by the installer
+      writeFileSync(activeFlag, "");
+      expect(install(a).calls).toEqual([isActive, reload]); // running, nothing changed: no restart
+      const up = install(b); // running and upgraded: restart
+      expect(up.calls).toEqual([isActive, reload, restart]);
+      expect(up.out).toContain("has been restarted");
+      rmSync(activeFlag);
+      expect(install(a).calls).toEqual([isActive, reload]); // stopped and changed: stays stopped
+
+      writeFileSync(log, "");
+      expect(sh(INSTALL, ["--uninstall", "--root", svcRoot], { HERD_SYSTEMCTL: fake }).code).toBe(0);
+      expect(readFileSync(log, "utf8").trim().split("\n")).toEqual(["disable --now herd.service", reload]);
+    }, 30_000);
+
+    test.skipIf(process.getuid?.() === 0 && !peer("setpriv", ["setpriv", "--version"]))(
+      "piped to sh as a non-root user: refuses a system install, installs under --root without a user",
+      () => {
+        // Another directory: `work` is private to root. The script comes on stdin, as from curl.
+        const pub = mkdtempSync(join(tmpdir(), "herd-packaging-user-"));
+        try {
+          chmodSync(pub, 0o755);
+          const rel = fakeRelease("9.9.9", pub);
+          const userRoot = join(pub, "root");
+          mkdirSync(userRoot);
+          const asUser = process.getuid?.() === 0 ? ["setpriv", "--reuid=65534", "--regid=65534", "--clear-groups"] : [];
+          if (asUser.length) chownSync(userRoot, 65534, 65534);
+          const script = readFileSync(INSTALL);
+          const pipe = (args: string[]) => {
+            const r = spawnSync(asUser[0] ?? "sh", [...asUser.slice(1), ...(asUser.length ? ["sh"] : []), "-s", "--", ...args], {
+              input: script,
+              encoding: "utf8",
+              env: { ...process.env, HERD_ROOT: "", HERD_SYSTEMCTL: "" },
+            });
+            return { code: r.status, out: r.stdout, err: r.stderr };
+          };
+          const sys = pipe(["--base-url", rel]);
+          expect(sys.code).not.toBe(0);
+          expect(sys.err).toContain("run as root");
+          const ok = pipe(["--base-url", rel, "--root", userRoot]);
+          expect(ok.err).toBe("");
+          expect(ok.code).toBe(0);
+          expect(ok.out).toContain("not creating the herd user");
+          expect(readFileSync(join(userRoot, "usr/local/bin/herd"), "utf8")).toContain("herd 9.9.9");
+        } finally {
+          rmSync(pub, { recursive: true, force: true });
+        }
+      },
+      30_000,
+    );
 
     test("uninstall removes what it installed and keeps config and data", () => {
       writeFileSync(p("var/lib/herd/state.db"), "state");
@@ -391,7 +462,7 @@ describe("release", () => {
       const again = sh(INSTALL, ["--uninstall", "--root", root]);
       expect(again.code).toBe(0);
       expect(again.out).toContain("nothing to remove");
-    });
+    }, 30_000);
 
     test("reinstall after uninstall reuses the kept config; --purge removes everything", () => {
       const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
