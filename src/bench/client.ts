@@ -75,6 +75,7 @@ export async function sendOne(t: Target, ep: Endpoints, r: BenchRequest, index: 
   let buf = "";
   let lastTokenMs = -1;
   let done = false;
+  let endMs = 0;
   try {
     for (;;) {
       const { value, done: eof } = await reader.read();
@@ -86,21 +87,21 @@ export async function sendOne(t: Target, ep: Endpoints, r: BenchRequest, index: 
       while ((cut = buf.indexOf("\n\n")) >= 0) {
         const event = buf.slice(0, cut);
         buf = buf.slice(cut + 2);
+        if (done) continue;
         const outcome = onEvent(event, nowMs);
-        if (outcome === "done") done = true;
-        else if (outcome !== null) {
-          rec.error = outcome;
-          done = true;
-        }
+        if (outcome === null) continue;
+        if (outcome !== "done") rec.error = outcome;
+        done = true;
+        endMs = nowMs;
       }
-      if (done) break;
+      // After [DONE], keep reading to the end of the body so the connection goes back to the pool.
     }
   } catch {
     rec.error = signal.aborted ? "timeout" : "stream_broken";
   } finally {
     if (!done) void reader.cancel().catch(() => {});
   }
-  rec.e2e_s = (performance.now() - startMs) / 1000;
+  rec.e2e_s = ((done ? endMs : performance.now()) - startMs) / 1000;
   if (rec.error === null && !done) rec.error = "stream_truncated";
   if (rec.error === null && rec.ttft_s === null) rec.error = "empty_response";
   // Without a usage chunk, count the chunks with text (one token each on vLLM; a lower bound elsewhere).
