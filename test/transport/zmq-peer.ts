@@ -84,6 +84,10 @@ export class PyPeer {
     });
   }
 
+  signal(sig: "SIGSTOP" | "SIGCONT"): void {
+    this.proc.kill(sig);
+  }
+
   async kill(): Promise<void> {
     this.proc.kill("SIGKILL");
     await this.proc.exited;

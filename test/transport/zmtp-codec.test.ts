@@ -237,6 +237,14 @@ describe("ZMTP connection (fake socket)", () => {
     expect(hex(sock.bytes()).includes(hex(enc("PING")))).toBe(true);
     clock.advance(60);
     expect(conn.state).toBe("closed");
+    // A timeout longer than the interval still fires (it is not re-armed by every PING).
+    const slow = fakeConnection(new RouterSocket({ clock, heartbeatIvlMs: 100, heartbeatTimeoutMs: 350 }), clock);
+    slow.conn.start();
+    slow.conn.onData(peerHello("DEALER", 1, enc("d")));
+    clock.advance(400);
+    expect(slow.conn.state).toBe("ready");
+    clock.advance(100);
+    expect(slow.conn.state).toBe("closed");
     const old = fakeConnection(new RouterSocket({ clock, heartbeatIvlMs: 100 }), clock);
     old.conn.start();
     old.conn.onData(peerHello("DEALER", 0));

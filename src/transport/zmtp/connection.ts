@@ -327,8 +327,10 @@ export class ZmtpConnection {
       if (this.state !== "ready") return;
       const sentAt = this.clock.now();
       this.write(encodePing(this.opts.heartbeatTtlMs));
-      this.heartbeatTimeoutTimer?.cancel();
-      this.heartbeatTimeoutTimer = this.clock.setTimer(this.opts.heartbeatTimeoutMs, () => {
+      // One outstanding deadline at a time: re-arming on every PING would postpone it forever
+      // whenever the timeout is longer than the interval.
+      this.heartbeatTimeoutTimer ??= this.clock.setTimer(this.opts.heartbeatTimeoutMs, () => {
+        this.heartbeatTimeoutTimer = undefined;
         if (this.lastRecvAtMs < sentAt) this.close(`no traffic within ${this.opts.heartbeatTimeoutMs} ms of our PING`);
       });
       this.heartbeatTimer = this.clock.setTimer(ivl, tick);
