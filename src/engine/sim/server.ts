@@ -10,6 +10,7 @@ import type { KvEvent } from "./blocks.ts";
 import { type GenerateContext, generate } from "./generate.ts";
 import { SimMetrics } from "./metrics.ts";
 import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
+import { ZERO_COST } from "./cost.ts";
 import { DEFAULT_OPTIONS, type SimEngineOptions } from "./options.ts";
 import { OutputVocabulary } from "./output.ts";
 import { type SchedulerStats, SimScheduler } from "./scheduler.ts";
@@ -23,6 +24,8 @@ export interface StartSimEngineOptions extends Partial<SimEngineOptions> {
   onKvEvents?: (events: KvEvent[]) => void;
   /** Block-hash seed; default from PYTHONHASHSEED like vLLM (random per process when unset). */
   hashSeed?: bigint;
+  /** Same as --zero-delay: every timing figure 0 (`cost` figures given alongside still apply). */
+  zeroDelay?: boolean;
 }
 
 export interface SimEngineStats extends SchedulerStats {
@@ -64,7 +67,9 @@ async function readJson(req: Request): Promise<unknown> {
 const ts = () => new Date().toISOString().slice(5, 19).replace("T", " ");
 
 export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<SimEngine> {
-  const o: SimEngineOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(opts), cost: { ...DEFAULT_OPTIONS.cost, ...(opts.cost ?? {}) } };
+  const { log: _l, onCrash: _c, onKvEvents: _k, hashSeed: _h, zeroDelay, ...simOpts } = opts;
+  const baseCost = zeroDelay === true ? ZERO_COST : DEFAULT_OPTIONS.cost;
+  const o: SimEngineOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(simOpts), cost: { ...baseCost, ...(opts.cost ?? {}) } };
   const log = opts.log ?? (() => {});
   const clock: Clock = new RealClock();
   const tokenizer = await loadTokenizer(o.tokenizer);

@@ -1,11 +1,13 @@
 import { expect, test } from "bun:test";
 import type { KvEvent } from "../../../src/engine/sim/blocks.ts";
+import { ZERO_COST } from "../../../src/engine/sim/cost.ts";
 import { startSimEngine } from "../../../src/engine/sim/server.ts";
 
 test("HTTP traffic produces per-step KV event batches; /reset_prefix_cache clears them all", async () => {
   const batches: KvEvent[][] = [];
-  const e = await startSimEngine({ port: 0, cost: { stepMs: 0, weightsMs: 0, linearMsPerToken: 0, pairMs: 0, kvReadMsPerToken: 0, requestMs: 0 }, onKvEvents: (b) => batches.push(b) });
+  const e = await startSimEngine({ port: 0, zeroDelay: true, onKvEvents: (b) => batches.push(b) });
   try {
+    expect(e.options.cost).toEqual(ZERO_COST);
     const prompt = Array.from({ length: 40 }, (_, i) => 1000 + i);
     const r = await fetch(`${e.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt, max_tokens: 1 }) });
     expect(r.status).toBe(200);
