@@ -111,9 +111,22 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   }
   log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
 
+  // A stop signal while engines are being spawned is remembered and acted on once startup is done,
+  // so no engine is left behind by a herd that died half-started.
+  let earlySignal: string | null = null;
+  const early = { term: () => void (earlySignal = "SIGTERM"), int: () => void (earlySignal = "SIGINT") };
+  if (opts.signals) {
+    process.on("SIGTERM", early.term);
+    process.on("SIGINT", early.int);
+  }
+  const dropEarly = () => {
+    process.off("SIGTERM", early.term);
+    process.off("SIGINT", early.int);
+  };
   try {
     await supervisor.start();
   } catch (e) {
+    dropEarly();
     await listening.stop(true);
     frontend.close();
     throw e;
@@ -215,15 +228,27 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const onTerm = onStop("SIGTERM");
   const onInt = onStop("SIGINT");
   const onHup = () => log.warn("received SIGHUP: configuration reload is not supported yet; restart herd to apply changes");
+  // Never crash the daemon on a stray async error: log it loudly and keep serving.
+  const onRejection = (e: unknown) => log.error("unhandled promise rejection (bug)", { err: e instanceof Error ? (e.stack ?? e.message) : String(e) });
+  const onException = (e: Error) => log.error("uncaught exception (bug)", { err: e.stack ?? e.message });
   const removeSignals = () => {
     process.off("SIGTERM", onTerm);
     process.off("SIGINT", onInt);
     process.off("SIGHUP", onHup);
+    process.off("unhandledRejection", onRejection);
+    process.off("uncaughtException", onException);
   };
   if (opts.signals) {
     process.on("SIGTERM", onTerm);
     process.on("SIGINT", onInt);
     process.on("SIGHUP", onHup);
+    process.on("unhandledRejection", onRejection);
+    process.on("uncaughtException", onException);
+    dropEarly();
+    if (earlySignal) {
+      log.info(`received ${earlySignal} during startup`);
+      void shutdown();
+    }
   }
 
   return { url: listening.url, registry, router, supervisor, kv, frontend, metrics, firstReady, shutdown, done };
