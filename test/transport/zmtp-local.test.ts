@@ -66,6 +66,16 @@ describe("ZMTP over loopback (ours <-> ours)", () => {
     }
   });
 
+  test("binding a port in use fails with a clear error", () => {
+    const a = new PubSocket({ log: memoryLogger() });
+    const ep = a.bind("tcp://127.0.0.1:0");
+    const b = new PubSocket({ log: memoryLogger() });
+    expect(() => b.bind(ep)).toThrow(/zmtp PUB: cannot bind tcp:\/\/127.0.0.1:\d+/);
+    expect(() => b.connect("udp://x:1")).toThrow(/bad ZMQ endpoint/);
+    a.close();
+    b.close();
+  });
+
   test("close() ends the iterator and stops reconnecting", async () => {
     const events: string[] = [];
     const sub = new SubSocket({ log: memoryLogger(), reconnectIvlMs: 5, onEvent: (e) => events.push(e.type) });

@@ -96,17 +96,22 @@ export abstract class ZmtpSocket<T> implements ConnectionOwner, AsyncIterable<T>
     if (this.closed) throw new Error(`zmtp ${this.type}: socket is closed`);
     const { host, port } = parseEndpoint(endpoint);
     let bound = endpoint;
-    const listener = Bun.listen<ConnBox>({
-      hostname: host,
-      port,
-      data: {},
-      socket: this.handlers(() => bound, (s) => {
-        if (this.closed) return undefined;
-        const c = this.newConnection(s, `${bound} <- ${s.remoteAddress}:${s.remotePort}`);
-        this.accepted.add(c);
-        return c;
-      }),
-    });
+    let listener: TCPSocketListener<ConnBox>;
+    try {
+      listener = Bun.listen<ConnBox>({
+        hostname: host,
+        port,
+        data: {},
+        socket: this.handlers(() => bound, (s) => {
+          if (this.closed) return undefined;
+          const c = this.newConnection(s, `${bound} <- ${s.remoteAddress}:${s.remotePort}`);
+          this.accepted.add(c);
+          return c;
+        }),
+      });
+    } catch (e) {
+      throw new Error(`zmtp ${this.type}: cannot bind ${endpoint}: ${errorMessage(e)}`);
+    }
     this.listeners.push(listener);
     bound = formatEndpoint(host, listener.port);
     this.emit({ type: "listening", endpoint: bound });
@@ -203,14 +208,21 @@ export abstract class ZmtpSocket<T> implements ConnectionOwner, AsyncIterable<T>
     return {
       binaryType: "uint8array" as const,
       open: (s: BunSocket) => {
-        const c = open(s);
-        if (!c) {
+        try {
+          const c = open(s);
+          if (!c) {
+            s.end();
+            return;
+          }
+          s.data = { conn: c };
+          this.emit({ type: "connected", endpoint: endpoint(), peer: `${s.remoteAddress}:${s.remotePort}` });
+          c.start();
+        } catch (e) {
+          // Never let an exception escape into Bun's event loop.
+          this.log.error("zmtp: failed to set up a connection", { endpoint: endpoint(), error: errorMessage(e) });
+          s.data?.conn?.close("setup failed");
           s.end();
-          return;
         }
-        s.data = { conn: c };
-        this.emit({ type: "connected", endpoint: endpoint(), peer: `${s.remoteAddress}:${s.remotePort}` });
-        c.start();
       },
       data: (s: BunSocket, chunk: Uint8Array) => s.data?.conn?.onData(chunk),
       drain: (s: BunSocket) => s.data?.conn?.onDrain(),
