@@ -60,10 +60,12 @@ Options:
   --json FILE          write every figure, per-request rows and the config
   --svg FILE           write latency CDFs (and, for a sweep, TTFT p95 and goodput vs load)
   --ignore-eos B       send ignore_eos so outputs run to max_tokens (default true; vLLM/SGLang)
+  --session-header H   send each request's session id in header H (default x-session-id, what
+                       herd's session policy reads; "" to send none)
   --timeout S          per-request timeout (default 600)
   --max-inflight N     bound on requests in flight (default 4096; beyond it arrivals go late)`;
 
-const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight"]);
+const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight", "session-header"]);
 
 function parseFlags(argv: readonly string[]): { flags: Map<string, string>; positionals: string[] } | "help" {
   const flags = new Map<string, string>();
@@ -165,7 +167,9 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   const url = flags.get("url") ?? "http://127.0.0.1:8000";
   const apiKey = flags.get("api-key") ?? process.env.OPENAI_API_KEY ?? null;
   const model = flags.get("model") ?? (await firstModel(url, apiKey));
-  const target: Target = { url, model, apiKey, ignoreEos: ignoreEosText === "true", timeout_s };
+  const sessionHeader = (flags.get("session-header") ?? "x-session-id").trim() || null;
+  if (sessionHeader !== null && !/^[A-Za-z0-9-]+$/.test(sessionHeader)) throw new BenchInputError(`--session-header: not a header name: ${JSON.stringify(sessionHeader)}`);
+  const target: Target = { url, model, apiKey, ignoreEos: ignoreEosText === "true", timeout_s, sessionHeader };
 
   const loads: RunLoad[] = rates ? rates.map((rate) => ({ rate, concurrency: null })) : concs ? concs.map((c) => ({ rate: null, concurrency: c })) : [{ rate: null, concurrency: null, recorded: true }];
   const runs: RunResult[] = [];
@@ -196,7 +200,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
   const config = {
     url, model, workload: workloadConfig, rates, concurrency: concs, duration_s, requests, seed, warmup_s, slo,
-    ignore_eos: target.ignoreEos, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
+    ignore_eos: target.ignoreEos, session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
   };
   const result: BenchResult = toBenchResult(config, runs);
   io.out(`herd bench: ${model} at ${url}, workload ${wText}, seed ${seed}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderTable(runs)}`);

@@ -14,6 +14,8 @@ export interface Target {
   /** Send ignore_eos (vLLM/SGLang extension) so outputs run to max_tokens. */
   ignoreEos: boolean;
   timeout_s: number;
+  /** Header carrying the request's session id (herd's session.header, default x-session-id); null = none. */
+  sessionHeader?: string | null;
 }
 
 export interface Endpoints {
@@ -56,7 +58,8 @@ export async function sendOne(t: Target, ep: Endpoints, r: BenchRequest, index: 
   const signal = AbortSignal.timeout(t.timeout_s * 1000);
   let res: Response;
   try {
-    res = await fetch(r.messages !== undefined ? ep.chat : ep.completions, { method: "POST", headers: ep.headers, body: requestBody(t, r), signal });
+    const headers = t.sessionHeader ? { ...ep.headers, [t.sessionHeader]: r.session } : ep.headers;
+    res = await fetch(r.messages !== undefined ? ep.chat : ep.completions, { method: "POST", headers, body: requestBody(t, r), signal });
   } catch (e) {
     rec.error = signal.aborted ? "timeout" : "connect";
     return rec;
