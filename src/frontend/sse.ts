@@ -36,7 +36,9 @@ export class SseScanner {
   /** Feed raw bytes; returns true if this chunk completed the first token event. */
   push(bytes: Uint8Array): boolean {
     const before = this.sawToken;
-    const text = this.carry + this.decoder.decode(bytes, { stream: true });
+    let text = this.carry + this.decoder.decode(bytes, { stream: true });
+    // SSE allows CRLF line ends; normalise so one separator ("\n\n") finds every event boundary.
+    if (text.includes("\r")) text = text.replace(/\r\n?/g, "\n");
     let start = 0;
     for (;;) {
       const end = text.indexOf("\n\n", start);
@@ -52,8 +54,7 @@ export class SseScanner {
 
   private event(raw: string): void {
     // An event may hold comment or `event:` lines; look at its data lines only.
-    for (let line of raw.split("\n")) {
-      if (line.endsWith("\r")) line = line.slice(0, -1);
+    for (const line of raw.split("\n")) {
       if (!line.startsWith("data:")) continue;
       const data = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
       if (data === "[DONE]") {

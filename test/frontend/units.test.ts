@@ -25,6 +25,14 @@ describe("SseScanner", () => {
     expect(s.ended).toBe(true);
   });
 
+  test("CRLF line ends (also split between chunks) are understood", () => {
+    const s = new SseScanner();
+    s.push(enc('data: {"choices":[{"index":0,"text":"a","finish_reason":null}]}\r'));
+    expect(s.push(enc("\n\r\n"))).toBe(true);
+    s.push(enc("data: [DONE]\r\n\r\n"));
+    expect(s.sawDone).toBe(true);
+  });
+
   test("multi-byte UTF-8 split across chunks does not break parsing", () => {
     const s = new SseScanner();
     const bytes = enc('data: {"choices":[{"index":0,"text":"日本","finish_reason":null}]}\n\n');
