@@ -6,6 +6,7 @@
 //   const p = await pre.prepare(body.model, body);          // HerdError 400/404/503 on bad input
 //   router.routeAndBook({ ...route, promptTokens: p.tokens, blockHashes: p.blockHashes, blockSize: p.blockSize });
 //   …on shutdown: pre.close();
+import { availableParallelism } from "node:os";
 import type { ModelConfig } from "../config/types.ts";
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
@@ -19,7 +20,7 @@ export { TokenizerPool } from "./pool.ts";
 export { Splitter, encodePieces, loadAddedTokens, verifySplitter, type AddedToken, type Piece } from "./segments.ts";
 
 export interface PreprocessOptions {
-  /** Tokenizer worker threads per distinct tokenizer directory; 0 = encode on the event loop. Default 2. */
+  /** Tokenizer worker threads per distinct tokenizer directory; 0 = encode on the event loop. Default: cores − 1, 1..4. */
   workers?: number;
   /** Token memo budget per model (bytes). Default 64 MiB. */
   tokenCacheBytes?: number;
@@ -56,6 +57,11 @@ export class Preprocessor {
   }
 }
 
+/** One core stays with the event loop: a thread per other core, at least 1, at most 4. */
+export function defaultWorkers(): number {
+  return Math.max(1, Math.min(4, availableParallelism() - 1));
+}
+
 interface Shared {
   tok: Tokenizer;
   pool: TokenizerPool | null;
@@ -77,7 +83,7 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
         const splitter = new Splitter(added);
         const segment = splitter.active && verifySplitter(tok, splitter, added);
         if (splitter.active && !segment) opts.log?.warn("piece-wise tokenization differs from whole-text; prompt memo off", { tokenizer: dir });
-        const workers = opts.workers ?? 2;
+        const workers = opts.workers ?? defaultWorkers();
         const pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
         if (pool) {
           pools.push(pool);

@@ -61,7 +61,10 @@ export class Splitter {
       if (t.single_word) p = `(?<![\\p{L}\\p{N}_])${p}(?![\\p{L}\\p{N}_])`;
       alts.push(`${t.lstrip ? "\\s*" : ""}${p}${t.rstrip ? "\\s*" : ""}`);
     }
-    this.re = alts.length > 0 && alts.length <= MAX_ADDED_TOKENS ? new RegExp(alts.join("|"), "gu") : null;
+    // Without the `u` flag unless \p{…} classes need it: a `u` regex over a freshly built (rope)
+    // string costs ~0.4 ms per 128 KiB in JSC, the plain one ~0.02 ms; literals match the same.
+    const flags = tokens.some((t) => t.single_word) ? "gu" : "g";
+    this.re = alts.length > 0 && alts.length <= MAX_ADDED_TOKENS ? new RegExp(alts.join("|"), flags) : null;
   }
 
   /** Whether the tokenizer has added tokens to split on (else a text is one piece). */

@@ -49,13 +49,14 @@ export class LoadBook {
 
   book(workerId: string, promptTokens = 0, prompt?: BookedPrompt): Lease {
     const tokens = Math.max(0, Math.floor(promptTokens));
-    const hashes = prompt?.blockHashes ?? [];
     const blockSize = prompt?.blockSize ?? DEFAULT_BLOCK_SIZE;
-    // Blocks not named by a hash (the partial last block; all of them without preprocessing).
-    const estimated = Math.max(0, Math.ceil(tokens / blockSize) - hashes.length);
+    const blocks = Math.max(Math.ceil(tokens / blockSize), prompt?.blockHashes.length ?? 0);
+    const sampled = prompt ? this.active.sample(prompt.blockHashes) : [];
+    // Blocks not stood for by a tracked hash (the tail, the partial last block; all without hashes).
+    const estimated = blocks - sampled.length * this.active.stride;
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, tokens);
-    this.active.add(workerId, hashes, estimated);
+    this.active.add(workerId, sampled, estimated);
     let prefilling = true;
     let released = false;
     const endPrefill = () => {
@@ -66,7 +67,7 @@ export class LoadBook {
     return {
       workerId,
       promptTokens: tokens,
-      promptBlocks: hashes.length + estimated,
+      promptBlocks: blocks,
       get prefilling() {
         return prefilling;
       },
@@ -78,7 +79,7 @@ export class LoadBook {
         if (released) return;
         released = true;
         endPrefill();
-        this.active.remove(workerId, hashes, estimated);
+        this.active.remove(workerId, sampled, estimated);
         this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
       },
     };

@@ -4,8 +4,9 @@
 // routers.md §1.7, §8 lesson 5).
 //
 // Bounded twice: a block counts only for `ttlMs` after the last request that sent it, and each
-// worker remembers at most `maxBlocksPerWorker` blocks, least recently sent forgotten first
-// (strict LRU: a Map in recency order, touched keys re-inserted at the back).
+// worker remembers at most `maxBlocksPerWorker` blocks, least recently sent forgotten first (a Map
+// in recency order). Expiries are rounded up to 1/64 of the TTL, so re-sending a prefix within the
+// same slice costs a binary search instead of touching each of its (up to 2,000) blocks.
 //
 // Lookup walks the shared BlockIndex (one pass over the prompt for every worker), then trims each
 // worker's run to its unexpired part with a binary search. That is exact because along one prompt
@@ -17,24 +18,37 @@ export class PrefixMemory {
   private readonly index = new BlockIndex();
   /** Per worker: block hash → expiry (ms), oldest first. */
   private readonly workers = new Map<string, Map<bigint, number>>();
+  private readonly sliceMs: number;
 
   constructor(
     readonly ttlMs: number,
     readonly maxBlocksPerWorker: number,
-  ) {}
+  ) {
+    this.sliceMs = Math.max(1, Math.ceil(ttlMs / 64));
+  }
 
   /** Remember that `hashes` (a prompt's leading blocks) were sent to `worker` at `nowMs`. */
   record(worker: string, hashes: readonly bigint[], nowMs: number): void {
     if (hashes.length === 0 || this.ttlMs <= 0) return;
     let m = this.workers.get(worker);
     if (!m) this.workers.set(worker, (m = new Map()));
-    const expiry = nowMs + this.ttlMs;
+    const expiry = Math.ceil((nowMs + this.ttlMs) / this.sliceMs) * this.sliceMs;
     // Only the first `maxBlocksPerWorker` blocks: a longer prompt would evict its own head and
-    // leave a suffix no lookup can reach. Deepest first, so the head ends most recent and a
-    // prompt's tail is forgotten before its head (the prefix stays walkable).
+    // leave a suffix no lookup can reach.
     const n = Math.min(hashes.length, this.maxBlocksPerWorker);
+    // Blocks [0, from) already carry this expiry (monotone along the prompt): leave them be.
+    let lo = 0;
+    let hi = n;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (m.get(hashes[mid]!) === expiry) lo = mid + 1;
+      else hi = mid;
+    }
+    const from = lo;
+    // Deepest first, so the head ends most recent and a prompt's tail is forgotten before its
+    // head (the prefix stays walkable).
     const fresh: bigint[] = [];
-    for (let i = n - 1; i >= 0; i--) {
+    for (let i = n - 1; i >= from; i--) {
       const h = hashes[i]!;
       if (m.delete(h)) m.set(h, expiry);
       else {
@@ -49,7 +63,7 @@ export class PrefixMemory {
   /** Leading blocks of `hashes` each worker is remembered to hold at `nowMs` (workers with none absent). */
   overlaps(hashes: readonly bigint[], nowMs: number): Map<string, number> {
     const out = new Map<string, number>();
-    if (hashes.length === 0) return out;
+    if (hashes.length === 0 || this.workers.size === 0) return out;
     for (const [worker, o] of this.index.findMatches(hashes)) {
       const m = this.workers.get(worker);
       if (!m || o.gpu === 0) continue;

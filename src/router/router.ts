@@ -94,6 +94,13 @@ export class Router {
       };
       this.policy = f.create(opts.config, { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
     }
+    if (this.policy.forgetWorker) {
+      // A removed worker, or one whose engine restarted, holds none of what the policy remembers.
+      const forget = this.policy.forgetWorker.bind(this.policy);
+      opts.registry.onChange((c) => {
+        if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) forget(c.worker.id);
+      });
+    }
   }
 
   /** Pick a worker for a request. Throws HerdError 404 (model_not_found) or 503 (none ready). */

@@ -81,6 +81,8 @@ export interface Policy {
   readonly name: string;
   /** `candidates` is non-empty and already filtered. Must not mutate shared state except its own. */
   pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick;
+  /** The worker left, or its engine restarted (its cache is empty): drop what the policy remembers of it. */
+  forgetWorker?(workerId: string): void;
 }
 
 /** Live load the Router's leases keep, for load terms finer than in_flight (KV-aware policies). */

@@ -165,6 +165,16 @@ describe("predicted overlap (kv) and remembered overlap (prefix)", () => {
   });
 });
 
+test("prefix forgets a worker whose engine restarted (its cache is empty)", () => {
+  const registry = registryWith([worker("a"), worker("b")]);
+  const router = new Router({ config: routerConfig({ policy: "prefix" }), registry, clock: new VirtualClock(), rng: new SeededRng(6) });
+  const r = () => router.explain(req({ promptTokens: 160, blockHashes: H(10), blockSize: 16 })).decision;
+  const first = router.route(req({ promptTokens: 160, blockHashes: H(10), blockSize: 16 })).worker;
+  expect(r().candidates.find((c) => c.worker === first.id)!.terms.overlap_gpu).toBe(10);
+  registry.upsert({ ...first, restarts: first.restarts + 1 });
+  expect(r().candidates.every((c) => c.terms.overlap_gpu === 0)).toBe(true);
+});
+
 describe("PrefixMemory", () => {
   test("TTL runs from the last send; a shallower refresh outlives the deeper blocks", () => {
     const m = new PrefixMemory(1000, 100);
@@ -173,7 +183,8 @@ describe("PrefixMemory", () => {
     m.record("w", [a!, b!], 500);
     expect(m.overlaps([a!, b!, c!], 999).get("w")).toBe(3);
     expect(m.overlaps([a!, b!, c!], 1200).get("w")).toBe(2);
-    expect(m.overlaps([a!, b!, c!], 1500).has("w")).toBe(false);
+    // Expiries round up to 1/64 of the TTL (16 ms here): gone by 1500 + 16.
+    expect(m.overlaps([a!, b!, c!], 1516).has("w")).toBe(false);
   });
 
   test("capacity per worker: least recently sent forgotten first, a prompt's tail before its head", () => {
@@ -197,6 +208,17 @@ describe("PrefixMemory", () => {
     expect(Object.fromEntries(m.overlaps(H(5), 1))).toEqual({ a: 5, b: 2 });
     m.forget("a");
     expect(Object.fromEntries(m.overlaps(H(5), 1))).toEqual({ b: 2 });
+  });
+
+  test("re-sending within one TTL slice keeps the order; a later send refreshes only what it must", () => {
+    const m = new PrefixMemory(6400, 100); // slice 100 ms
+    const p = H(6);
+    m.record("w", p, 10); // all 6 live until 6500
+    m.record("w", p.slice(0, 3), 50); // same slice (6450 → 6500): nothing changes
+    m.record("w", p.slice(0, 2), 250); // new slice: blocks 0-1 now live until 6700
+    expect(m.overlaps(p, 6499).get("w")).toBe(6);
+    expect(m.overlaps(p, 6550).get("w")).toBe(2);
+    expect(m.overlaps(p, 6700).has("w")).toBe(false);
   });
 
   test("memory stays bounded under many distinct prompts", () => {
@@ -228,7 +250,7 @@ describe("leases carry the prompt's blocks", () => {
     expect(router.inFlight("a")).toBe(0);
   });
 
-  test("active blocks steer kv away from a worker busy with the same prompt's siblings only by their new blocks", () => {
+  test("a sibling of an in-flight prompt adds only its new blocks (sharing seen at the 8-block stride)", () => {
     const registry = registryWith([worker("a"), worker("b")]);
     const base = routerConfig();
     const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0 } }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
@@ -236,6 +258,7 @@ describe("leases carry the prompt's blocks", () => {
     const { worker: w } = router.routeAndBook(req({ promptTokens: 160, blockHashes: h, blockSize: 16 }));
     const d = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision;
     const t = d.candidates.find((c) => c.worker === w.id)!.terms;
-    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 0, decode_blocks: 10, active_prefill_tokens: 160 });
+    // 10 blocks: the first 8 are tracked by one hash and shared; blocks 9-10 count as new.
+    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 2, decode_blocks: 12, active_prefill_tokens: 160 });
   });
 });

@@ -14,6 +14,8 @@ export interface CacheSource {
   match(hashes: readonly bigint[], nowMs: number): { overlap: Map<string, Overlap>; predicted: Map<string, number> };
   /** The request's blocks were sent to `worker` (not called on dry runs). */
   record(worker: string, hashes: readonly bigint[], nowMs: number): void;
+  /** Forget what was recorded for a worker (it left or restarted). */
+  forget(worker: string): void;
 }
 
 /** A LoadView with nothing booked: for policies built without a Router (tests, benchmarks). */
@@ -128,6 +130,10 @@ export class PipelinePolicy implements Policy {
       load: this.load,
       nowMs,
     };
+  }
+
+  forgetWorker(workerId: string): void {
+    this.source.forget(workerId);
   }
 
   private bindSession(id: string, worker: string): void {

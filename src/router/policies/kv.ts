@@ -31,6 +31,8 @@ export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheS
     record(worker, hashes, nowMs) {
       predicted?.record(worker, hashes, nowMs);
     },
+    // The event index learns of removals and restarts from the engine's own stream (src/kv).
+    forget: (worker) => predicted?.forget(worker),
   };
 }
 

@@ -17,6 +17,7 @@ export function prefixSource(memory: PrefixMemory): CacheSource {
       return { overlap, predicted: new Map() };
     },
     record: (worker, hashes, nowMs) => memory.record(worker, hashes, nowMs),
+    forget: (worker) => memory.forget(worker),
   };
 }
 
