@@ -35,6 +35,14 @@ export function niceTicks(lo: number, hi: number, count = 5): number[] {
   return out;
 }
 
+/** The smallest round tick value ≥ hi (the top of an axis that starts at 0). */
+export function niceMax(hi: number, count = 5): number {
+  if (!(hi > 0)) return 1;
+  const ticks = niceTicks(0, hi, count);
+  const step = ticks.length > 1 ? ticks[1]! - ticks[0]! : hi;
+  return Math.ceil(hi / step - 1e-9) * step;
+}
+
 const tickLabel = (v: number) => (Math.abs(v) >= 1000 ? `${v / 1000}k` : String(Number(v.toPrecision(6))));
 
 interface Series {
@@ -45,7 +53,7 @@ interface Series {
   markers?: boolean;
 }
 
-function panel(x0: number, y0: number, title: string, xLabel: string, yLabel: string, series: Series[], xr: [number, number], yr: [number, number], legendAt: "tl" | "br" = "tl"): string {
+function panel(x0: number, y0: number, title: string, xLabel: string, yLabel: string, series: Series[], xr: [number, number], yr: [number, number], legend: "tl" | "none" = "tl"): string {
   const pw = W - M.l - M.r;
   const ph = H - M.t - M.b;
   const sx = (v: number) => x0 + M.l + ((Math.min(Math.max(v, xr[0]), xr[1]) - xr[0]) / (xr[1] - xr[0])) * pw;
@@ -75,13 +83,13 @@ function panel(x0: number, y0: number, title: string, xLabel: string, yLabel: st
   parts.push(`<text x="${x0 + M.l + pw / 2}" y="${y0 + H - 10}" font-size="11" text-anchor="middle" fill="#111111" ${FONT}>${esc(xLabel)}</text>`);
   const yc = y0 + M.t + ph / 2;
   parts.push(`<text x="${x0 + 14}" y="${yc}" font-size="11" text-anchor="middle" fill="#111111" transform="rotate(-90 ${x0 + 14} ${yc})" ${FONT}>${esc(yLabel)}</text>`);
-  // Legend on a white box, where the curves are not: bottom-right for CDFs (they rise on the left).
+  // Legend on a white box at the top left (CDF panels share one legend in the figure header instead).
   const named = series.filter((s) => s.label !== "");
-  if (named.length > 1 || (named.length === 1 && series.length > 1)) {
+  if (legend === "tl" && (named.length > 1 || (named.length === 1 && series.length > 1))) {
     const boxW = 34 + Math.max(...named.map((s) => s.label.length)) * 5.6;
     const boxH = named.length * 14 + 6;
-    const bx = legendAt === "tl" ? x0 + M.l + 4 : x0 + M.l + pw - boxW - 4;
-    const by = legendAt === "tl" ? y0 + M.t + 4 : y0 + M.t + ph - boxH - 4;
+    const bx = x0 + M.l + 4;
+    const by = y0 + M.t + 4;
     parts.push(`<rect x="${f(bx)}" y="${f(by)}" width="${f(boxW)}" height="${boxH}" fill="#ffffff" fill-opacity="0.9" stroke="#cccccc" stroke-width="1"/>`);
     named.forEach((s, i) => {
       const ly = by + 14 + i * 14;
@@ -116,33 +124,42 @@ function cdfPanel(x0: number, y0: number, name: string, runs: readonly PlotRun[]
   const useMs = hi < 1;
   const k = useMs ? 1000 : 1;
   const series = runs.map((r, i) => ({ label: loadLabel(r.load), color: COLORS[i % COLORS.length]!, points: cdfPoints(get(r)).map(([x, y]) => [x * k, y] as [number, number]) }));
-  const top = niceTicks(0, hi * k || 1).at(-1)!;
-  return panel(x0, y0, `${name} CDF`, `${name} (${useMs ? "ms" : "s"})`, "fraction of requests", series, [0, top], [0, 1], "br");
+  return panel(x0, y0, `${name} CDF`, `${name} (${useMs ? "ms" : "s"})`, "fraction of requests", series, [0, niceMax(hi * k)], [0, 1], "none");
 }
 
 /** The SVG document for one bench result. */
 export function renderSvg(runs: readonly PlotRun[], title: string): string {
   const sweep = runs.length > 1;
   const width = W * 3;
-  const height = 28 + H * (sweep ? 2 : 1);
+  const head = 44;
+  const height = head + H * (sweep ? 2 : 1);
   const body: string[] = [];
-  body.push(cdfPanel(0, 28, "TTFT", runs, (r) => r.ttft_s), cdfPanel(W, 28, "ITL", runs, (r) => r.itl_s), cdfPanel(2 * W, 28, "E2E", runs, (r) => r.e2e_s));
+  // One legend for the three CDF panels (same series in each), on the header's second line.
+  let lx = 12;
+  runs.forEach((r, i) => {
+    const label = loadLabel(r.load);
+    const color = COLORS[i % COLORS.length]!;
+    body.push(`<line x1="${lx}" y1="34" x2="${lx + 18}" y2="34" stroke="${color}" stroke-width="2.5"/>`);
+    body.push(`<text x="${lx + 23}" y="38" font-size="11" fill="#111111" ${FONT}>${esc(label)}</text>`);
+    lx += 23 + label.length * 6.2 + 18;
+  });
+  body.push(cdfPanel(0, head, "TTFT", runs, (r) => r.ttft_s), cdfPanel(W, head, "ITL", runs, (r) => r.itl_s), cdfPanel(2 * W, head, "E2E", runs, (r) => r.e2e_s));
   if (sweep) {
     const closed = runs[0]!.load.concurrency !== null;
     const xs = runs.map((r) => (closed ? r.load.concurrency : r.load.rate) ?? 0);
     const xLabel = closed ? "concurrency (workers)" : "offered load (req/s)";
-    const xr: [number, number] = [0, niceTicks(0, Math.max(...xs)).at(-1)!];
+    const xr: [number, number] = [0, niceMax(Math.max(...xs))];
     const p95 = runs.map((r) => r.ttft_p95_s ?? 0);
     const useMs = Math.max(...p95) < 1;
     const k = useMs ? 1000 : 1;
     const ttft: Series = { label: "TTFT p95", color: COLORS[1]!, markers: true, points: runs.map((r, i) => [xs[i]!, (r.ttft_p95_s ?? NaN) * k] as [number, number]).filter(([, y]) => Number.isFinite(y)) };
-    body.push(panel(0, 28 + H, "TTFT p95 vs load", xLabel, `TTFT p95 (${useMs ? "ms" : "s"})`, [ttft], xr, [0, niceTicks(0, Math.max(...p95) * k || 1).at(-1)!]));
+    body.push(panel(0, head + H, "TTFT p95 vs load", xLabel, `TTFT p95 (${useMs ? "ms" : "s"})`, [ttft], xr, [0, niceMax(Math.max(...p95) * k)]));
     const good: Series = { label: "goodput", color: COLORS[2]!, markers: true, points: runs.map((r, i) => [xs[i]!, r.goodput_rps]) };
     const thr: Series = { label: "throughput", color: COLORS[0]!, dashed: true, points: runs.map((r, i) => [xs[i]!, r.throughput_rps]) };
-    const yTop = niceTicks(0, Math.max(...runs.map((r) => r.throughput_rps), closed ? 0 : Math.max(...xs), 1)).at(-1)!;
+    const yTop = niceMax(Math.max(...runs.map((r) => r.throughput_rps), closed ? 0 : Math.max(...xs)));
     const lines = [good, thr];
     if (!closed) lines.push({ label: "offered", color: "#999999", dashed: true, points: [[0, 0], [xr[1], xr[1]]] });
-    body.push(panel(W, 28 + H, "Goodput vs load", xLabel, "requests/s", lines, xr, [0, yTop]));
+    body.push(panel(W, head + H, "Goodput vs load", xLabel, "requests/s", lines, xr, [0, yTop]));
   }
   return [
     `<?xml version="1.0" encoding="UTF-8"?>`,
