@@ -198,6 +198,26 @@ test("a hung engine (SIGSTOP) mid-stream: the client gets an error, the worker l
   expect(r2.choices[0]!.finish_reason).toBe("length");
 }, 30_000);
 
+test("a client that disconnects mid-stream frees the engine's request and herd's in-flight count", async () => {
+  const ac = new AbortController();
+  const res = await fetch(`${url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "long" }], max_tokens: 20_000, stream: true }),
+    signal: ac.signal,
+  });
+  const worker = res.headers.get("x-herd-worker")!;
+  const engineUrl = (await cluster()).workers.find((w: any) => w.id === worker).url;
+  const running = async () => Number(/^vllm:num_requests_running\{[^}]*\} (\S+)/m.exec(await (await fetch(`${engineUrl}/metrics`)).text())?.[1]);
+  const reader = res.body!.getReader();
+  for (let i = 0; i < 5; i++) await reader.read();
+  expect(await running()).toBe(1);
+  ac.abort();
+  await waitFor("engine request aborted", async () => (await running()) === 0, 5000);
+  await waitFor("herd in-flight back to 0", async () => (await cluster()).workers.every((w: any) => w.load.in_flight === 0), 5000);
+  expect(await metricsText()).toMatch(/herd_client_aborts_total\{model="e2e-sim",phase="streaming"\} 1/);
+}, 20_000);
+
 test("admin: engine logs, drain and undrain a worker through the daemon", async () => {
   const c = client();
   const ws = (await cluster()).workers;
