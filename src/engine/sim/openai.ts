@@ -88,7 +88,11 @@ export function parsePrompt(prompt: unknown, tok: Tokenizer): number[] {
   let p = prompt;
   if (Array.isArray(p) && p.length === 1 && (typeof p[0] === "string" || Array.isArray(p[0]))) p = p[0];
   if (typeof p === "string") return tok.encode(p, { addSpecialTokens: true });
-  if (isTokenList(p) && p.length > 0) return p;
+  if (isTokenList(p) && p.length > 0) {
+    const bad = p.find((id) => id >= tok.vocabSize);
+    if (bad !== undefined) throw badRequest(`Token id ${bad} is out of vocabulary`, "prompt");
+    return p;
+  }
   if (Array.isArray(p) && p.length > 1 && p.every((x) => typeof x === "string" || Array.isArray(x))) {
     throw badRequest("only one prompt per request is supported by the simulated engine", "prompt");
   }

@@ -109,6 +109,8 @@ describe("sim engine over HTTP with the openai client", () => {
     const long = await fetch(`${engine.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: "x", max_tokens: 10_000_000 }) });
     expect(long.status).toBe(400);
     expect(((await long.json()) as { error: { message: string } }).error.message).toContain("maximum context length");
+    const oov = await fetch(`${engine.url}/v1/completions`, { method: "POST", body: JSON.stringify({ prompt: [1, 999_999_999], max_tokens: 1 }) });
+    expect(oov.status).toBe(400);
     const empty = await fetch(`${engine.url}/v1/chat/completions`, { method: "POST", body: JSON.stringify({ messages: [] }) });
     expect(((await empty.json()) as { error: { param: string } }).error.param).toBe("messages");
   });
