@@ -17,6 +17,8 @@ export class BlockIndex implements KvIndex {
   private names: (string | null)[] = [];
   private free: number[] = [];
   private entries = 0;
+  /** Written by findMatches' prefetch loads so they are not optimised away. */
+  private sink = 0;
 
   constructor(initialCapacity = 1024) {
     this.table = new U64Table(NM, initialCapacity);
@@ -122,25 +124,40 @@ export class BlockIndex implements KvIndex {
     const depth = new Int32Array(stride * 32).fill(-1);
     let live = 0;
     for (let j = 0; j < stride; j++) live |= alive[j]!;
+    // Walk in chunks: first touch every home record of the chunk (independent loads the CPU
+    // overlaps), then probe for real against a warm cache. Stop once no worker is left.
+    const CHUNK = 64;
+    const keys = new Uint32Array(2 * CHUNK);
     let i = 1;
-    for (; i < n && live !== 0; i++) {
-      const lo = lo32(hashes[i]!);
-      const hi = hi32();
-      const slot = t.find(lo, hi);
-      const base = t.at(slot);
-      live = 0;
-      for (let j = 0; j < stride; j++) {
-        const prev = alive[j]!;
-        if (prev === 0) continue;
-        const now = slot < 0 ? 0 : prev & v[base + j]!;
-        let dropped = prev & ~now;
-        while (dropped !== 0) {
-          const b = 31 - Math.clz32(dropped & -dropped);
-          depth[j * 32 + b] = i;
-          dropped &= dropped - 1;
+    while (i < n && live !== 0) {
+      const start = i;
+      const end = Math.min(n, start + CHUNK);
+      let sink = 0;
+      for (let k = start; k < end; k++) {
+        const lo = lo32(hashes[k]!);
+        const hi = hi32();
+        keys[2 * (k - start)] = lo;
+        keys[2 * (k - start) + 1] = hi;
+        sink ^= t.touch(lo, hi);
+      }
+      this.sink ^= sink;
+      for (; i < end && live !== 0; i++) {
+        const slot = t.find(keys[2 * (i - start)]!, keys[2 * (i - start) + 1]!);
+        const base = t.at(slot);
+        live = 0;
+        for (let j = 0; j < stride; j++) {
+          const prev = alive[j]!;
+          if (prev === 0) continue;
+          const now = slot < 0 ? 0 : prev & v[base + j]!;
+          let dropped = prev & ~now;
+          while (dropped !== 0) {
+            const b = 31 - Math.clz32(dropped & -dropped);
+            depth[j * 32 + b] = i;
+            dropped &= dropped - 1;
+          }
+          alive[j] = now;
+          live |= now;
         }
-        alive[j] = now;
-        live |= now;
       }
     }
     for (let j = 0; j < stride; j++) {

@@ -5,8 +5,7 @@
 // The envelope is `[ts, events, dp_rank?]` (a map is tolerated). Unknown event types and unknown
 // fields are skipped and counted, never fatal; a known event with a malformed field is skipped and
 // counted as invalid. Only a malformed envelope fails the whole batch (KvDecodeError).
-import { Decoder, type ExtensionCodecType } from "@msgpack/msgpack";
-import { checkMsgpack, DEFAULT_LIMITS, type MsgpackLimits } from "./msgpack-guard.ts";
+import { DEFAULT_LIMITS, readMsgpack, type MsgpackLimits } from "./msgpack-read.ts";
 
 export interface BlockStored {
   type: "BlockStored";
@@ -64,28 +63,13 @@ export class KvDecodeError extends Error {
   }
 }
 
-/** Any msgpack extension type is refused: the formats herd reads define none. */
-const rejectExtensions: ExtensionCodecType<undefined> = {
-  tryToEncode: () => null,
-  decode: (_data, type) => {
-    throw new KvDecodeError(`msgpack extension type ${type} rejected`);
-  },
-};
-
-const decoder = new Decoder({
-  useBigInt64: true,
-  extensionCodec: rejectExtensions,
-  maxExtLength: 0,
-});
-
 /** Decode one payload. Throws KvDecodeError when the bytes or the envelope are unusable. */
 export function decodeKvEventBatch(payload: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS): KvEventBatch {
   let raw: unknown;
   try {
-    checkMsgpack(payload, limits);
-    raw = decoder.decode(payload);
+    // Strict reader: extension types, over-long declared lengths and deep nesting are refused.
+    raw = readMsgpack(payload, limits);
   } catch (e) {
-    if (e instanceof KvDecodeError) throw e;
     throw new KvDecodeError(`bad msgpack: ${e instanceof Error ? e.message : String(e)}`);
   }
   return batchFrom(raw);
