@@ -127,6 +127,14 @@ export class Frontend {
       const data = [...ready].sort().map((id) => ({ id, object: "model", created: 0, owned_by: "herd" }));
       return c.json({ object: "list", data });
     });
+    app.get("/v1/models/:id{.+}", (c) => {
+      const denied = this.authFailure(c);
+      if (denied) return errorResponse(denied);
+      const id = c.req.param("id");
+      if (!registry.list().some((w) => w.state === "ready" && w.model === id))
+        return errorResponse(new HerdError(404, "invalid_request_error", `The model \`${id}\` does not exist.`, "model_not_found", "model"));
+      return c.json({ id, object: "model", created: 0, owned_by: "herd" });
+    });
     app.post("/v1/chat/completions", (c) => this.inference(c, "chat"));
     app.post("/v1/completions", (c) => this.inference(c, "completions"));
     app.route(

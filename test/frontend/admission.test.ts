@@ -150,6 +150,9 @@ describe("health, models, drain", () => {
     expect((await fetch(`${h.url}/health`)).status).toBe(200);
     const models = await new OpenAI({ baseURL: `${h.url}/v1`, apiKey: "x" }).models.list();
     expect(models.data.map((m) => m.id)).toEqual([MODEL]);
+    const oa = new OpenAI({ baseURL: `${h.url}/v1`, apiKey: "x", maxRetries: 0 });
+    expect((await oa.models.retrieve(MODEL)).id).toBe(MODEL);
+    expect(await caught(oa.models.retrieve("nope"))).toBeInstanceOf(OpenAI.NotFoundError);
 
     // Drain: an admitted stream finishes; new requests get 503 + Retry-After; /livez stays 200.
     const res = await post(`${h.url}/v1/chat/completions`, chatBody({ stream: true }));
