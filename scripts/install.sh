@@ -209,7 +209,9 @@ do_install() {
   fi
 
   chmod 0750 "$DATA"
-  if [ "$herd_user" = 1 ]; then chown herd:herd "$DATA"; fi
+  # Recursive, like systemd's StateDirectory= does when the owner is wrong: files left by a herd once
+  # run as root (logs/, run/) must become writable for the service user.
+  if [ "$herd_user" = 1 ]; then chown -R herd:herd "$DATA"; fi
 
   if put_file "$pkg/systemd/herd.service" "$UNIT" 0644; then changed=1; say "installed $UNIT"; fi
   put_file "$pkg/LICENSE" "$DOC/LICENSE" 0644 || true

@@ -21,7 +21,7 @@ import {
 } from "node:fs";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
-import { PYTHON, peer } from "../helpers/peers.ts";
+import { PYTHON, peer, probe } from "../helpers/peers.ts";
 
 const REPO = resolve(import.meta.dir, "../..");
 const INSTALL = join(REPO, "scripts/install.sh");
@@ -448,6 +448,78 @@ describe("release", () => {
       },
       30_000,
     );
+
+    // The real system path (no --root): user and groups, ownership, then herd started the way the
+    // unit starts it (User=herd, SupplementaryGroups=video render, STATE_DIRECTORY, WorkingDirectory). It runs in a private mount
+    // namespace with overlays over /etc, /usr/local and /var/lib, so the machine is not touched.
+    const canIsolate =
+      process.getuid?.() === 0 &&
+      probe(["unshare", "-m", "--propagation", "private", "true"]) &&
+      readFileSync("/proc/filesystems", "utf8").includes("overlay") &&
+      probe(["setpriv", "--version"]);
+    if (!canIsolate) console.error("skip: system install test needs root, unshare -m and overlayfs");
+    test.skipIf(!canIsolate)("system install as root: herd user, ownership, service-like start, purge", async () => {
+      const port = await freePort();
+      const scratch = join(work, "ns");
+      mkdirSync(scratch);
+      const script = `
+set -e
+mount -t tmpfs tmpfs '${scratch}'
+for d in /etc /usr/local /var/lib; do
+  n=$(echo "$d" | tr / _)
+  mkdir -p '${scratch}'/u$n '${scratch}'/w$n
+  mount -t overlay overlay -o lowerdir=$d,upperdir='${scratch}'/u$n,workdir='${scratch}'/w$n $d
+done
+sh '${INSTALL}' --base-url 'file://${dist}' >'${scratch}/install.out'
+echo "USER $(getent passwd herd)"
+echo "GROUPS $(id -Gn herd)"
+getent group video render | cut -d: -f1 | sed 's/^/GPUGROUP /'
+stat -c 'STAT %U:%G %a %n' /usr/local/bin/herd /etc/herd /etc/herd/herd.yaml /var/lib/herd /etc/systemd/system/herd.service
+cd /var/lib/herd
+STATE_DIRECTORY=/var/lib/herd setpriv --reuid=herd --regid=herd --groups video,render /usr/local/bin/herd run --config /etc/herd/herd.yaml --listen 127.0.0.1:${port} 2>'${scratch}/herd.err' &
+pid=$!
+'${PYTHON}' - <<'PY'
+import time, urllib.request
+code = 0
+for _ in range(150):
+    try:
+        code = urllib.request.urlopen("http://127.0.0.1:${port}/health", timeout=2).status
+        if code == 200: break
+    except Exception:
+        time.sleep(0.2)
+print("HEALTH", code)
+PY
+kill -TERM $pid
+rc=0; wait $pid || rc=$?
+echo "EXIT $rc"
+ls /var/lib/herd/logs >/dev/null 2>&1 && echo "LOGS written by herd"
+stat -c 'LOGOWNER %U' /var/lib/herd/logs
+sh '${INSTALL}' --uninstall --purge >/dev/null
+getent passwd herd >/dev/null || echo "PURGED user"
+[ -e /etc/herd ] || [ -e /var/lib/herd ] || echo "PURGED dirs"
+`;
+      const r = run(["unshare", "-m", "--propagation", "private", "sh", "-c", script], {}, 60_000);
+      if (r.code !== 0) console.error(r.err);
+      expect(r.code).toBe(0);
+      const lines = r.out.split("\n");
+      expect(lines.find((l) => l.startsWith("USER "))).toMatch(/^USER herd:x:\d+:\d+:[^:]*:\/var\/lib\/herd:\S*(nologin|false)$/);
+      expect(lines.find((l) => l.startsWith("GROUPS "))).toBe("GROUPS herd");
+      // The unit's SupplementaryGroups=video render: both must exist, or systemd refuses to start.
+      expect(lines.filter((l) => l.startsWith("GPUGROUP ")).sort()).toEqual(["GPUGROUP render", "GPUGROUP video"]);
+      expect(lines.filter((l) => l.startsWith("STAT "))).toEqual([
+        "STAT root:root 755 /usr/local/bin/herd",
+        "STAT root:herd 750 /etc/herd",
+        "STAT root:herd 640 /etc/herd/herd.yaml",
+        "STAT herd:herd 750 /var/lib/herd",
+        "STAT root:root 644 /etc/systemd/system/herd.service",
+      ]);
+      expect(lines).toContain("HEALTH 200"); // the herd user can read its config and write its state
+      expect(lines).toContain("EXIT 0");
+      expect(lines).toContain("LOGOWNER herd");
+      expect(lines).toContain("PURGED user");
+      expect(lines).toContain("PURGED dirs");
+      expect(existsSync("/etc/herd") || run(["getent", "passwd", "herd"]).code === 0).toBe(false); // host untouched
+    }, 60_000);
 
     test("uninstall removes what it installed and keeps config and data", () => {
       writeFileSync(p("var/lib/herd/state.db"), "state");
