@@ -198,9 +198,10 @@ do_install() {
   if [ -e "$CONF" ]; then
     say "kept existing $CONF (compare with $EXAMPLE for new keys)"
   else
-    # The example keeps state in ./.herd next to the file; under the unit /etc is read-only, so a
-    # fresh config points node.data_dir at the service's StateDirectory instead.
-    sed 's#^\(  data_dir:[[:space:]]*\)\./\.herd#\1/var/lib/herd#' \
+    # Two example values do not suit an installed host: state in ./.herd next to the file (/etc is
+    # read-only under the unit), so node.data_dir points at the service's StateDirectory; and a
+    # fixed node.name, which is commented out so each host defaults to its own host name.
+    sed -e 's#^\(  data_dir:[[:space:]]*\)\./\.herd#\1/var/lib/herd#' -e 's/^  name:/  # name:/' \
       "$pkg/config/herd.example.yaml" >"$CONF.new.$$" || die "cannot write $CONF_DIR"
     chmod 0640 "$CONF.new.$$"
     if [ "$herd_user" = 1 ]; then chown root:herd "$CONF.new.$$"; fi

@@ -19,7 +19,7 @@ import {
   symlinkSync,
   writeFileSync,
 } from "node:fs";
-import { tmpdir } from "node:os";
+import { hostname, tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
 import { PYTHON, peer, probe } from "../helpers/peers.ts";
 
@@ -279,6 +279,7 @@ describe("release", () => {
       expect(r.err).not.toContain("error");
       expect(r.code).toBe(0);
       expect(r.out).toContain("data_dir: /var/lib/herd");
+      expect(r.out).toContain(`name: ${hostname()}`); // not the example's fixed node name
     }, 30_000);
 
     test("re-run is idempotent and keeps an edited config", () => {
