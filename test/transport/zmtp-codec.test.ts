@@ -6,6 +6,7 @@ import { SeededRng } from "../../src/core/rng.ts";
 import { ZmtpDecoder } from "../../src/transport/zmtp/decoder.ts";
 import { DealerSocket, PubSocket, RouterSocket, SubSocket, parseEndpoint, reconnectDelayMs } from "../../src/transport/zmtp/index.ts";
 import { buildGreeting, encodeCommand, encodeMessage, encodePing, encodeReady, encodeSubscription } from "../../src/transport/zmtp/protocol.ts";
+import { OutQueue } from "../../src/transport/zmtp/out-queue.ts";
 import { concat, fakeConnection, peerHello } from "./zmtp-fakes.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);
@@ -204,6 +205,26 @@ describe("ZMTP connection (fake socket)", () => {
     sock.budget = 1000;
     while (conn.queuedMessages > 0) conn.onDrain();
     expect(sock.bytes()).toEqual(concat(sent));
+  });
+
+  test("output queue stays compact when a slow peer never lets it empty", () => {
+    let budget = 0;
+    const take = (d: Uint8Array): number => {
+      const n = Math.min(d.length, budget);
+      budget -= n;
+      return n;
+    };
+    const q = new OutQueue({ write: take, end() {} });
+    const msg = new Uint8Array(300_000); // too big to coalesce
+    for (let i = 0; i < 2000; i++) q.write(msg);
+    for (let i = 0; i < 20_000; i++) {
+      budget = 300_000; // room for one message per drain
+      q.drain();
+      budget = 0;
+      q.write(msg);
+    }
+    expect(q.messages).toBeGreaterThan(1900);
+    expect((q as unknown as { items: unknown[] }).items.length).toBeLessThan(5000);
   });
 
   test("PUB drops at the HWM instead of blocking; DEALER refuses", () => {

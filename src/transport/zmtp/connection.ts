@@ -6,6 +6,7 @@ import { errorMessage } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import { ZmtpDecoder } from "./decoder.ts";
 import type { ResolvedOptions } from "./options.ts";
+import { OutQueue } from "./out-queue.ts";
 import {
   type PeerGreeting,
   type SocketType,
@@ -37,12 +38,6 @@ export interface ConnectionOwner {
   connClosed(c: ZmtpConnection, reason: string, protocolError: boolean): void;
 }
 
-interface Queued {
-  buf: Uint8Array;
-  msgs: number;
-}
-
-const BATCH_BYTES = 256 * 1024;
 const te = new TextDecoder();
 
 export class ZmtpConnection {
@@ -54,10 +49,7 @@ export class ZmtpConnection {
   routingId: Uint8Array | undefined;
   private gotGreeting = false;
   private readonly decoder: ZmtpDecoder;
-  private queue: Queued[] = [];
-  private qHead = 0;
-  private queuedMsgs = 0;
-  private queuedBytesN = 0;
+  private readonly out: OutQueue;
   private lastRecvAtMs: number;
   private handshakeTimer: TimerHandle | undefined;
   private heartbeatTimer: TimerHandle | undefined;
@@ -74,6 +66,7 @@ export class ZmtpConnection {
     readonly label: string,
   ) {
     this.lastRecvAtMs = clock.now();
+    this.out = new OutQueue(sock);
     this.decoder = new ZmtpDecoder(
       {
         greeting: (g) => this.onGreeting(g),
@@ -100,82 +93,31 @@ export class ZmtpConnection {
   }
 
   get queuedMessages(): number {
-    return this.queuedMsgs;
+    return this.out.messages;
   }
 
   get queuedBytes(): number {
-    return this.queuedBytesN;
+    return this.out.bytes;
   }
 
   /** Whether one more message of `bytes` fits under the send high-water marks. */
   hasRoom(bytes: number): boolean {
     if (this.state !== "ready") return false;
-    if (this.queuedMsgs === 0) return true; // one message always fits, however large
-    return this.queuedMsgs < this.opts.sndHwm && this.queuedBytesN + bytes <= this.opts.sndHwmBytes;
+    const q = this.out.messages;
+    if (q === 0) return true; // one message always fits, however large
+    return q < this.opts.sndHwm && this.out.bytes + bytes <= this.opts.sndHwmBytes;
   }
 
-  /** Queue one encoded message (or command) for writing. Only after the handshake, except greeting/READY. */
+  /** Queue one encoded message (or command). Only after the handshake, except greeting/READY. */
   write(buf: Uint8Array): void {
     if (this.state === "closed") return;
-    this.queuedMsgs++;
-    if (this.queue.length === this.qHead) {
-      const n = this.sock.write(buf);
-      if (n === buf.length) {
-        this.queuedMsgs--;
-        return;
-      }
-      if (n < 0) {
-        this.close("write on a closed socket");
-        return;
-      }
-      buf = buf.subarray(n);
-    }
-    this.queue.push({ buf, msgs: 1 });
-    this.queuedBytesN += buf.length;
+    if (!this.out.write(buf)) this.close("write on a closed socket");
   }
 
   /** Bun's drain: the kernel has room again; continue with the unsent tail. */
   onDrain(): void {
-    while (this.qHead < this.queue.length && this.state !== "closed") {
-      let item = this.queue[this.qHead]!;
-      // Coalesce small queued messages so a backlog drains in few syscalls.
-      if (item.buf.length < BATCH_BYTES && this.queue.length - this.qHead > 1) item = this.coalesce();
-      const n = this.sock.write(item.buf);
-      if (n < 0) {
-        this.close("write on a closed socket");
-        return;
-      }
-      this.queuedBytesN -= n;
-      if (n < item.buf.length) {
-        item.buf = item.buf.subarray(n);
-        return; // wait for the next drain
-      }
-      this.queuedMsgs -= item.msgs;
-      this.queue[this.qHead++] = undefined as unknown as Queued;
-    }
-    if (this.qHead > 0) {
-      this.queue = this.queue.slice(this.qHead);
-      this.qHead = 0;
-    }
-  }
-
-  private coalesce(): Queued {
-    let bytes = 0;
-    let end = this.qHead;
-    while (end < this.queue.length && bytes + this.queue[end]!.buf.length <= BATCH_BYTES) bytes += this.queue[end++]!.buf.length;
-    if (end - this.qHead < 2) return this.queue[this.qHead]!;
-    const out = new Uint8Array(bytes);
-    let at = 0;
-    let msgs = 0;
-    for (let i = this.qHead; i < end; i++) {
-      const q = this.queue[i]!;
-      out.set(q.buf, at);
-      at += q.buf.length;
-      msgs += q.msgs;
-    }
-    const merged = { buf: out, msgs };
-    this.queue.splice(this.qHead, end - this.qHead, merged);
-    return merged;
+    if (this.state === "closed") return;
+    if (!this.out.drain()) this.close("write on a closed socket");
   }
 
   onData(chunk: Uint8Array): void {
@@ -222,10 +164,7 @@ export class ZmtpConnection {
     this.state = "closed";
     for (const t of [this.handshakeTimer, this.heartbeatTimer, this.heartbeatTimeoutTimer, this.peerTtlTimer]) t?.cancel();
     this.decoder.stop();
-    this.queue = [];
-    this.qHead = 0;
-    this.queuedMsgs = 0;
-    this.queuedBytesN = 0;
+    this.out.clear();
     try {
       this.sock.end();
     } catch {

@@ -7,15 +7,16 @@ import { errorMessage } from "../../core/errors.ts";
 import { type Logger, createLogger } from "../../core/log.ts";
 import { type Rng, SeededRng } from "../../core/rng.ts";
 import { type ConnectionOwner, ZmtpConnection } from "./connection.ts";
-import { type ResolvedOptions, type ZmtpEvent, type ZmtpOptions, formatEndpoint, parseEndpoint, reconnectDelayMs, resolveOptions } from "./options.ts";
+import { type ResolvedOptions, type ZmtpEvent, type ZmtpOptions, formatEndpoint, parseEndpoint, resolveOptions } from "./options.ts";
 import type { SocketType } from "./protocol.ts";
 import { toBytes } from "./protocol.ts";
 import { RecvQueue } from "./recv-queue.ts";
+import { Dialer } from "./dialer.ts";
 
-interface ConnBox {
+export interface ConnBox {
   conn?: ZmtpConnection;
 }
-type BunSocket = Socket<ConnBox>;
+export type BunSocket = Socket<ConnBox>;
 
 export interface SocketStats {
   messagesIn: number;
@@ -241,80 +242,5 @@ export abstract class ZmtpSocket<T> implements ConnectionOwner, AsyncIterable<T>
 
   get options(): ResolvedOptions {
     return this.opts;
-  }
-}
-
-/** One connect() endpoint: dials, and redials with exponential backoff after every loss. */
-class Dialer {
-  private attempt = 0;
-  private timer: TimerHandle | undefined;
-  private conn: ZmtpConnection | undefined;
-  private stopped = false;
-
-  constructor(
-    // eslint-disable-next-line @typescript-eslint/no-explicit-any
-    private readonly owner: ZmtpSocket<any>,
-    private readonly endpoint: string,
-    private readonly addr: { host: string; port: number },
-  ) {}
-
-  dial(): void {
-    this.timer = undefined;
-    if (this.stopped) return;
-    let failed = false;
-    const fail = (e: unknown): void => {
-      if (failed || this.stopped) return;
-      failed = true;
-      this.owner.emit({ type: "connect_failed", endpoint: this.endpoint, reason: errorMessage(e) });
-      this.schedule(false);
-    };
-    const base = this.owner.handlers(
-      () => this.endpoint,
-      (s) => {
-        if (this.stopped) return undefined;
-        const c = this.owner.newConnection(s, `${this.endpoint} (local :${s.localPort})`);
-        this.conn = c;
-        return c;
-      },
-    );
-    const handlers = { ...base, connectError: (_s: BunSocket, e: Error) => fail(e) };
-    try {
-      Bun.connect<ConnBox>({ hostname: this.addr.host, port: this.addr.port, data: {}, socket: handlers }).catch(fail);
-    } catch (e) {
-      fail(e);
-    }
-  }
-
-  /** Called by the owner's onReady/onClosed through the connection lifecycle. */
-  connectionReady(): void {
-    this.attempt = 0;
-  }
-
-  connectionClosed(c: ZmtpConnection, protocolError: boolean): void {
-    if (c !== this.conn) return;
-    this.conn = undefined;
-    if (!this.stopped) this.schedule(protocolError);
-  }
-
-  owns(c: ZmtpConnection): boolean {
-    return c === this.conn;
-  }
-
-  private schedule(protocolError: boolean): void {
-    if (this.stopped || this.timer) return;
-    // After a protocol error wait the longest delay: the peer is likely to refuse us again.
-    const o = this.owner.options;
-    const delay = protocolError
-      ? Math.max(o.reconnectIvlMs, o.reconnectIvlMaxMs)
-      : reconnectDelayMs(this.attempt++, o.reconnectIvlMs, o.reconnectIvlMaxMs, this.owner.jitter());
-    this.timer = this.owner.timer(delay, () => this.dial());
-  }
-
-  stop(): void {
-    this.stopped = true;
-    this.timer?.cancel();
-    this.timer = undefined;
-    this.conn?.close("socket closed");
-    this.conn = undefined;
   }
 }
