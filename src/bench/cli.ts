@@ -62,10 +62,12 @@ Options:
   --ignore-eos B       send ignore_eos so outputs run to max_tokens (default true; vLLM/SGLang)
   --session-header H   send each request's session id in header H (default x-session-id, what
                        herd's session policy reads; "" to send none)
+  --reset-prefix-cache B  POST URL/reset_prefix_cache before each run (vLLM with
+                       VLLM_SERVER_DEV_MODE=1, herd's sim engine) so runs start cold (default false)
   --timeout S          per-request timeout (default 600)
   --max-inflight N     bound on requests in flight (default 4096; beyond it arrivals go late)`;
 
-const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight", "session-header"]);
+const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight", "session-header", "reset-prefix-cache"]);
 
 function parseFlags(argv: readonly string[]): { flags: Map<string, string>; positionals: string[] } | "help" {
   const flags = new Map<string, string>();
@@ -171,12 +173,15 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   if (sessionHeader !== null && !/^[A-Za-z0-9-]+$/.test(sessionHeader)) throw new BenchInputError(`--session-header: not a header name: ${JSON.stringify(sessionHeader)}`);
   const target: Target = { url, model, apiKey, ignoreEos: ignoreEosText === "true", timeout_s, sessionHeader };
 
+  const resetText = flags.get("reset-prefix-cache") ?? "false";
+  if (resetText !== "true" && resetText !== "false") throw new BenchInputError("--reset-prefix-cache: true or false");
   const loads: RunLoad[] = rates ? rates.map((rate) => ({ rate, concurrency: null })) : concs ? concs.map((c) => ({ rate: null, concurrency: c })) : [{ rate: null, concurrency: null, recorded: true }];
   const runs: RunResult[] = [];
   const plots: PlotRun[] = [];
   for (const load of loads) {
     const arrivals: Arrivals = load.rate !== null ? { kind: "poisson", rate: load.rate } : load.concurrency !== null ? { kind: "closed" } : { kind: "recorded" };
     const label = loadLabel(load);
+    if (resetText === "true") await resetPrefixCache(url, apiKey, io);
     const started = performance.now();
     const { records, wall_s } = await runOnce({
       target,
@@ -200,7 +205,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
   const config = {
     url, model, workload: workloadConfig, rates, concurrency: concs, duration_s, requests, seed, warmup_s, slo,
-    ignore_eos: target.ignoreEos, session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
+    ignore_eos: target.ignoreEos, reset_prefix_cache: resetText === "true", session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
   };
   const result: BenchResult = toBenchResult(config, runs);
   io.out(`herd bench: ${model} at ${url}, workload ${wText}, seed ${seed}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderTable(runs)}`);
@@ -215,6 +220,17 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
     io.err(`wrote ${svgFile}`);
   }
   return 0;
+}
+
+async function resetPrefixCache(url: string, apiKey: string | null, io: BenchIo): Promise<void> {
+  const base = url.replace(/\/+$/, "").replace(/\/v1$/, "");
+  try {
+    const res = await fetch(`${base}/reset_prefix_cache`, { method: "POST", headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {}, signal: AbortSignal.timeout(10_000) });
+    await res.arrayBuffer();
+    if (!res.ok) io.err(`herd bench: warning: POST ${base}/reset_prefix_cache: HTTP ${res.status}; the run starts with a warm cache`);
+  } catch (e) {
+    io.err(`herd bench: warning: POST ${base}/reset_prefix_cache: ${errorMessage(e)}; the run starts with a warm cache`);
+  }
 }
 
 function progressLine(label: string, p: Progress): string {

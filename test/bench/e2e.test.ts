@@ -134,6 +134,18 @@ describe("herd bench against a simulated engine", () => {
     expect(tr.cached_tokens_ratio!).toBeGreaterThan(0.55);
   });
 
+  test("--reset-prefix-cache: every load level starts cold", async () => {
+    const args = ["--url", engine.url, "--workload", "doc-qa:documents=1,doc_tokens=200,system_tokens=50,output=4", "--rate", "100,100", "--requests", "5"];
+    const warm = join(dir, "warm.json");
+    const cold = join(dir, "cold.json");
+    expect(await benchMain([...args, "--json", warm], capture())).toBe(0);
+    expect(await benchMain([...args, "--reset-prefix-cache", "true", "--json", cold], capture())).toBe(0);
+    const first = async (f: string) => (await read(f)).runs.map((r) => r.records[0]!.cached_tokens);
+    const w = await first(warm);
+    expect(w[1]!).toBeGreaterThan(200); // the second level reuses the first one's cache
+    expect(await first(cold)).toEqual([0, 0]);
+  });
+
   test("usage errors exit 2 with a reason", async () => {
     for (const argv of [
       ["--workload", "doc-qa"],
