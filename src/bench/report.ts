@@ -64,7 +64,7 @@ export function toBenchResult(config: Record<string, unknown>, runs: RunResult[]
 export const loadLabel = (l: RunLoad): string =>
   l.concurrency !== null ? `conc ${l.concurrency}` : l.rate !== null ? `${fmtNum(l.rate)} req/s` : l.recorded ? "trace times" : "?";
 
-function fmtNum(v: number): string {
+export function fmtNum(v: number): string {
   if (!Number.isFinite(v) || Number.isInteger(v)) return String(v);
   const a = Math.abs(v);
   if (a >= 1000) return v.toFixed(0);
@@ -76,7 +76,8 @@ function fmtNum(v: number): string {
 const ms = (s: number | undefined | null) => (s === undefined || s === null ? "-" : fmtNum(s * 1000));
 const sec = (s: number | undefined | null) => (s === undefined || s === null ? "-" : fmtNum(s));
 
-function table(rows: string[][]): string {
+/** Aligned text table: first column left, the rest right (also used by herd simulate). */
+export function table(rows: string[][]): string {
   const widths: number[] = [];
   for (const r of rows) r.forEach((c, i) => (widths[i] = Math.max(widths[i] ?? 0, c.length)));
   return rows.map((r) => r.map((c, i) => (i === 0 ? c.padEnd(widths[i]!) : c.padStart(widths[i]!))).join("  ").trimEnd()).join("\n");
