@@ -8,7 +8,7 @@
 //   …on shutdown: pre.close();
 import { availableParallelism } from "node:os";
 import type { ModelConfig } from "../config/types.ts";
-import { HerdError } from "../core/errors.ts";
+import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
 import { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
@@ -84,10 +84,18 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
         const segment = splitter.active && verifySplitter(tok, splitter, added);
         if (splitter.active && !segment) opts.log?.warn("piece-wise tokenization differs from whole-text; prompt memo off", { tokenizer: dir });
         const workers = opts.workers ?? defaultWorkers();
-        const pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
+        let pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
         if (pool) {
           pools.push(pool);
-          await pool.ready();
+          try {
+            await pool.ready();
+          } catch (e) {
+            // Threads unavailable (e.g. a compiled binary built without worker.ts): stay correct,
+            // encode on the event loop, and say so loudly.
+            opts.log?.error("tokenizer worker threads failed to start; encoding on the event loop", { tokenizer: dir, err: errorMessage(e) });
+            pool.close();
+            pool = null;
+          }
         }
         return { tok, pool, splitter, segment, affixes: specialAffixes(tok) };
       })();

@@ -17,13 +17,27 @@ interface Job {
 }
 
 interface Slot {
-  worker: Worker;
+  worker: Worker | null;
   ready: Promise<void>;
   jobs: Map<number, Job>;
   pendingChars: number;
 }
 
-const WORKER_URL = new URL("./worker.ts", import.meta.url).href;
+/** A worker that has not loaded its tokenizer by then is given up (ready() rejects). */
+export const WORKER_START_TIMEOUT_MS = 60_000;
+
+/**
+ * Where worker.ts lives. From source, next to this file. In a `bun build --compile` binary (which
+ * must list src/preprocess/worker.ts as an extra entry point) it is embedded under /$bunfs/root/,
+ * at a path relative to the entry points' common directory: tried in order, absolute so a file of
+ * the same name in the working directory is never picked up instead.
+ */
+function workerUrls(): string[] {
+  const here = new URL("./worker.ts", import.meta.url).href;
+  const m = /^(file:\/\/\/\$bunfs\/root\/)/.exec(import.meta.url);
+  if (!m) return [here];
+  return ["src/preprocess/worker.ts", "preprocess/worker.ts", "worker.ts"].map((p) => m[1] + p);
+}
 
 export class TokenizerPool {
   private readonly slots: Slot[] = [];
@@ -60,7 +74,11 @@ export class TokenizerPool {
     slot.pendingChars += chars;
     return new Promise<Uint32Array[]>((resolve, reject) => {
       slot.jobs.set(id, { resolve, reject, chars });
-      slot.worker.postMessage({ op: "encode", id, texts, addSpecialTokens });
+      // Posted once the worker is up (a failed start fails the job through failAll).
+      slot.ready.then(
+        () => slot.worker?.postMessage({ op: "encode", id, texts, addSpecialTokens }),
+        () => {},
+      );
     });
   }
 
@@ -74,37 +92,67 @@ export class TokenizerPool {
     this.closed = true;
     for (const s of this.slots) {
       this.failAll(s, new HerdError(503, "server_error", "tokenizer pool closed", "shutting_down"));
-      s.worker.terminate();
+      s.worker?.terminate();
     }
   }
 
   private spawn(): Slot {
-    const worker = new Worker(WORKER_URL);
-    const slot: Slot = { worker, ready: Promise.resolve(), jobs: new Map(), pendingChars: 0 };
-    slot.ready = new Promise<void>((resolve, reject) => {
-      worker.onmessage = (ev: MessageEvent) => {
-        const m = ev.data as { op: string; id?: number; ids?: Uint32Array[]; error?: string };
-        if (m.op === "ready") return resolve();
-        if (m.op === "failed") return reject(new HerdError(500, "server_error", `tokenizer worker: ${m.error}`, "tokenizer_invalid"));
-        const job = m.id === undefined ? undefined : slot.jobs.get(m.id);
-        if (!job) return;
-        slot.jobs.delete(m.id!);
-        slot.pendingChars -= job.chars;
-        this.pending--;
-        if (m.op === "done") job.resolve(m.ids!);
-        else job.reject(new HerdError(500, "server_error", `tokenization failed: ${m.error}`, "tokenizer_error"));
-      };
-    });
-    slot.ready.catch(() => {}); // surfaced through ready(); never an unhandled rejection
-    worker.onerror = (ev) => {
-      // The thread is gone: fail its jobs and put a fresh worker in its place.
-      this.failAll(slot, new HerdError(500, "server_error", `tokenizer worker died: ${ev.message}`, "tokenizer_error"));
-      if (this.closed) return;
-      const i = this.slots.indexOf(slot);
-      if (i >= 0) this.slots[i] = this.spawn();
-    };
-    worker.postMessage({ op: "init", dir: this.dir });
+    const slot: Slot = { worker: null, ready: Promise.resolve(), jobs: new Map(), pendingChars: 0 };
+    slot.ready = this.start(slot, workerUrls());
+    slot.ready.catch((e: Error) => this.failAll(slot, e)); // also surfaced through ready(); never unhandled
     return slot;
+  }
+
+  /** Start a worker from the first URL that loads; resolves when its tokenizer is loaded. */
+  private start(slot: Slot, urls: string[]): Promise<void> {
+    return new Promise<void>((resolve, reject) => {
+      let started = false;
+      const timer = setTimeout(() => {
+        if (started) return;
+        slot.worker?.terminate();
+        reject(new HerdError(500, "server_error", `tokenizer worker did not start within ${WORKER_START_TIMEOUT_MS} ms`, "tokenizer_error"));
+      }, WORKER_START_TIMEOUT_MS);
+      const attempt = (i: number) => {
+        const worker = new Worker(urls[i]!);
+        slot.worker = worker;
+        worker.onmessage = (ev: MessageEvent) => {
+          const m = ev.data as { op: string; id?: number; ids?: Uint32Array[]; error?: string };
+          if (m.op === "ready") {
+            started = true;
+            clearTimeout(timer);
+            return resolve();
+          }
+          if (m.op === "failed") {
+            clearTimeout(timer);
+            worker.terminate();
+            return reject(new HerdError(500, "server_error", `tokenizer worker: ${m.error}`, "tokenizer_invalid"));
+          }
+          const job = m.id === undefined ? undefined : slot.jobs.get(m.id);
+          if (!job) return;
+          slot.jobs.delete(m.id!);
+          slot.pendingChars -= job.chars;
+          this.pending--;
+          if (m.op === "done") job.resolve(m.ids!);
+          else job.reject(new HerdError(500, "server_error", `tokenization failed: ${m.error}`, "tokenizer_error"));
+        };
+        worker.onerror = (ev) => {
+          if (!started) {
+            // Not loadable from here (compiled binary layouts differ): try the next place.
+            worker.terminate();
+            if (i + 1 < urls.length) return attempt(i + 1);
+            clearTimeout(timer);
+            return reject(new HerdError(500, "server_error", `tokenizer worker failed to start: ${ev.message}`, "tokenizer_error"));
+          }
+          // The thread is gone: fail its jobs and put a fresh worker in its place.
+          this.failAll(slot, new HerdError(500, "server_error", `tokenizer worker died: ${ev.message}`, "tokenizer_error"));
+          if (this.closed) return;
+          const k = this.slots.indexOf(slot);
+          if (k >= 0) this.slots[k] = this.spawn();
+        };
+        worker.postMessage({ op: "init", dir: this.dir });
+      };
+      attempt(0);
+    });
   }
 
   private failAll(slot: Slot, err: Error): void {
