@@ -194,7 +194,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
     });
     const s = summarize(records, { warmup_s, slo });
     io.progress(`${progressLine(label, { elapsed_s: (performance.now() - started) / 1000, sent: records.length, done: records.length, failed: s.errors.total, inflight: 0 })}  done`, true);
-    runs.push(toRunResult(s, load, records, wall_s));
+    runs.push(toRunResult(s, load, records, wall_s, warmup_s));
     const ok = records.filter((r) => r.start_s >= warmup_s && r.error === null);
     plots.push({
       load, ttft_s: ok.map((r) => r.ttft_s!), itl_s: ok.flatMap((r) => r.itl_s), e2e_s: ok.map((r) => r.e2e_s!),

@@ -44,13 +44,13 @@ export interface BenchResult extends Summary {
   runs: RunResult[];
 }
 
-export function toRunResult(summary: Summary, load: RunLoad, records: readonly RequestRecord[], wall_s: number): RunResult {
+export function toRunResult(summary: Summary, load: RunLoad, records: readonly RequestRecord[], wall_s: number, warmup_s = 0): RunResult {
   const rows: RecordRow[] = records.map((r) => ({
     at_s: r.at_s, start_s: r.start_s, session: r.session, ttft_s: r.ttft_s, e2e_s: r.e2e_s,
     itl_mean_s: r.itl_s.length ? r.itl_s.reduce((a, b) => a + b, 0) / r.itl_s.length : null,
     prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens, cached_tokens: r.cached_tokens, error: r.error,
   }));
-  const lag = load.concurrency === null ? percentiles(records.map((r) => Math.max(0, r.start_s - r.at_s))) : null;
+  const lag = load.concurrency === null ? percentiles(records.filter((r) => r.start_s >= warmup_s).map((r) => Math.max(0, r.start_s - r.at_s))) : null;
   return { ...summary, load, send_lag: lag, wall_s, records: rows };
 }
 
