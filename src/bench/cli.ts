@@ -64,7 +64,7 @@ Options:
                        herd's session policy reads; "" to send none)
   --reset-prefix-cache B  POST URL/reset_prefix_cache before each run (vLLM with
                        VLLM_SERVER_DEV_MODE=1, herd's sim engine) so runs start cold (default false)
-  --timeout S          per-request timeout (default 600)
+  --timeout S          per-request timeout (default 600; 0 = none)
   --max-inflight N     bound on requests in flight (default 4096; beyond it arrivals go late)`;
 
 const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight", "session-header", "reset-prefix-cache"]);

@@ -55,7 +55,7 @@ export async function sendOne(t: Target, ep: Endpoints, r: BenchRequest, index: 
     index, session: r.session, at_s: r.at_s, start_s: (startMs - t0Ms) / 1000,
     ttft_s: null, itl_s: [], e2e_s: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: null,
   };
-  const signal = AbortSignal.timeout(t.timeout_s * 1000);
+  const signal = t.timeout_s > 0 ? AbortSignal.timeout(t.timeout_s * 1000) : new AbortController().signal;
   let res: Response;
   try {
     const headers = t.sessionHeader ? { ...ep.headers, [t.sessionHeader]: r.session } : ep.headers;
