@@ -66,6 +66,26 @@ describe("ZMTP over loopback (ours <-> ours)", () => {
     }
   });
 
+  test("PUB forgets a departed subscriber and serves its replacement", async () => {
+    const pub = new PubSocket({ log: memoryLogger() });
+    const ep = pub.bind("tcp://127.0.0.1:0");
+    for (let round = 0; round < 2; round++) {
+      const sub = new SubSocket({ log: memoryLogger() });
+      sub.subscribe(`r${round}`);
+      sub.connect(ep);
+      let got: Uint8Array[] | undefined;
+      while (!got) {
+        pub.send([`r${round}`]);
+        got = await sub.recv(20);
+      }
+      expect(pub.subscribers).toBe(1);
+      expect(pub.send(["r0"])).toBe(round === 0 ? 1 : 0); // the old subscription left with its peer
+      sub.close();
+      while (pub.subscribers > 0) await Bun.sleep(5);
+    }
+    pub.close();
+  });
+
   test("binding a port in use fails with a clear error", () => {
     const a = new PubSocket({ log: memoryLogger() });
     const ep = a.bind("tcp://127.0.0.1:0");
