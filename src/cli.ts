@@ -119,6 +119,16 @@ const COMMANDS: readonly Command[] = [
     },
   },
   {
+    name: "simulate",
+    summary: "what-if in virtual time: policies × replica counts on simulated engines, or --calibrate bench.json",
+    args: "[options] | --calibrate bench.json",
+    help: "Run `herd simulate --help` for its options (--workload, --rate, --replicas, --policy, --slo, --json, …).",
+    passThrough: true,
+    async run(_parsed, _io, { rawArgs }) {
+      return await (await import("./simulate/cli.ts")).simulateMain(rawArgs);
+    },
+  },
+  {
     name: "version",
     summary: "print the version and the commit it was built from",
     args: "",

@@ -1,0 +1,29 @@
+// `herd simulate --calibrate bench.json [--save FILE]`: read a herd bench --json result, fit the timing
+// figures (calibrate.ts), print them as flags, and optionally save them for `--cost FILE`.
+import { parseBenchResult } from "../bench/report.ts";
+import { BenchInputError } from "../bench/plan.ts";
+import { calibrate } from "./calibrate.ts";
+
+export async function calibrateMain(file: string, save: string | null, io: { out(t: string): void; err(t: string): void }): Promise<number> {
+  const f = Bun.file(file);
+  if (!(await f.exists())) throw new BenchInputError(`--calibrate: file not found: ${file}`);
+  const bench = parseBenchResult(await f.text(), file);
+  const records = bench.runs.flatMap((r) => r.records ?? []);
+  if (records.length === 0) throw new BenchInputError(`--calibrate: ${file} holds no per-request records`);
+  const fit = calibrate(records);
+  const r2 = (x: number | null) => (x === null ? "n/a" : x.toFixed(3));
+  const c = fit.cost;
+  io.out([
+    `herd simulate --calibrate ${file}: ${records.length} records (${fit.rows.ttft} TTFT rows, ${fit.rows.itl} ITL rows, ${fit.rows.skipped} skipped)`,
+    `  request ${c.requestMs.toPrecision(4)} ms, step ${c.stepMs.toPrecision(4)} ms (default kept), weights ${c.weightsMs.toPrecision(4)} ms,`,
+    `  token ${c.linearMsPerToken.toPrecision(4)} ms, pair ${c.pairMs.toPrecision(4)} ms, kv-token ${c.kvReadMsPerToken.toPrecision(4)} ms`,
+    `  fit R²: TTFT ${r2(fit.r2.ttft)}, ITL ${r2(fit.r2.itl)}; from the data: ${fit.identified.join(", ") || "nothing"}`,
+    "",
+    fit.flags,
+  ].join("\n"));
+  if (save !== null) {
+    await Bun.write(save, JSON.stringify({ herd_simulate_calibration: 1, source: file, ...fit }, null, 1) + "\n");
+    io.err(`wrote ${save}`);
+  }
+  return 0;
+}

@@ -1,0 +1,145 @@
+// Fit the sim engine's timing figures (cost.ts) to a `herd bench --json` run against a real engine,
+// from its per-request records (ttft_s, itl_mean_s, e2e_s, start_s, prompt/completion/cached tokens).
+//
+// The model, per request (ms):
+//   TTFT = (request + step) + token·n + pair·P          n = uncached prompt tokens, P = n·cached + n²/2
+//   ITL  = (step + weights) + kv·C + token·U + pair·V    while the decode batch is below weights/token
+// where, over the request's decode window (first token → end) as the other records overlap it:
+//   C = mean context tokens decoded per step (its own prompt + half its output, plus each overlapping
+//       request's, weighted by the overlap), U and V = prefill tokens and pairs of the requests whose
+//       first token fell in the window, per decode step of this request (chunked prefill shares steps).
+// TTFT rows use only prompts long enough that the token term is past the weight-read floor
+// (n ≥ 2 × weights/token at the defaults); queueing is not modelled, so calibrate on a lightly loaded
+// run (e.g. --concurrency 1 with a spread of prompt lengths). Rows are scaled by their observed value
+// (relative error), and a tiny ridge pulls figures the data cannot separate toward the defaults.
+// `step` is not separable from `request` and `weights` (only their sums appear), so it keeps the
+// default and the two sums set the others.
+import { type CostParams, DEFAULT_COST } from "../engine/sim/cost.ts";
+import type { RecordRow } from "../bench/report.ts";
+
+export interface CalibrationFit {
+  cost: CostParams;
+  /** sim-engine / simulate flags carrying the fit. */
+  flags: string;
+  rows: { ttft: number; itl: number; skipped: number };
+  /** Coefficient of determination of each part of the fit (null without rows). */
+  r2: { ttft: number | null; itl: number | null };
+  /** Figures with data in their column (the rest stay at the defaults; collinear columns are not detected). */
+  identified: string[];
+}
+
+interface Row {
+  x: number[];
+  y: number;
+}
+
+const NAMES = ["request+step", "step+weights", "token", "pair", "kv_token"] as const;
+
+function solve(a: number[][], b: number[]): number[] {
+  const n = b.length;
+  const m = a.map((r, i) => [...r, b[i]!]);
+  for (let c = 0; c < n; c++) {
+    let p = c;
+    for (let r = c + 1; r < n; r++) if (Math.abs(m[r]![c]!) > Math.abs(m[p]![c]!)) p = r;
+    [m[c], m[p]] = [m[p]!, m[c]!];
+    const d = m[c]![c]!;
+    if (Math.abs(d) < 1e-300) continue;
+    for (let r = 0; r < n; r++) {
+      if (r === c) continue;
+      const f = m[r]![c]! / d;
+      for (let k = c; k <= n; k++) m[r]![k]! -= f * m[c]![k]!;
+    }
+  }
+  return m.map((r, i) => (Math.abs(r[i]!) < 1e-300 ? 0 : r[n]! / r[i]!));
+}
+
+/** Fit from bench records (all runs of a bench JSON, concatenated). */
+export function calibrate(records: readonly RecordRow[], defaults: CostParams = DEFAULT_COST): CalibrationFit {
+  const ok = records.filter((r) => r.error === null && r.ttft_s !== null && r.e2e_s !== null && r.prompt_tokens !== null);
+  const d = defaults;
+  const prior = [d.requestMs + d.stepMs, d.stepMs + d.weightsMs, d.linearMsPerToken, d.pairMs, d.kvReadMsPerToken];
+  const nMin = d.linearMsPerToken > 0 ? (2 * d.weightsMs) / d.linearMsPerToken : 0;
+  const batchMax = d.linearMsPerToken > 0 ? d.weightsMs / d.linearMsPerToken : Infinity;
+  const rows: Row[] = [];
+  let ttftRows = 0;
+  let itlRows = 0;
+  let skipped = 0;
+  const win = ok.map((r) => {
+    const n = r.prompt_tokens! - (r.cached_tokens ?? 0);
+    return { r, n, c: r.cached_tokens ?? 0, from: r.start_s + r.ttft_s!, to: r.start_s + r.e2e_s!, first: r.start_s + r.ttft_s!, ctx: r.prompt_tokens! + (r.completion_tokens ?? 0) / 2 };
+  });
+  for (const w of win) {
+    if (w.n >= nMin && w.n > 0) {
+      rows.push({ x: [1, 0, w.n, w.n * w.c + (w.n * w.n) / 2, 0], y: w.r.ttft_s! * 1000 });
+      ttftRows++;
+    } else skipped++;
+    const steps = (w.r.completion_tokens ?? 0) - 1;
+    if (w.r.itl_mean_s === null || steps < 1 || w.to <= w.from) continue;
+    const len = w.to - w.from;
+    let batch = 1;
+    let ctx = w.ctx;
+    let u = 0;
+    let v = 0;
+    for (const o of win) {
+      if (o === w) continue;
+      const ov = Math.min(w.to, o.to) - Math.max(w.from, o.from);
+      if (ov > 0) {
+        batch += ov / len;
+        ctx += (ov / len) * o.ctx;
+      }
+      if (o.first > w.from && o.first <= w.to) {
+        u += o.n / steps;
+        v += (o.n * o.c + (o.n * o.n) / 2) / steps;
+      }
+    }
+    if (batch >= batchMax) {
+      skipped++;
+      continue;
+    }
+    rows.push({ x: [0, 1, u, v, ctx], y: w.r.itl_mean_s * 1000 });
+    itlRows++;
+  }
+  // Normal equations on relative errors, plus a ridge row per figure toward its default (weight ε).
+  const k = NAMES.length;
+  const ata = Array.from({ length: k }, () => new Array<number>(k).fill(0));
+  const atb = new Array<number>(k).fill(0);
+  for (const row of rows) {
+    const s = row.y > 0 ? 1 / row.y : 0;
+    for (let i = 0; i < k; i++) {
+      atb[i]! += row.x[i]! * s * row.y * s;
+      for (let j = 0; j < k; j++) ata[i]![j]! += row.x[i]! * s * row.x[j]! * s;
+    }
+  }
+  const eps = 1e-6 * Math.max(1, rows.length);
+  const identified: string[] = [];
+  for (let i = 0; i < k; i++) {
+    const scale = prior[i]! > 0 ? 1 / prior[i]! : 1;
+    if (ata[i]![i]! / (scale * scale) > 1e3 * eps) identified.push(NAMES[i]!);
+    ata[i]![i]! += eps * scale * scale;
+    atb[i]! += eps * scale * scale * prior[i]!;
+  }
+  const th = solve(ata, atb).map((x) => Math.max(0, x));
+  const [a, cn, token, pair, kv] = th as [number, number, number, number, number];
+  const step = Math.min(d.stepMs, a, cn);
+  const cost: CostParams = { stepMs: step, weightsMs: cn - step, linearMsPerToken: token, pairMs: pair, kvReadMsPerToken: kv, requestMs: a - step };
+  const r2 = (which: 0 | 1) => {
+    const sel = rows.filter((r) => r.x[which] === 1);
+    if (sel.length === 0) return null;
+    const mean = sel.reduce((s, r) => s + r.y, 0) / sel.length;
+    let ssr = 0;
+    let sst = 0;
+    for (const r of sel) {
+      const p = r.x.reduce((s, x, i) => s + x * th[i]!, 0);
+      ssr += (r.y - p) ** 2;
+      sst += (r.y - mean) ** 2;
+    }
+    return sst === 0 ? null : 1 - ssr / sst;
+  };
+  return { cost, flags: costFlags(cost), rows: { ttft: ttftRows, itl: itlRows, skipped }, r2: { ttft: r2(0), itl: r2(1) }, identified };
+}
+
+const sig = (x: number) => Number(x.toPrecision(4)).toString();
+
+export function costFlags(c: CostParams): string {
+  return `--step-ms ${sig(c.stepMs)} --weights-ms ${sig(c.weightsMs)} --token-ms ${sig(c.linearMsPerToken)} --pair-ms ${sig(c.pairMs)} --kv-token-ms ${sig(c.kvReadMsPerToken)} --request-ms ${sig(c.requestMs)}`;
+}

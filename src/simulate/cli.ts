@@ -1,0 +1,204 @@
+// `herd simulate …`: bench's workload flags + replica counts, policies and sim-engine figures → runs in
+// virtual time → the comparison table, the operator's answers, JSON. `--calibrate bench.json` fits the
+// timing model instead (calibrate.ts). The imperative shell of src/simulate: the only file here that
+// reads or writes files.
+import { errorMessage } from "../core/errors.ts";
+import { defaultConfig, loadConfigFile } from "../config/index.ts";
+import { POLICIES, type Config, type PolicyName } from "../config/types.ts";
+import { parseSimArgs, UsageError as SimUsageError } from "../engine/sim/options.ts";
+import { OutputVocabulary } from "../engine/sim/output.ts";
+import { type Arrivals, BenchInputError, type Limit, parseSyntheticWorkload, type Workload } from "../bench/plan.ts";
+import type { RunLoad } from "../bench/report.ts";
+import { parseDuration, parseSlo, type Slo, summarize } from "../bench/stats.ts";
+import { parseTrace } from "../bench/trace.ts";
+import { calibrateMain } from "./calibrate-cli.ts";
+import { PromptEncoder } from "./prompts.ts";
+import { answers, renderAnswers, renderSimTable, type SimEntry, sloText, toEntry } from "./report.ts";
+import { simulateRun } from "./run.ts";
+import { searchReplicas } from "./search.ts";
+
+export interface SimIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const stdio: SimIo = {
+  out: (t) => void process.stdout.write(t.endsWith("\n") ? t : t + "\n"),
+  err: (t) => void process.stderr.write(t.endsWith("\n") ? t : t + "\n"),
+};
+
+export const SIMULATE_HELP = `herd simulate: replay a workload against N simulated engines in virtual time, with herd's real router
+
+Usage: herd simulate --workload W (--rate R[,R…] | --concurrency C[,C…]) [--duration S | --requests N]
+                     [--replicas N[,N…] | --replicas search[:MAX]] [--policy P[,P…]] [--seed K]
+                     [--slo ttft=2s,itl=50ms] [--json FILE] [engine flags]
+       herd simulate --calibrate bench.json [--save FILE]
+
+Workload (as herd bench): --workload doc-qa|multi-turn|rag|hot-prefix|fixed[:k=v,…]|trace:FILE,
+  --rate, --concurrency, --duration, --requests (default 200), --seed (1), --warmup, --slo, --ignore-eos
+Cluster:
+  --replicas LIST      replica counts to compare (default 2); search[:MAX] finds the smallest count
+                       meeting the SLO for each policy (doubling, then bisection; MAX default 64)
+  --policy LIST        routing policies (default round-robin,session,kv): ${POLICIES.join(", ")}
+  --slo-share X        a run meets the SLO when this share of requests is good (default 0.99)
+  --config FILE        take router.* and frontend.* from a herd YAML config (default: built-in defaults)
+  --kv-event-delay-ms N  KV events reach the router's index this late (default 0)
+  --tokenizer DIR      the model's tokenizer.json dir (default: the built-in tokenizer, as sim engines)
+Engine (herd sim-engine's flags; defaults model Qwen3-8B on one H100):
+  --kv-blocks --block-size --max-num-seqs --max-num-batched-tokens --max-waiting --max-model-len
+  --output-len --step-ms --weights-ms --token-ms --pair-ms --kv-token-ms --request-ms --time-scale --zero-delay
+  --cost FILE          timing figures from a --calibrate --save file
+Calibration:
+  --calibrate FILE     fit step/weights/token/pair/kv-token/request figures to a herd bench --json run
+  --save FILE          write the fitted figures (JSON, usable with --cost)`;
+
+const VALUE = new Set([
+  "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "ignore-eos", "json", "replicas", "policy",
+  "slo-share", "config", "kv-event-delay-ms", "tokenizer", "cost", "calibrate", "save",
+]);
+const ENGINE_VALUE = new Set([
+  "kv-blocks", "block-size", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len", "output-len", "step-ms",
+  "weights-ms", "token-ms", "pair-ms", "kv-token-ms", "request-ms", "time-scale",
+]);
+
+function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engineArgs: string[] } | "help" {
+  const flags = new Map<string, string>();
+  const engineArgs: string[] = [];
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i]!;
+    if (a === "--help" || a === "-h") return "help";
+    if (!a.startsWith("--")) throw new BenchInputError(`unexpected argument ${JSON.stringify(a)}`);
+    const eq = a.indexOf("=");
+    const name = eq < 0 ? a.slice(2) : a.slice(2, eq);
+    if (name === "zero-delay") {
+      engineArgs.push(a);
+      continue;
+    }
+    if (!VALUE.has(name) && !ENGINE_VALUE.has(name)) throw new BenchInputError(`unknown flag --${name}`);
+    const v = eq < 0 ? argv[++i] : a.slice(eq + 1);
+    if (v === undefined) throw new BenchInputError(`flag --${name} needs a value`);
+    if (ENGINE_VALUE.has(name)) engineArgs.push(`--${name}`, v);
+    else flags.set(name, v);
+  }
+  return { flags, engineArgs };
+}
+
+function numList(name: string, text: string, integer: boolean): number[] {
+  const xs = text.split(",").map((s) => Number(s.trim()));
+  if (xs.some((x) => !(x > 0) || !Number.isFinite(x) || (integer && !Number.isInteger(x))))
+    throw new BenchInputError(`--${name}: expected ${integer ? "positive integers" : "positive numbers"} separated by commas, got ${JSON.stringify(text)}`);
+  return xs;
+}
+
+/** Run `herd simulate ARGV…`; returns the exit code (0 ok, 1 failure, 2 usage). */
+export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
+  try {
+    const parsed = parseFlags(argv);
+    if (parsed === "help") {
+      io.out(SIMULATE_HELP);
+      return 0;
+    }
+    if (parsed.flags.has("calibrate")) return await calibrateMain(parsed.flags.get("calibrate")!, parsed.flags.get("save") ?? null, io);
+    return await simulate(parsed.flags, parsed.engineArgs, io);
+  } catch (e) {
+    if (e instanceof BenchInputError || e instanceof SimUsageError) {
+      io.err(`herd simulate: ${e.message}\nRun \`herd simulate --help\` for the options.`);
+      return 2;
+    }
+    io.err(`herd simulate: ${errorMessage(e)}`);
+    return 1;
+  }
+}
+
+async function simulate(flags: Map<string, string>, engineArgs: string[], io: SimIo): Promise<number> {
+  const wText = flags.get("workload");
+  if (wText === undefined) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
+  let workload: Workload;
+  if (wText.startsWith("trace:")) {
+    const file = wText.slice("trace:".length);
+    const f = Bun.file(file);
+    if (!(await f.exists())) throw new BenchInputError(`trace file not found: ${file}`);
+    workload = { kind: "trace", file, requests: parseTrace(await f.text(), file) };
+  } else workload = parseSyntheticWorkload(wText);
+  const rates = flags.has("rate") ? numList("rate", flags.get("rate")!, false) : null;
+  const concs = flags.has("concurrency") ? numList("concurrency", flags.get("concurrency")!, true) : null;
+  if (rates && concs) throw new BenchInputError("give --rate or --concurrency, not both");
+  if (!rates && !concs && workload.kind !== "trace") throw new BenchInputError("give --rate R (Poisson arrivals) or --concurrency C (closed loop)");
+  const duration_s = flags.has("duration") ? parseDuration(flags.get("duration")!) : null;
+  const requests = flags.has("requests") ? numList("requests", flags.get("requests")!, true)[0]! : duration_s === null && workload.kind !== "trace" ? 200 : null;
+  const seed = flags.has("seed") ? Number(flags.get("seed")) : 1;
+  if (!Number.isInteger(seed)) throw new BenchInputError("--seed: expected an integer");
+  const warmup_s = flags.has("warmup") ? parseDuration(flags.get("warmup")!) : 0;
+  const slo: Slo = flags.has("slo") ? parseSlo(flags.get("slo")!) : {};
+  const ignoreEosText = flags.get("ignore-eos") ?? "true";
+  if (ignoreEosText !== "true" && ignoreEosText !== "false") throw new BenchInputError("--ignore-eos: true or false");
+  const targetShare = flags.has("slo-share") ? Number(flags.get("slo-share")) : 0.99;
+  if (!(targetShare > 0 && targetShare <= 1)) throw new BenchInputError("--slo-share: a number in (0, 1]");
+  const policies = (flags.get("policy") ?? "round-robin,session,kv").split(",").map((s) => s.trim()) as PolicyName[];
+  for (const p of policies) if (!POLICIES.includes(p)) throw new BenchInputError(`--policy: unknown policy ${JSON.stringify(p)} (one of ${POLICIES.join(", ")})`);
+  const repText = flags.get("replicas") ?? "2";
+  const search = /^search(?::(\d+))?$/.exec(repText);
+  const replicaList = search ? null : numList("replicas", repText, true);
+  const searchMax = search?.[1] !== undefined ? Number(search[1]) : 64;
+  const delayMs = flags.has("kv-event-delay-ms") ? Number(flags.get("kv-event-delay-ms")) : 0;
+  if (!(delayMs >= 0)) throw new BenchInputError("--kv-event-delay-ms: a number ≥ 0");
+
+  let base: Config = defaultConfig({ hostname: "sim", dataDir: "/tmp/herd-simulate" });
+  if (flags.has("config")) {
+    const r = await loadConfigFile(flags.get("config")!);
+    if (!r.config) throw new BenchInputError(`--config: ${r.findings.map((f) => f.message).join("; ")}`);
+    base = r.config;
+  }
+  const engine = parseSimArgs(engineArgs)!;
+  engine.seed = seed;
+  if (flags.has("cost")) engine.cost = { ...engine.cost, ...(await loadCost(flags.get("cost")!)) };
+  const encoder = await PromptEncoder.load(flags.get("tokenizer") ?? null, engine.blockSize);
+  const vocab = new OutputVocabulary(encoder.tokenizer);
+
+  const loads: RunLoad[] = rates ? rates.map((rate) => ({ rate, concurrency: null })) : concs ? concs.map((c) => ({ rate: null, concurrency: c })) : [{ rate: null, concurrency: null, recorded: true }];
+  const entries: SimEntry[] = [];
+  const wall0 = performance.now();
+  for (const load of loads) {
+    const arrivals: Arrivals = load.rate !== null ? { kind: "poisson", rate: load.rate } : load.concurrency !== null ? { kind: "closed" } : { kind: "recorded" };
+    const limit: Limit = load.concurrency !== null ? { requests, duration_s: null } : { requests, duration_s };
+    for (const policy of policies) {
+      const runOne = (replicas: number): SimEntry => {
+        const run = simulateRun(
+          { model: "sim", replicas, policy, router: base.router, frontend: base.frontend, engine, kvEventDelayMs: delayMs, seed },
+          { workload, arrivals, limit, concurrency: load.concurrency, duration_s: load.concurrency !== null ? duration_s : null, ordered: workload.kind === "multi-turn" || workload.kind === "trace", ignoreEos: ignoreEosText === "true" },
+          encoder, vocab,
+        );
+        const e = toEntry(load, policy, replicas, summarize(run.records, { warmup_s, slo }), run, targetShare);
+        io.err(`simulated ${policy} × ${replicas} (${e.load.rate !== null ? `${e.load.rate} req/s` : e.load.concurrency !== null ? `conc ${e.load.concurrency}` : "trace"}): ${run.records.length} requests, ${run.virtual_s.toFixed(1)} s virtual in ${run.wall_s.toFixed(2)} s`);
+        return e;
+      };
+      if (replicaList) for (const n of replicaList) entries.push(runOne(n));
+      else entries.push(...searchReplicas(runOne, searchMax));
+    }
+  }
+  const opts = { slo, targetShare };
+  const ans = answers(entries, opts);
+  io.out(`herd simulate: workload ${wText}, seed ${seed}, SLO ${sloText(slo)}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderSimTable(entries)}\n\n${renderAnswers(ans, opts)}`);
+  const jsonFile = flags.get("json");
+  if (jsonFile !== undefined) {
+    const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
+    const config = {
+      workload: workloadConfig, rates, concurrency: concs, duration_s, requests, seed, warmup_s, slo, slo_share: targetShare,
+      policies, replicas: replicaList ?? `search:${searchMax}`, kv_event_delay_ms: delayMs, tokenizer: flags.get("tokenizer") ?? null, engine,
+      router: base.router, frontend: { max_in_flight: base.frontend.max_in_flight, first_token_timeout_ms: base.frontend.first_token_timeout_ms },
+    };
+    await Bun.write(jsonFile, JSON.stringify({ herd_simulate: 1, config, runs: entries, answers: ans, wall_s: (performance.now() - wall0) / 1000 }, null, 1) + "\n");
+    io.err(`wrote ${jsonFile}`);
+  }
+  return 0;
+}
+
+async function loadCost(file: string): Promise<Record<string, number>> {
+  const f = Bun.file(file);
+  if (!(await f.exists())) throw new BenchInputError(`--cost: file not found: ${file}`);
+  const v = (await f.json()) as { cost?: Record<string, unknown> };
+  const out: Record<string, number> = {};
+  for (const [k, x] of Object.entries(v.cost ?? {})) if (typeof x === "number" && Number.isFinite(x) && x >= 0) out[k] = x;
+  if (Object.keys(out).length === 0) throw new BenchInputError(`--cost: ${file} has no "cost" figures (write one with --calibrate … --save)`);
+  return out;
+}
