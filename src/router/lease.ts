@@ -51,9 +51,9 @@ export class LoadBook {
     const tokens = Math.max(0, Math.floor(promptTokens));
     const blockSize = prompt?.blockSize ?? DEFAULT_BLOCK_SIZE;
     const blocks = Math.max(Math.ceil(tokens / blockSize), prompt?.blockHashes.length ?? 0);
-    const sampled = prompt ? this.active.sample(prompt.blockHashes) : [];
+    const { tracked: sampled, covered } = prompt ? this.active.track(prompt.blockHashes) : { tracked: [], covered: 0 };
     // Blocks not stood for by a tracked hash (the tail, the partial last block; all without hashes).
-    const estimated = blocks - sampled.length * this.active.stride;
+    const estimated = blocks - covered;
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, tokens);
     this.active.add(workerId, sampled, estimated);

@@ -4,8 +4,8 @@
 // routers.md §1.7, §8 lesson 5).
 //
 // Bounded twice: a block counts only for `ttlMs` after the last request that sent it, and each
-// worker remembers at most `maxBlocksPerWorker` blocks, least recently sent forgotten first (a Map
-// in recency order). Expiries are rounded up to 1/64 of the TTL, so re-sending a prefix within the
+// worker remembers at most `maxBlocksPerWorker` tracked hashes (sampling.ts: every block of a
+// prompt's first 64, then every 8th), least recently sent forgotten first (a Map in recency order). Expiries are rounded up to 1/64 of the TTL, so re-sending a prefix within the
 // same slice costs a binary search instead of touching each of its (up to 2,000) blocks.
 //
 // Lookup walks the shared BlockIndex (one pass over the prompt for every worker), then trims each
@@ -13,9 +13,10 @@
 // the expiry never increases with depth: block i's sequence hash names the whole prefix up to i, so
 // every request that sent block i also sent blocks 0..i-1, at the same moment.
 import { BlockIndex } from "../kv/block-index.ts";
+import { blocksCovered, trackedHashes } from "./sampling.ts";
 
 export class PrefixMemory {
-  private readonly index = new BlockIndex();
+  private readonly index = new BlockIndex(1 << 14);
   /** Per worker: block hash → expiry (ms), oldest first. */
   private readonly workers = new Map<string, Map<bigint, number>>();
   private readonly sliceMs: number;
@@ -28,8 +29,9 @@ export class PrefixMemory {
   }
 
   /** Remember that `hashes` (a prompt's leading blocks) were sent to `worker` at `nowMs`. */
-  record(worker: string, hashes: readonly bigint[], nowMs: number): void {
-    if (hashes.length === 0 || this.ttlMs <= 0) return;
+  record(worker: string, prompt: readonly bigint[], nowMs: number): void {
+    if (prompt.length === 0 || this.ttlMs <= 0) return;
+    const hashes = trackedHashes(prompt);
     let m = this.workers.get(worker);
     if (!m) this.workers.set(worker, (m = new Map()));
     const expiry = Math.ceil((nowMs + this.ttlMs) / this.sliceMs) * this.sliceMs;
@@ -61,9 +63,10 @@ export class PrefixMemory {
   }
 
   /** Leading blocks of `hashes` each worker is remembered to hold at `nowMs` (workers with none absent). */
-  overlaps(hashes: readonly bigint[], nowMs: number): Map<string, number> {
+  overlaps(prompt: readonly bigint[], nowMs: number): Map<string, number> {
     const out = new Map<string, number>();
-    if (hashes.length === 0 || this.workers.size === 0) return out;
+    if (prompt.length === 0 || this.workers.size === 0) return out;
+    const hashes = trackedHashes(prompt);
     for (const [worker, o] of this.index.findMatches(hashes)) {
       const m = this.workers.get(worker);
       if (!m || o.gpu === 0) continue;
@@ -75,12 +78,12 @@ export class PrefixMemory {
         if ((m.get(hashes[mid - 1]!) ?? 0) > nowMs) lo = mid;
         else hi = mid - 1;
       }
-      if (lo > 0) out.set(worker, lo);
+      if (lo > 0) out.set(worker, blocksCovered(lo));
     }
     return out;
   }
 
-  /** Blocks remembered for a worker (expired ones included until evicted). */
+  /** Tracked hashes remembered for a worker (expired ones included until evicted). */
   size(worker: string): number {
     return this.workers.get(worker)?.size ?? 0;
   }

@@ -250,7 +250,7 @@ describe("leases carry the prompt's blocks", () => {
     expect(router.inFlight("a")).toBe(0);
   });
 
-  test("a sibling of an in-flight prompt adds only its new blocks (sharing seen at the 8-block stride)", () => {
+  test("a sibling of an in-flight prompt adds only its new blocks", () => {
     const registry = registryWith([worker("a"), worker("b")]);
     const base = routerConfig();
     const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0 } }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
@@ -258,7 +258,37 @@ describe("leases carry the prompt's blocks", () => {
     const { worker: w } = router.routeAndBook(req({ promptTokens: 160, blockHashes: h, blockSize: 16 }));
     const d = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision;
     const t = d.candidates.find((c) => c.worker === w.id)!.terms;
-    // 10 blocks: the first 8 are tracked by one hash and shared; blocks 9-10 count as new.
-    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 2, decode_blocks: 12, active_prefill_tokens: 160 });
+    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 0, decode_blocks: 10, active_prefill_tokens: 160 });
+  });
+});
+
+describe("tracked sampling of long prompts", () => {
+  test("every block of the first 64, then every 8th; coverage maps back to blocks", async () => {
+    const { trackedPositions, blocksCovered } = await import("../../src/router/sampling.ts");
+    expect(trackedPositions(10)).toEqual([0, 1, 2, 3, 4, 5, 6, 7, 8, 9]);
+    const p = trackedPositions(2000);
+    expect(p.slice(62, 67)).toEqual([62, 63, 71, 79, 87]);
+    expect(p.length).toBe(64 + Math.floor((2000 - 64) / 8));
+    expect(blocksCovered(64)).toBe(64);
+    expect(blocksCovered(65)).toBe(72); // position 71 matched: blocks 0..71
+  });
+
+  test("a long prompt's overlap is exact at 8-block granularity in memory and in active blocks", () => {
+    const m = new PrefixMemory(1e9, 100_000);
+    const long = H(2000);
+    m.record("w", long.slice(0, 1000), 0);
+    expect(m.size("w")).toBe(64 + Math.floor((1000 - 64) / 8));
+    expect(m.overlaps(long, 1).get("w")).toBe(1000);
+    expect(m.overlaps(long.slice(0, 50), 1).get("w")).toBe(50);
+    const registry = registryWith([worker("a")]);
+    const router = new Router({ config: routerConfig({ policy: "kv" }), registry, clock: new VirtualClock() });
+    const { lease } = router.routeAndBook(req({ promptTokens: 2000 * 16 + 3, blockHashes: long, blockSize: 16 }));
+    expect(lease.promptBlocks).toBe(2001);
+    expect(router.activeBlocks("a")).toBe(2001);
+    const sibling = [...long.slice(0, 1003), ...H(10, 900_000)];
+    const t = router.explain(req({ promptTokens: 1013 * 16, blockHashes: sibling, blockSize: 16 })).decision.candidates[0]!.terms;
+    expect(t.new_blocks).toBe(1013 - 1000); // shared up to the last tracked block (999), at 8-block granularity
+    lease.release();
+    expect(router.activeBlocks("a")).toBe(0);
   });
 });

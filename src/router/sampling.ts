@@ -1,0 +1,33 @@
+// Which of a prompt's block hashes the router's own bookkeeping tracks (prefix memory, active
+// blocks): every one of the first EXACT_BLOCKS, then every STRIDE-th (Dynamo's
+// --router-active-sequence-stride, routers.md §1.3). A block's sequence hash names its whole prefix,
+// so a tracked hash at position p stands for blocks 0..p; short prompts stay exact while a
+// 32k-token prompt's 2,000 blocks cost ~300 map entries instead of 2,000 (a cold prompt's
+// bookkeeping otherwise takes milliseconds of event loop).
+
+export const EXACT_BLOCKS = 64;
+export const STRIDE = 8;
+
+/** Positions tracked for a prompt of n full blocks, ascending. */
+export function trackedPositions(n: number): number[] {
+  const out: number[] = [];
+  for (let i = 0; i < Math.min(n, EXACT_BLOCKS); i++) out.push(i);
+  for (let i = EXACT_BLOCKS + STRIDE - 1; i < n; i += STRIDE) out.push(i);
+  return out;
+}
+
+/** The hashes at the tracked positions. */
+export function trackedHashes(hashes: readonly bigint[]): bigint[] {
+  return trackedPositions(hashes.length).map((p) => hashes[p]!);
+}
+
+/** Blocks the i-th tracked hash stands for beyond the previous one (1 in the exact head, else STRIDE). */
+export function trackedWeight(i: number): number {
+  return i < EXACT_BLOCKS ? 1 : STRIDE;
+}
+
+/** Leading blocks covered when the first `k` tracked positions match. */
+export function blocksCovered(k: number): number {
+  if (k <= EXACT_BLOCKS) return k;
+  return EXACT_BLOCKS + (k - EXACT_BLOCKS) * STRIDE;
+}
