@@ -36,7 +36,7 @@ function cachedSeed(lora?: string | null): bigint {
   return s;
 }
 
-let scratch = new Uint32Array(4096);
+let scratch = new Uint32Array(16);
 /** Local (position-free) hash of one block's tokens. */
 export function localBlockHash(tokens: ArrayLike<number>, start: number, blockSize: number, seed: bigint = XXH3_SEED): bigint {
   const block = new Uint32Array(blockSize);
@@ -74,15 +74,16 @@ export function chainHashes(
   if (!(blockSize > 0) || !Number.isInteger(blockSize)) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
   const seed = cachedSeed(lora);
   const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
-  const len = n * blockSize;
-  // One u32 copy of the tokens (little-endian host), hashed block by block through subarray views.
-  if (scratch.length < len) scratch = new Uint32Array(Math.max(len, scratch.length * 2));
+  // Each block is copied into one reused u32 buffer (little-endian host) and hashed: no
+  // allocation per block.
+  if (scratch.length !== blockSize) scratch = new Uint32Array(blockSize);
   const words = scratch;
-  for (let i = 0; i < len; i++) words[i] = tokens[i]!;
   const out = new Array<bigint>(n);
   let prev = parent;
   for (let i = 0; i < n; i++) {
-    const local = hashSeeded(words.subarray(i * blockSize, i * blockSize + blockSize), seed);
+    const base = i * blockSize;
+    for (let k = 0; k < blockSize; k++) words[k] = tokens[base + k]!;
+    const local = hashSeeded(words, seed);
     prev = prev === null ? local : nextSequenceHash(prev, local);
     out[i] = prev;
   }

@@ -166,11 +166,12 @@ const STORED_KEYS = new Set([
   "extra_keys", "group_idx", "kv_cache_spec_kind", "kv_cache_spec_sliding_window", "locality", "ownership",
   "session_id", "event_version", "cache_salt", "metadata",
 ]);
+const CLEARED_KEYS = new Set(["type"]);
 const REMOVED_KEYS = new Set(["type", "block_hashes", "medium", "group_idx", "locality", "ownership", "session_id"]);
 
 function fromMap(m: Record<string, unknown>, out: KvEventBatch): KvEvent | undefined {
   const count = (known: Set<string>) => {
-    for (const k of Object.keys(m)) if (!known.has(k)) out.unknownFields++;
+    for (const k in m) if (!known.has(k)) out.unknownFields++;
   };
   switch (own(m, "type")) {
     case "BlockStored": {
@@ -202,7 +203,7 @@ function fromMap(m: Record<string, unknown>, out: KvEventBatch): KvEvent | undef
         locality: strOrNull(own(m, "locality")),
       };
     case "AllBlocksCleared":
-      count(new Set(["type"]));
+      count(CLEARED_KEYS);
       return { type: "AllBlocksCleared" };
     default:
       return undefined;
