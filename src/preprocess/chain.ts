@@ -18,18 +18,22 @@ export interface ChainState {
   readonly last: bigint | null;
   /** Tokens after the last full block (fewer than a block). */
   readonly tail: Uint32Array;
-  /** Full blocks completed by this piece. */
-  readonly hashes: readonly bigint[];
+  /**
+   * Full blocks completed by this piece. A typed array, not bigint[]: the memo holds up to millions
+   * of hashes for a long time, and a million heap bigints make every major GC mark a million objects.
+   */
+  readonly hashes: BigUint64Array;
   readonly parent: ChainState | null;
   /** Full blocks so far, including the parents'. */
   readonly blocks: number;
 }
 
 const EMPTY = new Uint32Array(0);
+const NO_HASHES = new BigUint64Array(0);
 
 export function rootState(blockSize: number, lora: string | undefined): ChainState {
   const key = Bun.hash.xxHash3(`herd-chain:${blockSize}:${lora ?? ""}`);
-  return { key, tokens: 0, last: null, tail: EMPTY, hashes: [], parent: null, blocks: 0 };
+  return { key, tokens: 0, last: null, tail: EMPTY, hashes: NO_HASHES, parent: null, blocks: 0 };
 }
 
 /** The key of `state` extended by a piece whose own key is `pieceKey`. */
@@ -54,7 +58,7 @@ export function extend(state: ChainState, key: bigint, ids: ArrayLike<number>, b
     tokens: state.tokens + ids.length,
     last: hashes.length > 0 ? hashes[hashes.length - 1]! : state.last,
     tail,
-    hashes,
+    hashes: BigUint64Array.from(hashes),
     parent: state,
     blocks: state.blocks + hashes.length,
   };
@@ -72,7 +76,7 @@ export function collect(state: ChainState): bigint[] {
   return out;
 }
 
-/** Approximate bytes a state keeps alive (a bigint in an array ≈ 40 bytes). */
+/** Approximate bytes a state keeps alive. */
 export function stateBytes(s: ChainState): number {
-  return 160 + s.hashes.length * 40 + s.tail.byteLength;
+  return 160 + s.hashes.byteLength + s.tail.byteLength;
 }
