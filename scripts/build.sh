@@ -28,8 +28,8 @@ set -eu
 die() { echo "build.sh: error: $*" >&2; exit 1; }
 note() { echo "build.sh: $*" >&2; }
 
-usage() {
-  sed -n '2,4p' "$0" | sed 's/^# \{0,1\}//'
+usage() { # the header comment above
+  sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$0"
 }
 
 ARCH_SEL=all

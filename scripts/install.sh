@@ -29,7 +29,8 @@ DEFAULT_BASE_URL="https://releases.herd.invalid/latest"
 die() { echo "install.sh: error: $*" >&2; exit 1; }
 say() { echo "install.sh: $*"; }
 
-usage() { sed -n '2,24p' "$1" 2>/dev/null | sed 's/^# \{0,1\}//' || true; }
+# The header comment above is the help text.
+usage() { sed -n '2,/^[^#]/s/^# \{0,1\}//p' "$1" 2>/dev/null || true; }
 
 have() { command -v "$1" >/dev/null 2>&1; }
 

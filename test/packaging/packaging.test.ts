@@ -378,6 +378,10 @@ describe("release", () => {
         expect(r.err).toContain(msg);
       }
       expect(tree(join(work, "r-x"))).toEqual([]);
+      const help = sh(INSTALL, ["--help"]);
+      expect(help.code).toBe(0);
+      expect(help.out).toContain("--uninstall     remove the binary");
+      expect(help.out).not.toContain("set -eu");
     }, 30_000);
 
     test("systemd handling: reload always, restart only when it was running and something changed", () => {
