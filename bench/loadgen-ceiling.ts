@@ -51,7 +51,7 @@ async function level(name: string, opts: { rate?: number; concurrency?: number }
   const cpu0 = process.cpuUsage();
   const eng0 = procCpuS(engine.pid);
   const t0 = performance.now();
-  const { records } = await runOnce({
+  const { records, dispatchLag_s } = await runOnce({
     target,
     requests: plan(fixed, opts.rate ? { kind: "poisson", rate: opts.rate } : { kind: "closed" }, { requests: null, duration_s: opts.rate ? SECONDS : null }, 7),
     concurrency: opts.concurrency ?? null,
@@ -63,7 +63,7 @@ async function level(name: string, opts: { rate?: number; concurrency?: number }
   const cpu = process.cpuUsage(cpu0);
   const eng = procCpuS(engine.pid) - eng0;
   const s = summarize(records, { warmup_s: 0, slo: {} });
-  const lag = records.map((r) => Math.max(0, r.start_s - r.at_s)).sort((a, b) => a - b);
+  const lag = dispatchLag_s.slice().sort((a, b) => a - b);
   const lagP99 = opts.rate ? `${(lag[Math.floor(lag.length * 0.99)]! * 1000).toFixed(1)} ms` : "-";
   const genCpuS = (cpu.user + cpu.system) / 1e6;
   const usPerReq = (genCpuS / records.length) * 1e6;

@@ -25,7 +25,7 @@ export function processIo(): BenchIo {
     err: (t) => void process.stderr.write(t.endsWith("\n") ? t : t + "\n"),
     progress(line, final) {
       if (tty) {
-        const cols = process.stderr.columns ?? 100;
+        const cols = process.stderr.columns && process.stderr.columns >= 20 ? process.stderr.columns : 120; // a pty may report 0
         process.stderr.write(`\r${line.slice(0, cols - 1).padEnd(cols - 1)}${final ? "\n" : ""}`);
       } else if (final || performance.now() - lastPlainMs >= 5000) {
         lastPlainMs = performance.now();
@@ -183,7 +183,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
     const label = loadLabel(load);
     if (resetText === "true") await resetPrefixCache(url, apiKey, io);
     const started = performance.now();
-    const { records, wall_s } = await runOnce({
+    const { records, wall_s, dispatchLag_s } = await runOnce({
       target,
       requests: plan(workload, arrivals, load.concurrency !== null ? { ...limit, duration_s: null } : limit, seed),
       concurrency: load.concurrency,
@@ -194,7 +194,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
     });
     const s = summarize(records, { warmup_s, slo });
     io.progress(`${progressLine(label, { elapsed_s: (performance.now() - started) / 1000, sent: records.length, done: records.length, failed: s.errors.total, inflight: 0 })}  done`, true);
-    runs.push(toRunResult(s, load, records, wall_s, warmup_s));
+    runs.push(toRunResult(s, load, records, wall_s, warmup_s, dispatchLag_s));
     const ok = records.filter((r) => r.start_s >= warmup_s && r.error === null);
     plots.push({
       load, ttft_s: ok.map((r) => r.ttft_s!), itl_s: ok.flatMap((r) => r.itl_s), e2e_s: ok.map((r) => r.e2e_s!),

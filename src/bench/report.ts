@@ -29,7 +29,7 @@ export interface RecordRow {
 
 export interface RunResult extends Summary {
   load: RunLoad;
-  /** How late requests were sent versus their offered time (seconds): the load generator's own lag. */
+  /** How late the generator handed requests off versus their offered time (seconds; open loop only). */
   send_lag: Percentiles | null;
   wall_s: number;
   records: RecordRow[];
@@ -44,13 +44,15 @@ export interface BenchResult extends Summary {
   runs: RunResult[];
 }
 
-export function toRunResult(summary: Summary, load: RunLoad, records: readonly RequestRecord[], wall_s: number, warmup_s = 0): RunResult {
+/** `dispatchLag_s[i]` is request i's hand-off lag (runner.ts); without it, start_s − at_s is used. */
+export function toRunResult(summary: Summary, load: RunLoad, records: readonly RequestRecord[], wall_s: number, warmup_s = 0, dispatchLag_s?: readonly number[]): RunResult {
   const rows: RecordRow[] = records.map((r) => ({
     at_s: r.at_s, start_s: r.start_s, session: r.session, ttft_s: r.ttft_s, e2e_s: r.e2e_s,
     itl_mean_s: r.itl_s.length ? r.itl_s.reduce((a, b) => a + b, 0) / r.itl_s.length : null,
     prompt_tokens: r.prompt_tokens, completion_tokens: r.completion_tokens, cached_tokens: r.cached_tokens, error: r.error,
   }));
-  const lag = load.concurrency === null ? percentiles(records.filter((r) => r.start_s >= warmup_s).map((r) => Math.max(0, r.start_s - r.at_s))) : null;
+  const lagOf = (r: RequestRecord) => dispatchLag_s?.[r.index] ?? Math.max(0, r.start_s - r.at_s);
+  const lag = load.concurrency === null ? percentiles(records.filter((r) => r.start_s >= warmup_s).map(lagOf)) : null;
   return { ...summary, load, send_lag: lag, wall_s, records: rows };
 }
 

@@ -34,12 +34,19 @@ export interface RunOnceOptions {
 export interface RunOnceResult {
   records: RequestRecord[];
   wall_s: number;
+  /**
+   * Per request index: how late the runner handed the request off versus its offered time (seconds).
+   * This is the generator's own lag; waiting for the previous turn of a session is not counted
+   * (that wait shows in start_s − at_s).
+   */
+  dispatchLag_s: number[];
 }
 
 /** Send every request of `opts.requests` and return what each did (records in index order). */
 export async function runOnce(opts: RunOnceOptions): Promise<RunOnceResult> {
   const ep: Endpoints = endpoints(opts.target);
   const records: RequestRecord[] = [];
+  const dispatchLag_s: number[] = [];
   const sessions = new Map<string, Promise<unknown>>();
   let sent = 0;
   let inflight = 0;
@@ -54,6 +61,7 @@ export async function runOnce(opts: RunOnceOptions): Promise<RunOnceResult> {
     : null;
 
   const send = (r: BenchRequest, index: number): Promise<void> => {
+    dispatchLag_s[index] = Math.max(0, elapsed() - r.at_s);
     sent++;
     inflight++;
     const before = opts.ordered ? sessions.get(r.session) : undefined;
@@ -99,5 +107,5 @@ export async function runOnce(opts: RunOnceOptions): Promise<RunOnceResult> {
   if (ticker) clearInterval(ticker);
   opts.onProgress?.({ elapsed_s: elapsed(), sent, done, failed, inflight });
   records.sort((a, b) => a.index - b.index);
-  return { records, wall_s: elapsed() };
+  return { records, wall_s: elapsed(), dispatchLag_s };
 }

@@ -69,6 +69,10 @@ describe("herd bench against a simulated engine", () => {
     const table = io.stdout.join("\n");
     expect(table).toContain("TTFT p95 (ms)");
     expect(table).toContain("40 req/s");
+    for (const run of r.runs) {
+      expect(run.send_lag!.count).toBe(30);
+      expect(run.send_lag!.p50).toBeLessThan(0.5);
+    }
     expect(io.progressLines.at(-1)).toMatch(/\[80 req\/s\].*sent 30\s+done 30/);
     const s = await Bun.file(svg).text();
     expect(s.startsWith("<?xml")).toBe(true);
