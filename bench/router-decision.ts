@@ -11,6 +11,9 @@ import { POLICY_FACTORIES } from "../src/router/policies/index.ts";
 import type { Lease } from "../src/router/lease.ts";
 import { parsePromText } from "../src/router/prom-text.ts";
 import { engineLoad, ENGINE_LOAD_METRICS } from "../src/router/engine-load.ts";
+import { defaultConfig } from "../src/config/index.ts";
+
+const KV_DEFAULTS = defaultConfig({ hostname: "bench", dataDir: "/tmp/herd-bench" }).router;
 
 const N = Number(process.argv[2] ?? 50_000);
 const WORKERS = 16;
@@ -22,6 +25,10 @@ function config(policy: string): RouterConfig {
     session: { header: "x-session-id", load_factor: 1.25, virtual_nodes: 100 },
     retry: { attempts: 1, budget_ratio: 0.2, min_retries_per_window: 3 },
     metrics_scrape_interval_ms: 1000,
+    // kv / prefix knobs at their defaults (these requests carry no block hashes: load terms only).
+    kv: KV_DEFAULTS.kv,
+    prefix: KV_DEFAULTS.prefix,
+    pipeline: KV_DEFAULTS.pipeline,
   };
 }
 
