@@ -43,7 +43,7 @@ export function requestBody(t: Target, r: BenchRequest): string {
 }
 
 interface Chunk {
-  choices?: { delta?: { content?: string | null; reasoning_content?: string | null }; text?: string | null }[];
+  choices?: { delta?: { content?: string | null; reasoning_content?: string | null; reasoning?: string | null }; text?: string | null }[];
   usage?: { prompt_tokens?: number; completion_tokens?: number; prompt_tokens_details?: { cached_tokens?: number } | null } | null;
   error?: unknown;
 }
@@ -125,8 +125,10 @@ export async function sendOne(t: Target, ep: Endpoints, r: BenchRequest, index: 
       }
       if (c.error !== undefined && c.error !== null) return "stream_error";
       const ch = c.choices?.[0];
-      const text = ch === undefined ? "" : ch.text ?? ch.delta?.content ?? ch.delta?.reasoning_content ?? "";
-      if (text !== "" && text !== null) {
+      // Reasoning models stream their thinking first (reasoning_content, or reasoning in newer vLLM): it is output too.
+      const d = ch?.delta;
+      const text = ch === undefined ? "" : ch.text || d?.content || d?.reasoning_content || d?.reasoning || "";
+      if (text !== "") {
         if (lastTokenMs < 0) rec.ttft_s = (nowMs - startMs) / 1000;
         else rec.itl_s.push((nowMs - lastTokenMs) / 1000);
         lastTokenMs = nowMs;

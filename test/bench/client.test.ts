@@ -45,6 +45,8 @@ beforeAll(() => {
             { text: all[2]! + all[3]! + all[4]!, delayMs: 40 },
           ]);
         }
+        case "reasoning":
+          return stream([{ text: `data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}\n\ndata: {"choices":[{"index":0,"delta":{"reasoning_content":"hm"}}]}\n\n`, delayMs: 20 }, { text: `${chunk("a")}\n\ndata: [DONE]\n\n`, delayMs: 20 }]);
         case "completion":
           return stream([{ text: `data: {"choices":[{"index":0,"text":"x"}]}\n\ndata: [DONE]\n\n`, delayMs: 0 }]);
         case "error-event":
@@ -95,6 +97,15 @@ describe("sendOne", () => {
     expect(seen.at(-1)!.path).toBe("/v1/completions");
     expect(r.completion_tokens).toBe(1);
     expect(r.cached_tokens).toBeNull();
+  });
+
+  test("reasoning deltas count as output; an empty role chunk does not", async () => {
+    const t = target();
+    const r = await sendOne(t, endpoints(t), chat("reasoning"), 0, performance.now());
+    expect(r.error).toBeNull();
+    expect(r.itl_s.length).toBe(1);
+    expect(r.itl_s[0]!).toBeGreaterThan(0.01);
+    expect(r.completion_tokens).toBe(2);
   });
 
   test("error kinds", async () => {
