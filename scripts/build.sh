@@ -106,8 +106,8 @@ target_runtime() {
   if [ ! -x "$rt" ]; then
     command -v npm >/dev/null 2>&1 || { note "npm not found"; return 1; }
     mkdir -p "$TMP/rt-$1"
-    if ! (cd "$TMP/rt-$1" && npm pack --silent "@oven/$pkg@$BUN_VERSION" >/dev/null 2>"$TMP/npm.err"); then
-      note "npm pack @oven/$pkg@$BUN_VERSION failed: $(tail -n 1 "$TMP/npm.err")"
+    if ! (cd "$TMP/rt-$1" && npm pack "@oven/$pkg@$BUN_VERSION" >"$TMP/npm.err" 2>&1); then
+      note "npm pack @oven/$pkg@$BUN_VERSION failed: $(grep -i -m 1 'error' "$TMP/npm.err" || tail -n 1 "$TMP/npm.err")"
       return 1
     fi
     tar -xzf "$TMP/rt-$1"/*.tgz -C "$TMP/rt-$1" package/bin/bun || return 1

@@ -80,7 +80,9 @@ const BUILD = join(SNAPSHOT, "scripts/build.sh");
 const SNAPSHOT_EPOCH = 1_700_000_000;
 
 function snapshot(): string {
-  const files = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]).out.split("\0");
+  const ls = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]);
+  if (ls.code !== 0) throw new Error(`the packaging tests need a git checkout: ${ls.err}`);
+  const files = ls.out.split("\0");
   for (const f of files) {
     if (f === "" || !existsSync(join(REPO, f)) || statSync(join(REPO, f)).isDirectory()) continue;
     mkdirSync(dirname(join(SNAPSHOT, f)), { recursive: true });
