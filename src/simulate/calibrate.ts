@@ -110,7 +110,7 @@ export function calibrate(records: readonly RecordRow[], defaults: CostParams = 
       for (let j = 0; j < k; j++) ata[i]![j]! += row.x[i]! * s * row.x[j]! * s;
     }
   }
-  const eps = 1e-6 * Math.max(1, rows.length);
+  const eps = 1e-9 * Math.max(1, rows.length);
   const identified: string[] = [];
   for (let i = 0; i < k; i++) {
     const scale = prior[i]! > 0 ? 1 / prior[i]! : 1;

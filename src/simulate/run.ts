@@ -50,13 +50,15 @@ export interface SimRunResult {
   replicas: ReplicaResult[];
   reuse: ReuseStats;
   sharing: SharingStats;
+  /** Herd's in-flight count left on the registry after the run (leases not released: should be 0). */
+  in_flight_left: number;
   /** Virtual seconds from the first arrival to the last event. */
   virtual_s: number;
   wall_s: number;
 }
 
 interface Session {
-  busy: boolean;
+  /** Later requests of the session, sent one by one as the previous one ends. */
   queue: BenchRequest[];
 }
 
@@ -186,7 +188,7 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
     const s = sessions.get(r.session);
     if (s) s.queue.push(r);
     else {
-      sessions.set(r.session, { busy: true, queue: [] });
+      sessions.set(r.session, { queue: [] });
       send(r);
     }
   };
@@ -234,5 +236,6 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
       preemptions: s.preemptions, steps: s.steps, mean_queue: c.scrapes > 0 ? rep.loadSum / c.scrapes : 0, peak_queue: rep.loadPeak,
     };
   });
-  return { records, replicas, reuse, sharing, virtual_s: clock.now() / 1000, wall_s: (performance.now() - wall0) / 1000 };
+  const in_flight_left = c.replicas.reduce((n, rep) => n + c.registry.inFlightOf(rep.id), 0);
+  return { records, replicas, reuse, sharing, in_flight_left, virtual_s: clock.now() / 1000, wall_s: (performance.now() - wall0) / 1000 };
 }
