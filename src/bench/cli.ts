@@ -106,7 +106,7 @@ async function firstModel(url: string, apiKey: string | null): Promise<string> {
   return id;
 }
 
-/** Run `herd bench ARGV…`; returns the exit code (0 ok, 1 failure, 2 usage). */
+/** Run `herd bench ARGV…`; returns the exit code (0 ok, 1 failure or no request completed, 2 usage). */
 export async function benchMain(argv: readonly string[], io: BenchIo = processIo()): Promise<number> {
   try {
     if (argv[0] === "compare") return await compareMain(argv.slice(1), io);
@@ -218,6 +218,11 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   if (svgFile !== undefined) {
     await Bun.write(svgFile, renderSvg(plots, `herd bench — ${model}, ${wText}`));
     io.err(`wrote ${svgFile}`);
+  }
+  // Figures are still written, but a run where nothing completed is a failure for scripts.
+  if (runs.every((r) => r.requests.completed === 0)) {
+    io.err(`herd bench: no request completed (${Object.entries(runs[0]!.errors.by_kind).map(([k, n]) => `${k}: ${n}`).join(", ") || "none measured"})`);
+    return 1;
   }
   return 0;
 }

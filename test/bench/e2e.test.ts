@@ -164,6 +164,13 @@ describe("herd bench against a simulated engine", () => {
       expect(await benchMain(["--url", engine.url, "--model", "sim-bench", ...argv], io)).toBe(2);
       expect(io.stderr.join("\n")).toMatch(/^herd bench: /);
     }
+    const closed = Bun.serve({ port: 0, fetch: () => new Response() });
+    const deadUrl = `http://127.0.0.1:${closed.port}`;
+    await closed.stop(true);
+    const dead = capture();
+    expect(await benchMain(["--url", deadUrl, "--model", "m", "--workload", "fixed:input=5,output=2", "--concurrency", "2", "--requests", "4"], dead)).toBe(1);
+    expect(dead.stdout.join("\n")).toContain("connect:4");
+    expect(dead.stderr.join("\n")).toContain("no request completed (connect: 4)");
     const help = capture();
     expect(await benchMain(["--help"], help)).toBe(0);
     expect(help.stdout.join("")).toContain("--workload");
