@@ -198,6 +198,7 @@ export class WorkerBlockMap {
     if (media === 0) this.map.removeAt(slot);
     else v[this.map.at(slot) + W_MEDIA] = media;
     const extra = this.extra[mi]!;
+    if (extra.size === 0) return ourHash; // the common case: one engine hash per block
     const n = extra.get(ourHash);
     if (n === undefined) return ourHash;
     if (n <= 1) extra.delete(ourHash);
