@@ -6,12 +6,17 @@
 // prefixes. Like src/preprocess, the rendered text is split on the tokenizer's added tokens (each piece
 // then encodes independently) and each piece's ids are memoised in a byte-bounded LRU; the split is
 // checked against whole-text encoding at load (verifySplitter) and memoisation is off when it differs.
+// Block hashes are chained along the pieces with src/preprocess's chain memo, as the router's
+// preprocessor does, so a shared prefix (a document, a system prompt) is hashed once.
 import { blockHashes } from "../kv/hash.ts";
 import { ByteLru } from "../preprocess/lru.ts";
-import { Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "../preprocess/segments.ts";
+import { type ChainState, childKey, collect, extend, rootState, stateBytes } from "../preprocess/chain.ts";
+import { type Piece, Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "../preprocess/segments.ts";
 import { parsePrompt, renderChat } from "../engine/sim/openai.ts";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
 import type { BenchRequest } from "../bench/workloads.ts";
+
+const SPECIAL_TAG = 0x5350_4543_0000_0000n;
 
 export interface EncodedPrompt {
   tokens: number[];
@@ -20,7 +25,10 @@ export interface EncodedPrompt {
 }
 
 export class PromptEncoder {
-  private readonly memo: ByteLru<bigint, Uint32Array>;
+  private readonly memo: ByteLru<bigint, number[]>;
+  /** Hash-chain state after each piece sequence (preprocess/chain.ts): a shared prefix is hashed once. */
+  private readonly chains: ByteLru<bigint, ChainState>;
+  private readonly root: ChainState;
 
   private constructor(
     readonly tokenizer: Tokenizer,
@@ -30,6 +38,8 @@ export class PromptEncoder {
     memoBytes: number,
   ) {
     this.memo = new ByteLru(memoBytes);
+    this.chains = new ByteLru(memoBytes / 2);
+    this.root = rootState(blockSize, undefined);
   }
 
   /** dir null/"" = the built-in fallback tokenizer (what sim engines use without --tokenizer). */
@@ -42,47 +52,55 @@ export class PromptEncoder {
   }
 
   encode(r: BenchRequest): EncodedPrompt {
-    const tokens = r.messages !== undefined ? this.chatTokens(r) : this.completionTokens(r.prompt ?? "");
-    return { tokens, blockHashes: blockHashes(tokens, this.blockSize) };
-  }
-
-  private chatTokens(r: BenchRequest): number[] {
-    const text = renderChat({ messages: r.messages }, this.tokenizer);
-    return this.pieces(text, false);
-  }
-
-  private completionTokens(prompt: string): number[] {
-    // parsePrompt is the sim engine's own path (special tokens added); memoised only with fixed affixes.
-    if (this.affixes === null || this.splitter === null) return parsePrompt(prompt, this.tokenizer);
-    return [...this.affixes.prefix, ...this.pieces(prompt, true), ...this.affixes.suffix];
-  }
-
-  private pieces(text: string, completion: boolean): number[] {
-    if (this.splitter === null) return this.tokenizer.encode(text, { addSpecialTokens: completion });
-    const parts: (number | Uint32Array)[] = [];
-    let total = 0;
-    for (const p of this.splitter.split(text)) {
+    if (this.splitter === null) {
+      const tokens = r.messages !== undefined
+        ? this.tokenizer.encode(renderChat({ messages: r.messages }, this.tokenizer), { addSpecialTokens: false })
+        : parsePrompt(r.prompt ?? "", this.tokenizer);
+      return { tokens, blockHashes: blockHashes(tokens, this.blockSize) };
+    }
+    let pieces: Piece[];
+    if (r.messages !== undefined) pieces = this.splitter.split(renderChat({ messages: r.messages }, this.tokenizer));
+    else if (this.affixes !== null) pieces = [...this.affixes.prefix, ...this.splitter.split(r.prompt ?? "")];
+    else {
+      // No fixed affix around a completion prompt: the sim engine's own path, uncached.
+      const tokens = parsePrompt(r.prompt ?? "", this.tokenizer);
+      return { tokens, blockHashes: blockHashes(tokens, this.blockSize) };
+    }
+    const parts: number[][] = [];
+    let state = this.root;
+    for (const p of pieces) {
+      let ids: number[];
+      let pieceKey: bigint;
       if (typeof p === "number") {
-        parts.push(p);
-        total++;
-        continue;
-      }
-      const key = Bun.hash.xxHash3(p);
-      let ids = this.memo.get(key);
-      if (ids === undefined) {
-        ids = Uint32Array.from(this.tokenizer.encode(p, { addSpecialTokens: false }));
-        this.memo.set(key, ids, ids.byteLength + 96);
+        ids = [p];
+        pieceKey = SPECIAL_TAG ^ BigInt(p);
+      } else {
+        pieceKey = Bun.hash.xxHash3(p);
+        let hit = this.memo.get(pieceKey);
+        if (hit === undefined) {
+          hit = this.tokenizer.encode(p, { addSpecialTokens: false });
+          this.memo.set(pieceKey, hit, 8 * hit.length + 96);
+        }
+        ids = hit;
       }
       parts.push(ids);
-      total += ids.length;
+      const key = childKey(state, pieceKey);
+      const known = this.chains.get(key);
+      if (known !== undefined) state = known;
+      else {
+        state = extend(state, key, ids, this.blockSize);
+        this.chains.set(key, state, stateBytes(state));
+      }
     }
-    // One preallocated array (pushing thousands of ids one by one dominated the profile).
-    const out = new Array<number>(total);
-    let at = 0;
-    for (const p of parts) {
-      if (typeof p === "number") out[at++] = p;
-      else for (let i = 0; i < p.length; i++) out[at++] = p[i]!;
+    if (r.messages === undefined && this.affixes !== null && this.affixes.suffix.length > 0) {
+      for (const id of this.affixes.suffix) {
+        parts.push([id]);
+        const key = childKey(state, SPECIAL_TAG ^ BigInt(id));
+        state = extend(state, key, [id], this.blockSize);
+      }
     }
-    return out;
+    // Native concat: pushing thousands of ids one by one dominated the profile.
+    const tokens = ([] as number[]).concat(...parts);
+    return { tokens, blockHashes: collect(state) };
   }
 }

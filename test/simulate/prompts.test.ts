@@ -1,0 +1,25 @@
+// The simulator's prompt encoder (piece memo + hash-chain memo) gives exactly the token ids the sim
+// engine computes for the same request (parseGeneration) and the block hashes herd's index uses.
+import { expect, test } from "bun:test";
+import { parseSyntheticWorkload, plan } from "../../src/bench/plan.ts";
+import { parseGeneration } from "../../src/engine/sim/openai.ts";
+import { blockHashes } from "../../src/kv/hash.ts";
+import { PromptEncoder } from "../../src/simulate/prompts.ts";
+
+test("encoder = sim engine tokens + kv blockHashes, for every workload kind (memo warm and cold)", async () => {
+  const enc = await PromptEncoder.load(null, 16);
+  const workloads = ["doc-qa:doc_tokens=300,system_tokens=50", "multi-turn:turns=4", "rag:chunk_tokens=40", "hot-prefix:prefix_tokens=100", "fixed:input=100", "fixed:input=50,api=chat"];
+  let n = 0;
+  for (const pass of [0, 1]) {
+    for (const w of workloads) {
+      for (const r of plan(parseSyntheticWorkload(w), { kind: "poisson", rate: 1 }, { requests: 20, duration_s: null }, 3 + pass)) {
+        const e = enc.encode(r);
+        const g = parseGeneration(r.messages ? "chat" : "completion", r.messages ? { messages: r.messages } : { prompt: r.prompt }, "sim", enc.tokenizer);
+        expect(e.tokens).toEqual(g.promptTokens);
+        expect(e.blockHashes).toEqual(blockHashes(g.promptTokens, 16));
+        n++;
+      }
+    }
+  }
+  expect(n).toBe(240);
+}, 20_000);
