@@ -41,27 +41,41 @@ export function childKey(state: ChainState, pieceKey: bigint): bigint {
   return nextSequenceHash(state.key, pieceKey);
 }
 
-/** Extend a state by a piece's token ids, hashing the blocks they complete. */
-export function extend(state: ChainState, key: bigint, ids: ArrayLike<number>, blockSize: number, lora?: string): ChainState {
-  let tokens: ArrayLike<number> = ids;
-  if (state.tail.length > 0) {
-    const joined = new Uint32Array(state.tail.length + ids.length);
-    joined.set(state.tail, 0);
-    for (let i = 0; i < ids.length; i++) joined[state.tail.length + i] = ids[i]!;
-    tokens = joined;
-  }
-  const hashes = chainHashes(tokens, blockSize, state.last, lora);
-  const full = hashes.length * blockSize;
-  const tail = Uint32Array.from({ length: tokens.length - full }, (_, i) => tokens[full + i]!);
+/** One piece's hashing step: pure, so the tokenizer worker runs the same code (worker.ts). */
+export interface HashStep {
+  hashes: BigUint64Array;
+  tail: Uint32Array;
+  last: bigint | null;
+}
+
+export function hashStep(last: bigint | null, tail: Uint32Array, ids: ArrayLike<number>, blockSize: number, lora?: string): HashStep {
+  const tokens = new Uint32Array(tail.length + ids.length);
+  tokens.set(tail, 0);
+  for (let i = 0; i < ids.length; i++) tokens[tail.length + i] = ids[i]!;
+  const hashes = chainHashes(tokens, blockSize, last, lora);
+  return {
+    hashes: BigUint64Array.from(hashes),
+    tail: tokens.slice(hashes.length * blockSize),
+    last: hashes.length > 0 ? hashes[hashes.length - 1]! : last,
+  };
+}
+
+/** Extend a state by a piece whose hashing step is done. */
+export function extendWith(state: ChainState, key: bigint, tokens: number, step: HashStep): ChainState {
   return {
     key,
-    tokens: state.tokens + ids.length,
-    last: hashes.length > 0 ? hashes[hashes.length - 1]! : state.last,
-    tail,
-    hashes: BigUint64Array.from(hashes),
+    tokens: state.tokens + tokens,
+    last: step.last,
+    tail: step.tail,
+    hashes: step.hashes,
     parent: state,
-    blocks: state.blocks + hashes.length,
+    blocks: state.blocks + step.hashes.length,
   };
+}
+
+/** Extend a state by a piece's token ids, hashing the blocks they complete. */
+export function extend(state: ChainState, key: bigint, ids: ArrayLike<number>, blockSize: number, lora?: string): ChainState {
+  return extendWith(state, key, ids.length, hashStep(state.last, state.tail, ids, blockSize, lora));
 }
 
 /** Every full block's sequence hash from the root to `state`, in order. */

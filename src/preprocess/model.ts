@@ -9,7 +9,7 @@
 import { badRequest } from "../core/errors.ts";
 import { blockHashes } from "../kv/hash.ts";
 import type { ChatMessage, Tokenizer } from "../tokenizer/index.ts";
-import { childKey, collect, extend, rootState, stateBytes, type ChainState } from "./chain.ts";
+import { childKey, collect, extend, extendWith, rootState, stateBytes, type ChainState } from "./chain.ts";
 import { ByteLru } from "./lru.ts";
 import type { TokenizerPool } from "./pool.ts";
 import { Splitter, type Piece } from "./segments.ts";
@@ -139,12 +139,12 @@ export class ModelPreprocessor {
     };
   }
 
-  private async fromPieces(pieces: Piece[], t0: number, t1: number, noMemo = false): Promise<PreparedPrompt> {
+  private async fromPieces(pieces: Piece[], t0: number, t1: number, whole = false): Promise<PreparedPrompt> {
     // Resume from the deepest state the chain memo knows.
-    const keys = pieces.map((p) => (noMemo ? 0n : this.pieceKey(p)));
+    const keys = pieces.map((p, k) => (whole ? BigInt(k) : this.pieceKey(p)));
     let state = this.root;
     let i = 0;
-    if (!noMemo) {
+    if (!whole) {
       for (; i < pieces.length; i++) {
         const s = this.chains.get(childKey(state, keys[i]!));
         if (s === undefined) break;
@@ -153,19 +153,46 @@ export class ModelPreprocessor {
     }
     const stats = { total: pieces.length, reused: i, memo: 0, inline: 0, pooled: 0 };
     const rest = pieces.slice(i);
-    const ids = await this.tokensOf(rest, stats, noMemo);
-    const t2 = now();
-    for (let k = 0; k < rest.length; k++) {
-      const key = childKey(state, noMemo ? BigInt(k) : keys[i + k]!);
-      state = extend(state, key, ids[k]!, this.o.blockSize);
-      if (!noMemo) this.chains.set(key, state, stateBytes(state));
+    const known = this.localTokens(rest, stats, whole);
+    const remote = missing(known);
+    let hashMs = 0;
+    let t2: number;
+    if (remote.length > 0 && !whole) {
+      // Cold pieces left: the worker encodes them and hashes the whole rest, off the event loop.
+      const r = await this.o.pool!.chain({
+        last: state.last,
+        tail: state.tail,
+        blockSize: this.o.blockSize,
+        items: rest.map((p, k) => known[k] ?? (p as string)),
+      });
+      t2 = now();
+      hashMs = r.hashMs;
+      for (const k of remote) this.remember(rest[k] as string, r.ids[k]!, false);
+      for (let k = 0; k < rest.length; k++) {
+        state = extendWith(state, childKey(state, keys[i + k]!), r.ids[k]!.length, { hashes: r.hashes[k]!, tail: r.tails[k]!, last: r.lasts[k]! });
+        this.chains.set(state.key, state, stateBytes(state));
+      }
+      stats.pooled += remote.length;
+    } else {
+      if (remote.length > 0) {
+        // A whole prompt with special tokens (no fixed affix): encoded in the pool, hashed here.
+        const got = await this.o.pool!.encode(remote.map((k) => rest[k] as string), true);
+        remote.forEach((k, j) => (known[k] = got[j]!));
+        stats.pooled += remote.length;
+      }
+      t2 = now();
+      for (let k = 0; k < rest.length; k++) {
+        state = extend(state, childKey(state, keys[i + k]!), known[k]!, this.o.blockSize);
+        if (!whole) this.chains.set(state.key, state, stateBytes(state));
+      }
     }
     const hashes = collect(state);
+    const t3 = now();
     return {
       tokens: state.tokens,
       blockHashes: hashes,
       blockSize: this.o.blockSize,
-      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1, hash_ms: now() - t2 },
+      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1 - hashMs, hash_ms: t3 - t2 + hashMs },
       pieces: stats,
     };
   }
@@ -175,14 +202,18 @@ export class ModelPreprocessor {
   }
 
   /** Ids of each piece: added tokens as themselves, text from the memo, inline, or the pool. */
-  /** `whole`: pieces are whole prompts encoded with special tokens, bypassing the memo. */
-  private async tokensOf(pieces: readonly Piece[], stats: { memo: number; inline: number; pooled: number }, whole = false): Promise<ArrayLike<number>[]> {
-    const out: (ArrayLike<number> | undefined)[] = new Array(pieces.length);
+  /**
+   * Ids of the pieces known without a worker: added tokens, memo hits, and short cold pieces encoded
+   * inline (shortest first, within the request's inline budget); undefined where a worker is needed.
+   * `whole`: pieces are whole prompts encoded with special tokens, bypassing the memo.
+   */
+  private localTokens(pieces: readonly Piece[], stats: { memo: number; inline: number }, whole = false): (Uint32Array | undefined)[] {
+    const out: (Uint32Array | undefined)[] = new Array(pieces.length);
     const cold: number[] = [];
     for (let k = 0; k < pieces.length; k++) {
       const p = pieces[k]!;
       if (typeof p === "number") {
-        out[k] = [p];
+        out[k] = Uint32Array.of(p);
         continue;
       }
       const hit = whole ? undefined : this.tokenMemo.get(Bun.hash.xxHash3(p));
@@ -191,21 +222,25 @@ export class ModelPreprocessor {
         stats.memo++;
       } else cold.push(k);
     }
-    // Short cold pieces inline (cheaper than a thread hop), shortest first, within the budget.
     cold.sort((a, b) => (pieces[a] as string).length - (pieces[b] as string).length);
     let budget = this.o.pool ? this.inlineMaxChars : Infinity;
-    const remote: number[] = [];
     for (const k of cold) {
       const p = pieces[k] as string;
-      if (p.length <= budget) {
-        budget -= p.length;
-        out[k] = this.remember(p, Uint32Array.from(this.tok.encode(p, { addSpecialTokens: whole })), whole);
-        stats.inline++;
-      } else remote.push(k);
+      if (p.length > budget) break;
+      budget -= p.length;
+      out[k] = this.remember(p, Uint32Array.from(this.tok.encode(p, { addSpecialTokens: whole })), whole);
+      stats.inline++;
     }
+    return out;
+  }
+
+  /** Ids of every piece: local ones, then the rest from the pool. */
+  private async tokensOf(pieces: readonly Piece[], stats: { memo: number; inline: number; pooled: number }): Promise<ArrayLike<number>[]> {
+    const out = this.localTokens(pieces, stats);
+    const remote = missing(out);
     if (remote.length > 0) {
-      const got = await this.o.pool!.encode(remote.map((k) => pieces[k] as string), whole);
-      remote.forEach((k, j) => (out[k] = this.remember(pieces[k] as string, got[j]!, whole)));
+      const got = await this.o.pool!.encode(remote.map((k) => pieces[k] as string));
+      remote.forEach((k, j) => (out[k] = this.remember(pieces[k] as string, got[j]!, false)));
       stats.pooled += remote.length;
     }
     return out as ArrayLike<number>[];
@@ -215,4 +250,11 @@ export class ModelPreprocessor {
     if (!whole) this.tokenMemo.set(Bun.hash.xxHash3(text), ids, ids.byteLength + 96);
     return ids;
   }
+}
+
+/** Indexes of the pieces still without ids (a loop: array methods skip the holes of `new Array(n)`). */
+function missing(ids: readonly (Uint32Array | undefined)[]): number[] {
+  const out: number[] = [];
+  for (let k = 0; k < ids.length; k++) if (ids[k] === undefined) out.push(k);
+  return out;
 }

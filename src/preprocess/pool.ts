@@ -3,6 +3,7 @@
 // queue is bounded: beyond `maxPendingJobs` a request gets 503 instead of growing memory. A
 // worker that dies is replaced and its jobs fail with a typed error; the daemon never crashes on it.
 import { HerdError, unavailable } from "../core/errors.ts";
+import type { ChainJob, ChainResult } from "./worker.ts";
 
 export interface PoolOptions {
   /** Worker threads (default 2: the tokenizer is single-threaded and the host may have few cores). */
@@ -11,7 +12,7 @@ export interface PoolOptions {
 }
 
 interface Job {
-  resolve: (ids: Uint32Array[]) => void;
+  resolve: (result: never) => void;
   reject: (e: Error) => void;
   chars: number;
 }
@@ -62,6 +63,18 @@ export class TokenizerPool {
 
   /** Encode texts on the least busy worker (pieces: without special tokens). */
   encode(texts: string[], addSpecialTokens = false): Promise<Uint32Array[]> {
+    const chars = texts.reduce((a, t) => a + t.length, 0);
+    return this.submit<Uint32Array[]>(chars, (id) => ({ op: "encode", id, texts, addSpecialTokens }));
+  }
+
+  /** Encode and hash a run of pieces on from a chain state (worker.ts `chain`). */
+  chain(job: ChainJob): Promise<ChainResult> {
+    let chars = 0;
+    for (const it of job.items) chars += typeof it === "string" ? it.length : it.length;
+    return this.submit<ChainResult>(chars, (id) => ({ op: "chain", id, ...job }));
+  }
+
+  private submit<T>(chars: number, message: (id: number) => Record<string, unknown>): Promise<T> {
     if (this.closed) return Promise.reject(new HerdError(503, "server_error", "tokenizer pool closed", "shutting_down"));
     if (this.pending >= this.maxPendingJobs) {
       return Promise.reject(unavailable(`tokenizer queue full (${this.pending} jobs)`, "tokenizer_overloaded", 1));
@@ -69,14 +82,13 @@ export class TokenizerPool {
     let slot = this.slots[0]!;
     for (const s of this.slots) if (s.pendingChars < slot.pendingChars) slot = s;
     const id = this.nextId++;
-    const chars = texts.reduce((a, t) => a + t.length, 0);
     this.pending++;
     slot.pendingChars += chars;
-    return new Promise<Uint32Array[]>((resolve, reject) => {
-      slot.jobs.set(id, { resolve, reject, chars });
+    return new Promise<T>((resolve, reject) => {
+      slot.jobs.set(id, { resolve: resolve as (r: never) => void, reject, chars });
       // Posted once the worker is up (a failed start fails the job through failAll).
       slot.ready.then(
-        () => slot.worker?.postMessage({ op: "encode", id, texts, addSpecialTokens }),
+        () => slot.worker?.postMessage(message(id)),
         () => {},
       );
     });
@@ -116,7 +128,7 @@ export class TokenizerPool {
         const worker = new Worker(urls[i]!);
         slot.worker = worker;
         worker.onmessage = (ev: MessageEvent) => {
-          const m = ev.data as { op: string; id?: number; ids?: Uint32Array[]; error?: string };
+          const m = ev.data as { op: string; id?: number; ids?: never; error?: string };
           if (m.op === "ready") {
             started = true;
             clearTimeout(timer);

@@ -2,11 +2,54 @@
 // (src/tokenizer loadTokenizer(dir)) and encodes text pieces (without special tokens unless asked), so a 16k-token
 // piece costs this thread 100+ ms instead of stalling the event loop. Ids go back as transferred
 // Uint32Arrays (token ids are u32, the hasher's unit).
+// A "chain" job also hashes: the pieces that follow the deepest memoised state are encoded (text)
+// or taken as given (ids), and their blocks hashed on from that state (chain.ts hashStep), so a cold
+// 32k-token prompt's 2,000 block hashes are not computed on the event loop either.
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
+import { hashStep } from "./chain.ts";
 
 declare const self: Worker;
 
-type Msg = { op: "init"; dir: string } | { op: "encode"; id: number; texts: string[]; addSpecialTokens?: boolean };
+export interface ChainJob {
+  last: bigint | null;
+  tail: Uint32Array;
+  blockSize: number;
+  /** Text to encode (no special tokens), or ids already known. */
+  items: (string | Uint32Array)[];
+}
+
+export interface ChainResult {
+  ids: Uint32Array[];
+  hashes: BigUint64Array[];
+  tails: Uint32Array[];
+  lasts: (bigint | null)[];
+  /** Time the worker spent hashing (the rest of the job is encoding). */
+  hashMs: number;
+}
+
+type Msg =
+  | { op: "init"; dir: string }
+  | { op: "encode"; id: number; texts: string[]; addSpecialTokens?: boolean }
+  | ({ op: "chain"; id: number } & ChainJob);
+
+function chain(t: Tokenizer, job: ChainJob): ChainResult {
+  const out: ChainResult = { ids: [], hashes: [], tails: [], lasts: [], hashMs: 0 };
+  let last = job.last;
+  let tail = job.tail;
+  for (const item of job.items) {
+    const ids = typeof item === "string" ? Uint32Array.from(t.encode(item, { addSpecialTokens: false })) : item;
+    const t0 = performance.now();
+    const step = hashStep(last, tail, ids, job.blockSize);
+    out.hashMs += performance.now() - t0;
+    out.ids.push(ids);
+    out.hashes.push(step.hashes);
+    out.tails.push(step.tail);
+    out.lasts.push(step.last);
+    last = step.last;
+    tail = step.tail;
+  }
+  return out;
+}
 
 let tok: Promise<Tokenizer> | null = null;
 
@@ -25,6 +68,12 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
   try {
     if (tok === null) throw new Error("tokenizer worker used before init");
     const t = await tok;
+    if (m.op === "chain") {
+      const r = chain(t, m);
+      const buffers = new Set<ArrayBufferLike>([...r.ids, ...r.hashes, ...r.tails].map((a) => a.buffer));
+      self.postMessage({ op: "done", id: m.id, ids: r }, [...buffers] as ArrayBuffer[]);
+      return;
+    }
     const out = m.texts.map((s) => Uint32Array.from(t.encode(s, { addSpecialTokens: m.addSpecialTokens === true })));
     self.postMessage({ op: "done", id: m.id, ids: out }, out.map((a) => a.buffer));
   } catch (e) {

@@ -97,6 +97,7 @@ describe("cached tokenization equals uncached", () => {
       const p = await pre.prepare("q", { messages });
       expect(p.tokens).toBe(ids.length);
       expect(p.blockHashes).toEqual(blockHashes(ids, 16));
+      if (turn === 0) expect(p.pieces.pooled).toBeGreaterThan(0); // encoded and hashed in the worker
       if (turn > 0) expect(p.pieces.reused).toBeGreaterThan(0); // the system prompt's state is reused
     }
   });
