@@ -1,163 +1,23 @@
-// Packaging: scripts/build.sh, scripts/install.sh and systemd/herd.service, exercised for real.
-// The compile is the slow part (~1-2 s, plus ~2 s of gzip), so one build in beforeAll serves every
-// test in the "release" block. install.sh always runs with --root into a temporary directory, so the
-// machine running the tests is never touched (no user, no systemctl).
+// The release path for real: build.sh compiles the binary and tarball once (beforeAll; the compile and
+// gzip are the slow part), then install.sh installs, re-runs, upgrades, refuses a bad checksum and
+// uninstalls into temporary roots (--root), the system path runs inside a private mount namespace,
+// and the compiled daemon serves a chat completion and drains on SIGTERM. Nothing on the machine
+// running the tests is touched.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { spawnSync } from "node:child_process";
-import {
-  chmodSync,
-  chownSync,
-  cpSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  readFileSync,
-  readdirSync,
-  readlinkSync,
-  rmSync,
-  statSync,
-  symlinkSync,
-  writeFileSync,
-} from "node:fs";
+import { chmodSync, chownSync, cpSync, existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, symlinkSync, writeFileSync } from "node:fs";
 import { hostname, tmpdir } from "node:os";
-import { dirname, join, resolve } from "node:path";
+import { join } from "node:path";
 import { PYTHON, peer, probe } from "../helpers/peers.ts";
+import { ARCH, INSTALL, NOTIFY_RECEIVER, REPO, VERSION, fakeRelease, freePort, inode, listeners, mode, processesRunning, run, sh, sha256, snapshot, tree, type Run } from "./helpers.ts";
 
-const REPO = resolve(import.meta.dir, "../..");
-const INSTALL = join(REPO, "scripts/install.sh");
-const BUILD_SRC = join(REPO, "scripts/build.sh");
-const UNIT = join(REPO, "systemd/herd.service");
-const VERSION: string = JSON.parse(readFileSync(join(REPO, "package.json"), "utf8")).version;
-const ARCH = process.arch === "arm64" ? "arm64" : "x64";
 const NAME = `herd-${VERSION}-linux-${ARCH}`;
-
-interface Run {
-  code: number;
-  out: string;
-  err: string;
-}
-
-function run(argv: string[], env: Record<string, string> = {}, timeoutMs = 60_000, cwd = REPO): Run {
-  const r = spawnSync(argv[0]!, argv.slice(1), {
-    cwd,
-    env: { ...process.env, ...env },
-    encoding: "utf8",
-    timeout: timeoutMs,
-    maxBuffer: 16 << 20,
-  });
-  return { code: r.status ?? -1, out: r.stdout ?? "", err: r.stderr ?? "" };
-}
-
-const sh = (script: string, args: string[], env: Record<string, string> = {}) => run(["sh", script, ...args], env);
-const sha256 = (path: string) => new Bun.CryptoHasher("sha256").update(readFileSync(path)).digest("hex");
-const inode = (path: string) => statSync(path).ino;
-const mode = (path: string) => statSync(path).mode & 0o7777;
-
-/** Every path under `dir`, relative, sorted: the whole footprint of an install. */
-function tree(dir: string): string[] {
-  if (!existsSync(dir)) return [];
-  const out: string[] = [];
-  const walk = (rel: string) => {
-    for (const e of readdirSync(join(dir, rel), { withFileTypes: true })) {
-      const p = rel ? `${rel}/${e.name}` : e.name;
-      out.push(e.isDirectory() ? p + "/" : p);
-      if (e.isDirectory()) walk(p);
-    }
-  };
-  walk("");
-  return out.sort();
-}
-
 const work = mkdtempSync(join(tmpdir(), "herd-packaging-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
 
-// build.sh runs on a snapshot of the working tree committed to a throwaway git repository with a
-// fixed date: the commit and SOURCE_DATE_EPOCH the build embeds are then known, and the
-// reproducibility check is not fooled by a tree that changes between two builds (several people
-// commit to this tree while tests run; in CI the snapshot equals the clean clone).
 const SNAPSHOT = join(work, "tree");
 const BUILD = join(SNAPSHOT, "scripts/build.sh");
 const SNAPSHOT_EPOCH = 1_700_000_000;
-
-function snapshot(): string {
-  const ls = run(["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"]);
-  if (ls.code !== 0) throw new Error(`the packaging tests need a git checkout: ${ls.err}`);
-  const files = ls.out.split("\0");
-  for (const f of files) {
-    if (f === "" || !existsSync(join(REPO, f)) || statSync(join(REPO, f)).isDirectory()) continue;
-    mkdirSync(dirname(join(SNAPSHOT, f)), { recursive: true });
-    cpSync(join(REPO, f), join(SNAPSHOT, f));
-  }
-  const date = `${SNAPSHOT_EPOCH} +0000`;
-  const git = (...args: string[]) => {
-    const r = run(["git", "-c", "user.name=herd-test", "-c", "user.email=test@herd.invalid", "-c", "commit.gpgsign=false", ...args], { GIT_AUTHOR_DATE: date, GIT_COMMITTER_DATE: date }, 30_000, SNAPSHOT);
-    if (r.code !== 0) throw new Error(`git ${args.join(" ")}: ${r.err}`);
-    return r.out.trim();
-  };
-  git("init", "-q");
-  git("add", "-A");
-  git("commit", "-q", "-m", "snapshot");
-  symlinkSync(join(REPO, "node_modules"), join(SNAPSHOT, "node_modules")); // after the commit: not part of it
-  return git("rev-parse", "--short=12", "HEAD");
-}
-
-describe("scripts are clean", () => {
-  test.skipIf(!peer("shellcheck", ["shellcheck", "--version"]))("shellcheck passes on build.sh and install.sh", () => {
-    const r = run(["shellcheck", "--shell=sh", BUILD_SRC, INSTALL]);
-    expect(r.out + r.err).toBe("");
-    expect(r.code).toBe(0);
-  }, 30_000);
-
-  test("both scripts parse as POSIX sh", () => {
-    for (const s of [BUILD_SRC, INSTALL]) expect(run(["sh", "-n", s]).code).toBe(0);
-  }, 30_000);
-});
-
-describe("systemd unit", () => {
-  const hasAnalyze = peer("systemd-analyze", ["systemd-analyze", "--version"]);
-
-  // `verify` resolves ExecStart=/ExecReload= on this machine's file system. The unit names
-  // /usr/local/bin/herd, which a CI box does not have, so a copy points ExecStart at an existing
-  // executable. Unknown keys are only warnings (exit 0), so stderr must be empty too.
-  test.skipIf(!hasAnalyze)("systemd-analyze verify passes", () => {
-    const dir = join(work, "unit");
-    mkdirSync(dir, { recursive: true });
-    const fakeBin = join(dir, "herd");
-    writeFileSync(fakeBin, "#!/bin/sh\nexit 0\n");
-    chmodSync(fakeBin, 0o755);
-    const text = readFileSync(UNIT, "utf8");
-    expect(text).toContain("ExecStart=/usr/local/bin/herd run --config /etc/herd/herd.yaml\n");
-    const copy = join(dir, "herd.service");
-    writeFileSync(copy, text.replace("ExecStart=/usr/local/bin/herd ", `ExecStart=${fakeBin} `));
-    const r = run(["systemd-analyze", "verify", copy]);
-    expect(r.err + r.out).toBe("");
-    expect(r.code).toBe(0);
-  }, 30_000);
-
-  test.skipIf(!hasAnalyze)("the shipped unit's only complaint on a host without herd is the missing binary", () => {
-    if (existsSync("/usr/local/bin/herd")) return; // a real install: nothing to learn here
-    const r = run(["systemd-analyze", "verify", UNIT]);
-    const lines = (r.err + r.out).split("\n").filter((l) => l.trim() !== "");
-    expect(lines).toEqual([expect.stringContaining("Command /usr/local/bin/herd is not executable")]);
-  }, 30_000);
-
-  test("timeouts cover the drain plus engine stop grace, and engine startup", async () => {
-    const { defaultConfig } = await import("../../src/config/load.ts");
-    const cfg = defaultConfig();
-    const text = readFileSync(UNIT, "utf8");
-    const stopS = Number(/^TimeoutStopSec=(\d+)s$/m.exec(text)?.[1]);
-    expect(stopS * 1000).toBeGreaterThanOrEqual(cfg.frontend.drain_timeout_ms + cfg.supervisor.stop_timeout_ms + 10_000);
-    // READY=1 waits for the first healthy engine, which may take up to startup_timeout_ms.
-    const startMin = Number(/^TimeoutStartSec=(\d+)min$/m.exec(text)?.[1]);
-    expect(startMin * 60_000).toBeGreaterThan(cfg.supervisor.startup_timeout_ms);
-    // SIGTERM to herd alone (it drains, then stops its engines); SIGKILL to the cgroup at the end.
-    expect(text).toMatch(/^KillMode=mixed$/m);
-    expect(text).toMatch(/^Type=notify$/m);
-    expect(text).toMatch(/^NotifyAccess=all$/m);
-    // GPU device nodes must stay reachable.
-    expect(text).not.toMatch(/^(PrivateDevices=yes|DevicePolicy=(closed|strict)|DeviceAllow=|ProtectClock=yes)/m);
-  }, 30_000);
-});
 
 describe("release", () => {
   const dist = join(work, "dist");
@@ -165,7 +25,7 @@ describe("release", () => {
   let commit = "";
 
   beforeAll(() => {
-    commit = snapshot();
+    commit = snapshot(SNAPSHOT, SNAPSHOT_EPOCH);
     build = sh(BUILD, ["--arch", "host", "--out", dist], { HERD_GZIP_LEVEL: "1" });
     if (build.code !== 0) throw new Error(`build.sh failed (${build.code}):\n${build.err}`);
   }, 90_000);
@@ -300,28 +160,8 @@ describe("release", () => {
       expect(tree(root)).toEqual(installed.slice().sort());
     }, 30_000);
 
-    // A newer release made here (a script standing in for the binary) keeps this test fast; the
-    // installer treats it exactly like a compiled one (checksum, `herd version`, atomic rename).
-    function fakeRelease(version: string, parent = work): string {
-      const dir = join(parent, `release-${version}`);
-      const name = `herd-${version}-linux-${ARCH}`;
-      const stage = join(dir, "stage", name);
-      mkdirSync(join(stage, "config"), { recursive: true });
-      mkdirSync(join(stage, "systemd"), { recursive: true });
-      writeFileSync(join(stage, "herd"), `#!/bin/sh\necho "herd ${version} (commit fake)"\n`);
-      chmodSync(join(stage, "herd"), 0o755);
-      cpSync(join(REPO, "config/herd.example.yaml"), join(stage, "config/herd.example.yaml"));
-      cpSync(UNIT, join(stage, "systemd/herd.service"));
-      cpSync(join(REPO, "LICENSE"), join(stage, "LICENSE"));
-      cpSync(join(REPO, "README.md"), join(stage, "README.md"));
-      expect(run(["tar", "-czf", join(dir, `${name}.tar.gz`), "-C", join(dir, "stage"), name]).code).toBe(0);
-      writeFileSync(join(dir, `${name}.tar.gz.sha256`), `${sha256(join(dir, `${name}.tar.gz`))}  ${name}.tar.gz\n`);
-      writeFileSync(join(dir, "VERSION"), `${version}\n`);
-      return dir;
-    }
-
     test("upgrade replaces the binary atomically and keeps the config", () => {
-      const rel = fakeRelease("9.9.9");
+      const rel = fakeRelease("9.9.9", work);
       writeFileSync(join(rel, "VERSION"), "9.9.8\n"); // --version wins over the release's VERSION
       const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
       const oldIno = inode(p("usr/local/bin/herd"));
@@ -394,8 +234,8 @@ describe("release", () => {
       const fake = join(work, "systemctl");
       writeFileSync(fake, `#!/bin/sh\necho "$*" >> '${log}'\nif [ "$1" = is-active ]; then [ -f '${activeFlag}' ]; exit $?; fi\nexit 0\n`);
       chmodSync(fake, 0o755);
-      const a = fakeRelease("9.9.9");
-      const b = fakeRelease("9.9.10");
+      const a = fakeRelease("9.9.9", work);
+      const b = fakeRelease("9.9.10", work);
       const install = (rel: string, ...extra: string[]) => {
         writeFileSync(log, "");
         const r = sh(INSTALL, ["--base-url", rel, "--root", svcRoot, ...extra], { HERD_SYSTEMCTL: fake });
@@ -551,7 +391,7 @@ getent passwd herd >/dev/null || echo "PURGED user"
 
     test("reinstall after uninstall reuses the kept config; --purge removes everything", () => {
       const conf = readFileSync(p("etc/herd/herd.yaml"), "utf8");
-      const again = sh(INSTALL, ["--base-url", fakeRelease("9.9.9"), "--root", root]); // small and fast
+      const again = sh(INSTALL, ["--base-url", fakeRelease("9.9.9", work), "--root", root]); // small and fast
       expect(again.code).toBe(0);
       expect(again.out).toContain(`kept existing ${p("etc/herd/herd.yaml")}`);
       expect(readFileSync(p("etc/herd/herd.yaml"), "utf8")).toBe(conf);
@@ -658,92 +498,3 @@ getent passwd herd >/dev/null || echo "PURGED user"
     }
   }, 60_000);
 });
-
-// Binds a unix datagram socket (what systemd passes as NOTIFY_SOCKET) and prints each line received.
-const NOTIFY_RECEIVER = `
-import socket, sys
-s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
-s.bind(sys.argv[1])
-s.settimeout(60)
-try:
-    while True:
-        for line in s.recv(65536).decode(errors="replace").split("\\n"):
-            if line:
-                print(line, flush=True)
-except socket.timeout:
-    pass
-`;
-
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
-
-interface Listener {
-  pid: number;
-  address: string;
-  loopback: boolean;
-}
-
-/** TCP sockets in LISTEN state owned by `pids`, from /proc (no dependency on ss/netstat). */
-function listeners(pids: number[]): Listener[] {
-  const byInode = new Map<string, { address: string; loopback: boolean }>();
-  for (const [file, v6] of [["/proc/net/tcp", false], ["/proc/net/tcp6", true]] as const) {
-    if (!existsSync(file)) continue;
-    for (const line of readFileSync(file, "utf8").split("\n").slice(1)) {
-      const f = line.trim().split(/\s+/);
-      if (f.length < 10 || f[3] !== "0A") continue; // 0A = LISTEN
-      const [hex, portHex] = f[1]!.split(":") as [string, string];
-      const port = parseInt(portHex, 16);
-      let address: string;
-      let loopback: boolean;
-      if (!v6) {
-        const b = hex.match(/../g)!.map((x) => parseInt(x, 16)).reverse(); // little-endian
-        address = `${b.join(".")}:${port}`;
-        loopback = b[0] === 127;
-      } else {
-        // Four 32-bit words, each little-endian.
-        const b = hex.match(/.{8}/g)!.flatMap((w) => w.match(/../g)!.map((x) => parseInt(x, 16)).reverse());
-        const v4mapped = b.slice(0, 10).every((x) => x === 0) && b[10] === 0xff && b[11] === 0xff;
-        address = `[${hex}]:${port}`;
-        loopback = v4mapped ? b[12] === 127 : b.slice(0, 15).every((x) => x === 0) && b[15] === 1;
-      }
-      byInode.set(f[9]!, { address, loopback });
-    }
-  }
-  const out: Listener[] = [];
-  for (const pid of pids) {
-    let fds: string[] = [];
-    try {
-      fds = readdirSync(`/proc/${pid}/fd`);
-    } catch {
-      continue;
-    }
-    for (const fd of fds) {
-      try {
-        const m = /^socket:\[(\d+)\]$/.exec(readlinkSync(`/proc/${pid}/fd/${fd}`));
-        const l = m ? byInode.get(m[1]!) : undefined;
-        if (l) out.push({ pid, ...l });
-      } catch {
-        // closed meanwhile
-      }
-    }
-  }
-  return out;
-}
-
-/** PIDs whose executable is `bin` (herd re-executes itself for sim engines). */
-function processesRunning(bin: string): number[] {
-  const pids: number[] = [];
-  for (const d of readdirSync("/proc")) {
-    if (!/^\d+$/.test(d)) continue;
-    try {
-      if (readlinkSync(`/proc/${d}/exe`) === bin) pids.push(Number(d));
-    } catch {
-      // gone, or not ours to read
-    }
-  }
-  return pids;
-}
