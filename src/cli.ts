@@ -45,7 +45,7 @@ class UsageError extends Error {}
 
 /** Lazy loaders for the heavy entry points (so `herd version` does not load the daemon); tests swap them. */
 export interface Entrypoints {
-  runDaemon(config: Config, opts: { configPath: string | null }): Promise<number>;
+  runDaemon(config: Config, opts: { configPath: string | null; overrides?: { listen?: string } }): Promise<number>;
   simEngineMain(argv: string[]): Promise<number>;
 }
 
@@ -80,7 +80,7 @@ const COMMANDS: readonly Command[] = [
       }
       const config = result.config;
       if (!config) return 1;
-      return await entry.runDaemon(config, { configPath });
+      return await entry.runDaemon(config, { configPath, overrides: listen !== undefined ? { listen } : {} });
     },
   },
   {
@@ -98,6 +98,23 @@ const COMMANDS: readonly Command[] = [
       return 0;
     },
   },
+  ...(["status", "drain", "undrain", "logs"] as const).map(
+    (name): Command => ({
+      name,
+      summary: {
+        status: "this node's workers: state, role, load, restarts, KV events (--json for scripts)",
+        drain: "take a worker (or --node: all) out of rotation; in-flight requests finish",
+        undrain: "put a drained worker (or --node: all) back into rotation",
+        logs: "the tail of a worker's engine output",
+      }[name],
+      args: { status: "[--json]", drain: "WORKER | --node", undrain: "WORKER | --node", logs: "WORKER [-n N]" }[name],
+      help: `Run \`herd ${name} --help\` for its options (--url, --config, --token).`,
+      passThrough: true,
+      async run(_parsed, io, { rawArgs }) {
+        return await (await import("./ops/commands.ts")).opsMain(name, rawArgs, io);
+      },
+    }),
+  ),
   {
     name: "sim-engine",
     summary: "run a simulated engine that speaks vLLM's OpenAI API (no GPU)",

@@ -6,8 +6,10 @@
 // Lifecycle: listen first (a taken port fails fast, before any engine starts), then start engines.
 // "herd ready" is logged, and systemd gets READY=1, when the listener is up and the first worker is
 // ready. SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get
-// frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait. SIGHUP:
-// reload is not supported yet; logged, ignored.
+// frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait — unless it
+// comes within 500 ms of the first, which is the same Ctrl-C delivered twice (src/ops/signals.ts).
+// SIGHUP reloads the config file: live keys apply at once, the rest are named as needing a restart
+// and kept (src/ops/reload.ts).
 import { RealClock, type Clock } from "./core/clock.ts";
 import { errorMessage } from "./core/errors.ts";
 import { createLogger, type Logger } from "./core/log.ts";
@@ -18,13 +20,19 @@ import { Supervisor } from "./engine/supervisor.ts";
 import { HerdMetrics } from "./metrics/herd-metrics.ts";
 import { MetricsScraper, Router } from "./router/index.ts";
 import { Frontend } from "./frontend/app.ts";
-import { listen, parseListen, type Listening } from "./frontend/server.ts";
+import { bodyBackstopBytes, listen, parseListen, type Listening } from "./frontend/server.ts";
 import type { AdminBackend } from "./admin/routes.ts";
 import { kvAdminBackend } from "./admin/kv-explain.ts";
 import { KvConsumer } from "./kv/consumer.ts";
+import type { Overrides } from "./config/load.ts";
+import { renderFindings } from "./config/findings.ts";
+import { reloadFromFile } from "./ops/reload.ts";
+import { StopSignals } from "./ops/signals.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
+  /** Command-line overrides (`herd run --listen`), re-applied to the file on every SIGHUP reload. */
+  overrides?: Overrides;
   /** Install SIGTERM/SIGINT/SIGHUP handlers (runDaemon does; in-process tests and benches do not). */
   signals?: boolean;
   logger?: Logger;
@@ -64,6 +72,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const log = opts.logger ?? createLogger("herd");
   const clock = opts.clock ?? new RealClock();
   const notify = systemdNotifier(log);
+  // What runs now: `config` plus the live keys of every SIGHUP reload since (src/ops/reload.ts).
+  let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   const router = new Router({ config: config.router, registry, clock, log: log.child("router") });
   const metrics = new HerdMetrics(
@@ -189,7 +199,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       return shuttingDown;
     }
     shuttingDown = (async () => {
-      const drainMs = config.frontend.drain_timeout_ms;
+      const drainMs = running.frontend.drain_timeout_ms;
       frontend.startDrain();
       notify.send(["STOPPING=1", "STATUS=draining"]);
       log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
@@ -221,13 +231,53 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     return shuttingDown;
   };
 
+  const stops = new StopSignals();
   const onStop = (sig: string) => () => {
-    log.info(`received ${sig}${shuttingDown ? " again: stopping without waiting for open requests" : ""}`);
-    void shutdown(shuttingDown !== null);
+    const verdict = stops.receive(performance.now());
+    if (verdict === "duplicate") {
+      const ms = Math.round(stops.sinceFirstMs(performance.now()));
+      log.info(`received ${sig} again ${ms} ms after the first: the same stop request delivered twice (e.g. by a wrapper forwarding Ctrl-C); still draining`);
+      return;
+    }
+    log.info(`received ${sig}${verdict === "force" ? " again: stopping without waiting for open requests" : ""}`);
+    void shutdown(verdict === "force");
   };
   const onTerm = onStop("SIGTERM");
   const onInt = onStop("SIGINT");
-  const onHup = () => log.warn("received SIGHUP: configuration reload is not supported yet; restart herd to apply changes");
+  // SIGHUP: one reload at a time; signals during a reload fold into one more pass after it.
+  let reloading: Promise<void> | null = null;
+  let reloadAgain = false;
+  const reloadOnce = async (path: string) => {
+    log.info("received SIGHUP: reloading the config", { file: path });
+    const r = await reloadFromFile(path, opts.overrides ?? {}, running, { maxBodyBytesLive: bodyBackstopBytes(config.frontend.max_body_bytes) });
+    if (!r.ok) {
+      const errors = r.findings.filter((f) => f.severity === "error").length;
+      for (const line of renderFindings(r.findings, r.file).split("\n")) if (line) log.error(line);
+      log.error(`config reload failed: ${errors} error${errors === 1 ? "" : "s"} in ${r.file}; still running the previous config`);
+      return;
+    }
+    for (const line of renderFindings(r.findings, path).split("\n")) if (line) log.warn(line);
+    if (r.live.length === 0 && r.restart.length === 0) {
+      log.info("config reloaded: no changes");
+      return;
+    }
+    running = r.config;
+    frontend.applyConfig(r.config);
+    if (r.live.length) log.info(`config reloaded: applied ${r.live.join(", ")}`);
+    if (r.restart.length) log.warn(`config reload: restart required to apply ${r.restart.join(", ")} (running with the previous values)`);
+  };
+  const onHup = () => {
+    const path = opts.configPath;
+    if (path === null) return log.warn("received SIGHUP: herd runs the embedded default config; there is no file to reload");
+    if (shuttingDown) return log.info("received SIGHUP while stopping: ignored");
+    if (reloading) return void (reloadAgain = true);
+    reloading = (async () => {
+      do {
+        reloadAgain = false;
+        await reloadOnce(path).catch((e) => log.error("config reload failed", { err: errorMessage(e) }));
+      } while (reloadAgain);
+    })().finally(() => (reloading = null));
+  };
   // Never crash the daemon on a stray async error: log it loudly and keep serving.
   const onRejection = (e: unknown) => log.error("unhandled promise rejection (bug)", { err: e instanceof Error ? (e.stack ?? e.message) : String(e) });
   const onException = (e: Error) => log.error("uncaught exception (bug)", { err: e.stack ?? e.message });

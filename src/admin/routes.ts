@@ -62,9 +62,15 @@ export function renderWorker(w: Readonly<Worker>) {
 
 export function adminRoutes(o: AdminOptions): Hono<Env> {
   const app = new Hono<Env>();
-  const token = new KeySet(o.config.frontend.admin_token ? [o.config.frontend.admin_token] : []);
+  // Rebuilt when a reload changes frontend.admin_token (o.config is read per request).
+  let tokenText = o.config.frontend.admin_token;
+  let token = new KeySet(tokenText ? [tokenText] : []);
 
   app.use("*", async (c, next) => {
+    if (o.config.frontend.admin_token !== tokenText) {
+      tokenText = o.config.frontend.admin_token;
+      token = new KeySet(tokenText ? [tokenText] : []);
+    }
     const denied = checkAccess(c, token);
     if (denied) {
       o.log.warn("admin request refused", { ip: c.env?.ip ?? "unknown", path: c.req.path, code: denied.code });

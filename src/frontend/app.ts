@@ -45,7 +45,7 @@ export class Frontend {
   private inFlight = 0;
   private draining = false;
   private readonly idleWaiters = new Set<() => void>();
-  private readonly keys: KeySet;
+  private keys: KeySet;
   private readonly deps: DispatchDeps;
   private readonly unwatch: () => void;
   private readonly unobserve: () => void;
@@ -97,6 +97,17 @@ export class Frontend {
     });
   }
 
+  /**
+   * SIGHUP reload (src/ops/reload.ts decides which keys change): API keys, admin token, limits and
+   * timeouts from `config.frontend` apply to requests admitted from now on.
+   */
+  applyConfig(config: Config): void {
+    this.o.config = config;
+    this.keys = new KeySet(config.frontend.api_keys);
+    this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
+    this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
+  }
+
   /** End every open upstream request (streams get an error event): the drain bound has passed. */
   abortAll(message = "herd is shutting down"): void {
     this.tracker.abortAll(new AbortCause("shutdown", message));
@@ -137,10 +148,13 @@ export class Frontend {
     });
     app.post("/v1/chat/completions", (c) => this.inference(c, "chat"));
     app.post("/v1/completions", (c) => this.inference(c, "completions"));
+    const o = this.o;
     app.route(
       "/admin",
       adminRoutes({
-        config: this.o.config,
+        get config() {
+          return o.config; // a getter: applyConfig replaces it
+        },
         registry,
         router: this.o.router,
         backend: this.o.admin,

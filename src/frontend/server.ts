@@ -18,6 +18,11 @@ export interface Listening {
 /** Bun's keep-alive idle timeout for everything that is not an inference request, in seconds. */
 const IDLE_TIMEOUT_S = 120;
 
+/** Bun's own request-body cap for a given frontend.max_body_bytes (fixed when the listener starts). */
+export function bodyBackstopBytes(maxBodyBytes: number): number {
+  return Math.max(maxBodyBytes * 2, 1 << 20);
+}
+
 /** Split "HOST:PORT" / "[::1]:PORT". */
 export function parseListen(listen: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(listen) ?? /^([^:]+):(\d+)$/.exec(listen);
@@ -32,7 +37,7 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     port,
     idleTimeout: IDLE_TIMEOUT_S,
     // Bun's own cap is only a backstop; herd's limit (with an OpenAI-shaped 413) applies first.
-    maxRequestBodySize: Math.max(maxBodyBytes * 2, 1 << 20),
+    maxRequestBodySize: bodyBackstopBytes(maxBodyBytes),
     fetch(req, srv) {
       if (req.method === "POST" && req.url.includes("/v1/")) srv.timeout(req, 0);
       return app.fetch(req, { ip: srv.requestIP(req)?.address ?? null });

@@ -1,0 +1,123 @@
+// Day-2 commands, each a client of the running herd's admin API (client.ts):
+//   herd status [--json]                  this node's workers: state, role, load, restarts, KV events
+//   herd drain WORKER | --node            stop routing new requests to a worker (or all); in-flight finish
+//   herd undrain WORKER | --node          put them back into rotation
+//   herd logs WORKER [-n N]               the tail of the engine's captured output
+// Exit codes: 0 done, 1 herd unreachable or the call refused, 2 usage error.
+import { errorMessage } from "../core/errors.ts";
+import { OpsUsageError, parseOpsArgs, type OpsArgs, type OpsFlagSpec } from "./args.ts";
+import { AdminClient, OpsError, resolveTarget } from "./client.ts";
+import { renderStatus } from "./status.ts";
+
+export interface OpsIo {
+  out(text: string): void;
+  err(text: string): void;
+}
+
+const TARGET_HELP = [
+  "Where herd is:",
+  "  --url URL        herd's listener, e.g. http://127.0.0.1:8000",
+  "  --config FILE    take frontend.listen from this config (e.g. /etc/herd/herd.yaml)",
+  "                   default: http://127.0.0.1:8000",
+  "  --token TOKEN    admin token for calls from another host (default: $HERD_ADMIN_TOKEN)",
+];
+
+interface OpsCommand {
+  name: string;
+  usage: string;
+  about: string[];
+  flags: OpsFlagSpec;
+  run(a: OpsArgs, client: AdminClient, io: OpsIo): Promise<number>;
+}
+
+const TARGET_FLAGS = ["url", "config", "token"] as const;
+
+const status: OpsCommand = {
+  name: "status",
+  usage: "herd status [--json] [--url URL | --config FILE] [--token TOKEN]",
+  about: [
+    "This node's workers: state, role, model, load (herd's in-flight; the engine's running,",
+    "waiting and KV cache use), restarts, engine pid and the KV event stream.",
+    "  --json           the admin API's JSON as is (for scripts)",
+  ],
+  flags: { values: TARGET_FLAGS, bools: ["json"], maxPositionals: 0 },
+  async run(a, client, io) {
+    const view = await client.cluster();
+    io.out(a.bools.has("json") ? JSON.stringify(view, null, 2) : renderStatus(view));
+    return 0;
+  },
+};
+
+function drainCommand(drained: boolean): OpsCommand {
+  const name = drained ? "drain" : "undrain";
+  return {
+    name,
+    usage: `herd ${name} WORKER | --node [--url URL | --config FILE] [--token TOKEN]`,
+    about: drained
+      ? [
+          "Take a worker (or, with --node, every worker of this node) out of rotation: it gets no",
+          "new requests, and requests already on it finish. It stays drained across engine health",
+          "changes and restarts until `herd undrain`. herd itself keeps running.",
+        ]
+      : ["Put a drained worker (or, with --node, every worker of this node) back into rotation."],
+    flags: { values: TARGET_FLAGS, bools: ["node"], maxPositionals: 1 },
+    async run(a, client, io) {
+      const node = a.bools.has("node");
+      const one = a.positionals[0];
+      if (node === (one !== undefined)) throw new OpsUsageError("name one WORKER or pass --node");
+      const ids = node ? (await client.cluster()).workers.map((w) => w.id) : [one!];
+      if (ids.length === 0) io.err(`herd ${name}: this node has no workers`);
+      for (const id of ids) {
+        const r = await client.setDrained(id, drained);
+        io.out(`${id}: ${drained ? "drained" : "undrained"} (state ${r.state ?? "unknown"})`);
+      }
+      return 0;
+    },
+  };
+}
+
+const logs: OpsCommand = {
+  name: "logs",
+  usage: "herd logs WORKER [-n N] [--url URL | --config FILE] [--token TOKEN]",
+  about: [
+    "The last lines of a worker's engine output (stdout and stderr, as herd captured them; the",
+    "full log is in node.data_dir/logs/). The tail herd keeps is supervisor.log_tail_lines long.",
+    "  -n, --lines N    lines to show (default 200, at most 10000)",
+  ],
+  flags: { values: [...TARGET_FLAGS, "lines"], bools: [], short: { n: "lines" }, maxPositionals: 1 },
+  async run(a, client, io) {
+    const id = a.positionals[0];
+    if (id === undefined) throw new OpsUsageError("missing argument WORKER");
+    const raw = a.values.lines ?? "200";
+    const n = Number(raw);
+    if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new OpsUsageError(`-n: expected a whole number 1..10000, got ${JSON.stringify(raw)}`);
+    const r = await client.logs(id, n);
+    if (r.lines.length) io.out(r.lines.join("\n"));
+    return 0;
+  },
+};
+
+export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs } as const;
+export type OpsCommandName = keyof typeof OPS_COMMANDS;
+
+/** Run one day-2 command with argv after its name; returns the exit code. */
+export async function opsMain(name: OpsCommandName, argv: readonly string[], io: OpsIo): Promise<number> {
+  const c: OpsCommand = OPS_COMMANDS[name];
+  const help = [`Usage: ${c.usage}`, "", ...c.about, "", ...TARGET_HELP].join("\n");
+  try {
+    const a = parseOpsArgs(argv, c.flags);
+    if (a.help) {
+      io.out(help);
+      return 0;
+    }
+    const client = new AdminClient(await resolveTarget(a.values));
+    return await c.run(a, client, io);
+  } catch (e) {
+    if (e instanceof OpsUsageError) {
+      io.err(`herd ${c.name}: ${e.message}\nUsage: ${c.usage}\nRun \`herd ${c.name} --help\` for details.`);
+      return 2;
+    }
+    io.err(`herd ${c.name}: ${e instanceof OpsError ? e.message : errorMessage(e)}`);
+    return 1;
+  }
+}

@@ -1,0 +1,61 @@
+// `herd status` output: a readable table of this node's workers from GET /admin/cluster. Pure:
+// the JSON in, text out (the command fetches; tests render fixed views).
+import type { KvStreamView } from "../kv/consumer.ts";
+import type { ClusterView, WorkerView } from "./client.ts";
+
+const dash = "-";
+
+function num(n: number | null | undefined): string {
+  return n === null || n === undefined ? dash : String(n);
+}
+
+function pct(x: number | null | undefined): string {
+  return x === null || x === undefined ? dash : `${Math.round(x * 100)}%`;
+}
+
+/** The KV event stream in a few words: connected or not, last sequence, blocks indexed, trouble seen. */
+export function kvSummary(kv: KvStreamView | null): string {
+  if (!kv) return dash;
+  const parts = [kv.connected ? "connected" : "disconnected"];
+  if (kv.last_seq !== null) parts.push(`seq ${kv.last_seq}`);
+  parts.push(`${kv.blocks} blocks`);
+  const trouble = [
+    kv.gaps ? `${kv.gaps} gaps` : "",
+    kv.replay_failures ? `${kv.replay_failures} replay failures` : "",
+    kv.decode_errors ? `${kv.decode_errors} decode errors` : "",
+  ].filter(Boolean);
+  return [...parts, ...trouble].join(", ");
+}
+
+const COLUMNS: { head: string; cell: (w: WorkerView) => string }[] = [
+  { head: "WORKER", cell: (w) => w.id },
+  { head: "STATE", cell: (w) => w.state },
+  { head: "ROLE", cell: (w) => w.role },
+  { head: "MODEL", cell: (w) => w.model },
+  { head: "IN-FLIGHT", cell: (w) => num(w.load.in_flight) },
+  { head: "RUNNING", cell: (w) => num(w.load.running) },
+  { head: "WAITING", cell: (w) => num(w.load.waiting) },
+  { head: "KV", cell: (w) => pct(w.load.kv_usage) },
+  { head: "RESTARTS", cell: (w) => String(w.restarts) },
+  { head: "PID", cell: (w) => num(w.pid) },
+  { head: "KV EVENTS", cell: (w) => kvSummary(w.kv_events) },
+];
+
+export function renderTable(rows: string[][]): string {
+  const widths = rows[0]!.map((_, i) => Math.max(...rows.map((r) => (r[i] ?? "").length)));
+  return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
+}
+
+export function renderStatus(view: ClusterView): string {
+  const ready = view.workers.filter((w) => w.state === "ready").length;
+  const head = [
+    `node ${view.node}`,
+    `policy ${view.policy}`,
+    `workers ${ready}/${view.workers.length} ready`,
+    ...(view.in_flight !== undefined ? [`in-flight ${view.in_flight}`] : []),
+    ...(view.draining ? ["DRAINING (shutting down)"] : []),
+  ].join("  ");
+  if (view.workers.length === 0) return `${head}\n(no workers)`;
+  const rows = [COLUMNS.map((c) => c.head), ...view.workers.map((w) => COLUMNS.map((c) => c.cell(w)))];
+  return `${head}\n${renderTable(rows)}`;
+}
