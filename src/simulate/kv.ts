@@ -11,6 +11,7 @@ import type { KvEvent as SimKvEvent } from "../engine/sim/blocks.ts";
 import { BlockIndex } from "../kv/block-index.ts";
 import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "../kv/indexer.ts";
 import { WorkerBlockMap } from "../kv/worker-blocks.ts";
+import { EvictionLog } from "./evictions.ts";
 import type { KvEvent } from "../protocol/kv-events.ts";
 
 /** Sim scheduler event → the decoded wire form the ingest path consumes (vLLM's fields, GPU medium). */
@@ -25,13 +26,12 @@ export function toWireEvent(e: SimKvEvent): KvEvent {
   return { type: "AllBlocksCleared" };
 }
 
-/** Evicted blocks remembered per engine, as a multiple of its GPU capacity (older ones count as "beyond"). */
-const EVICTED_HORIZON = 16;
+/** Evictions remembered per engine, as a multiple of its GPU capacity (the largest CPU tier considered). */
+export const EVICTED_HORIZON = 8;
 
 interface EngineKv {
   map: WorkerBlockMap;
-  evicted: Map<bigint, number>;
-  evictions: number;
+  evicted: EvictionLog;
 }
 
 /** What a request found on its engine when it was dispatched. */
@@ -63,7 +63,7 @@ export class SimKv {
 
   /** The scheduler's onKvEvents for one engine. */
   sink(worker: string): (events: SimKvEvent[]) => void {
-    const eng: EngineKv = { map: null as unknown as WorkerBlockMap, evicted: new Map(), evictions: 0 };
+    const eng: EngineKv = { map: null as unknown as WorkerBlockMap, evicted: new EvictionLog(EVICTED_HORIZON * this.gpuBlocks) };
     eng.map = new WorkerBlockMap(worker, this.fanout(eng), { blockSize: this.blockSize });
     this.engines.set(worker, eng);
     return (events) => {
@@ -78,9 +78,9 @@ export class SimKv {
     const evictedDistances: number[] = [];
     if (eng) {
       for (let i = gpuHit; i < hashes.length; i++) {
-        const at = eng.evicted.get(hashes[i]!);
-        if (at === undefined) break;
-        evictedDistances.push(eng.evictions - at);
+        const d = eng.evicted.distance(hashes[i]!);
+        if (d === undefined) break;
+        evictedDistances.push(d);
       }
     }
     return { gpuHit, evictedDistances };
@@ -92,17 +92,10 @@ export class SimKv {
     const router = this.routerIndex;
     // delayMs = 0: the router reads the truth itself, nothing to forward.
     const later = router === truth ? (_fn: () => void) => {} : (fn: () => void) => void this.clock.setTimer(this.delayMs, fn);
-    const horizon = EVICTED_HORIZON * this.gpuBlocks;
     const track = (event: IndexEvent) => {
-      if (event.kind === "stored") for (const h of event.hashes) eng.evicted.delete(h);
-      else if (event.kind === "removed") {
-        for (const h of event.hashes) {
-          eng.evicted.delete(h);
-          eng.evicted.set(h, eng.evictions++);
-        }
-        // Bounded: the oldest evictions are forgotten (Map order is insertion order).
-        while (eng.evicted.size > horizon) eng.evicted.delete(eng.evicted.keys().next().value!);
-      } else eng.evicted.clear();
+      if (event.kind === "stored") for (const h of event.hashes) eng.evicted.stored(h);
+      else if (event.kind === "removed") for (const h of event.hashes) eng.evicted.evicted(h);
+      else eng.evicted.clear();
     };
     return {
       apply(worker: string, event: IndexEvent, unchanged?: (i: number) => void) {

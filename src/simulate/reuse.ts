@@ -9,8 +9,8 @@
 
 /** CPU-tier sizes considered, as multiples of one engine's GPU KV capacity. */
 export const CPU_TIERS = [0.5, 1, 2, 4, 8] as const;
-/** Histogram edges of eviction distance, in GPU capacities. */
-export const DISTANCE_EDGES = [0.25, 0.5, 1, 2, 4, 8, 16] as const;
+/** Histogram edges of eviction distance, in GPU capacities (evictions are remembered up to 8× back). */
+export const DISTANCE_EDGES = [0.25, 0.5, 1, 2, 4] as const;
 
 /** Distinct hashes remembered for the sharing figure (bounded memory; beyond it new ones are not added). */
 const SHARING_MAX_HASHES = 4_000_000;

