@@ -10,10 +10,12 @@ import { availableParallelism } from "node:os";
 import type { ModelConfig } from "../config/types.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
-import { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
+import { loadTokenizer } from "../tokenizer/index.ts";
+import { ModelPreprocessor, type InlineEncode, type PreparedPrompt, type PromptInput } from "./model.ts";
 import { TokenizerPool } from "./pool.ts";
 import { Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "./segments.ts";
+import { loadRender, type Render } from "./template.ts";
+import type { WorkerInfo } from "./worker.ts";
 
 export { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
 export { TokenizerPool } from "./pool.ts";
@@ -63,41 +65,55 @@ export function defaultWorkers(): number {
 }
 
 interface Shared {
-  tok: Tokenizer;
+  render: Render;
+  encodeInline: InlineEncode;
   pool: TokenizerPool | null;
   splitter: Splitter;
   segment: boolean;
   affixes: { prefix: number[]; suffix: number[] } | null;
 }
 
-/** Load every model's tokenizer, check piece-wise encoding against it, and start the worker pools. */
+/**
+ * Load every model's tokenizer and start the worker pools. With worker threads, a HuggingFace
+ * tokenizer lives only in them (its vocabulary would add 35–100 ms to every full GC of the event
+ * loop, template.ts); the threads report its added tokens, the self-check and the special-token
+ * affixes, and the event loop keeps just the chat template. The built-in tokenizer is small and
+ * also encodes short pieces inline.
+ */
 export async function createPreprocessor(models: readonly Pick<ModelConfig, "name" | "tokenizer" | "block_size">[], opts: PreprocessOptions = {}): Promise<Preprocessor> {
   const byDir = new Map<string, Promise<Shared>>();
   const pools: TokenizerPool[] = [];
+  const onLoop = async (dir: string, pool: TokenizerPool | null): Promise<Shared> => {
+    const tok = await loadTokenizer(dir === "" ? null : dir);
+    const added = await loadAddedTokens(dir, tok);
+    const splitter = new Splitter(added);
+    const segment = splitter.active && verifySplitter(tok, splitter, added);
+    const render: Render = (m, o) => tok.applyChatTemplate(m, o);
+    return { render, encodeInline: (t, special) => tok.encode(t, { addSpecialTokens: special }), pool, splitter, segment, affixes: specialAffixes(tok) };
+  };
   const shared = (dir: string): Promise<Shared> => {
     let s = byDir.get(dir);
     if (!s) {
       s = (async () => {
-        const tok = await loadTokenizer(dir === "" ? null : dir);
-        const added = await loadAddedTokens(dir, tok);
-        const splitter = new Splitter(added);
-        const segment = splitter.active && verifySplitter(tok, splitter, added);
-        if (splitter.active && !segment) opts.log?.warn("piece-wise tokenization differs from whole-text; prompt memo off", { tokenizer: dir });
         const workers = opts.workers ?? defaultWorkers();
-        let pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
-        if (pool) {
-          pools.push(pool);
-          try {
-            await pool.ready();
-          } catch (e) {
-            // Threads unavailable (e.g. a compiled binary built without worker.ts): stay correct,
-            // encode on the event loop, and say so loudly.
-            opts.log?.error("tokenizer worker threads failed to start; encoding on the event loop", { tokenizer: dir, err: errorMessage(e) });
-            pool.close();
-            pool = null;
-          }
+        const pool = workers > 0 ? new TokenizerPool(dir, { workers }) : null;
+        if (pool === null) return onLoop(dir, null);
+        pools.push(pool);
+        let info: WorkerInfo;
+        try {
+          info = await pool.ready();
+        } catch (e) {
+          pool.close();
+          // A bad directory fails here too: loading it on the loop then throws the tokenizer's own error.
+          const r = await onLoop(dir, null);
+          // Threads unavailable (e.g. a compiled binary built without worker.ts): stay correct,
+          // encode on the event loop, and say so loudly.
+          opts.log?.error("tokenizer worker threads failed to start; encoding on the event loop", { tokenizer: dir, err: errorMessage(e) });
+          return r;
         }
-        return { tok, pool, splitter, segment, affixes: specialAffixes(tok) };
+        if (dir === "") return onLoop(dir, pool);
+        const splitter = new Splitter(info.added);
+        return { render: await loadRender(dir), encodeInline: null, pool, splitter, segment: info.segment, affixes: info.affixes };
       })();
       byDir.set(dir, s);
     }
@@ -107,9 +123,10 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
   try {
     for (const m of models) {
       const s = await shared(m.tokenizer);
+      if (s.splitter.active && !s.segment) opts.log?.warn("piece-wise tokenization differs from whole-text; prompt memo off", { model: m.name });
       out.set(
         m.name,
-        new ModelPreprocessor(m.name, s.tok, {
+        new ModelPreprocessor(m.name, s.render, s.encodeInline, {
           blockSize: m.block_size,
           pool: s.pool,
           segment: s.segment,

@@ -8,11 +8,15 @@
 // encode inline than to ship to a thread, up to `inlineMaxChars` per request.
 import { badRequest } from "../core/errors.ts";
 import { blockHashes } from "../kv/hash.ts";
-import type { ChatMessage, Tokenizer } from "../tokenizer/index.ts";
+import type { ChatMessage } from "../tokenizer/index.ts";
 import { childKey, collect, extend, extendWith, rootState, stateBytes, type ChainState } from "./chain.ts";
 import { ByteLru } from "./lru.ts";
 import type { TokenizerPool } from "./pool.ts";
 import { Splitter, type Piece } from "./segments.ts";
+import type { Render } from "./template.ts";
+
+/** Encoding on the event loop; null when the vocabulary lives only in the worker threads. */
+export type InlineEncode = ((text: string, addSpecialTokens: boolean) => number[]) | null;
 
 export interface ModelPreprocessorOptions {
   blockSize: number;
@@ -66,9 +70,11 @@ export class ModelPreprocessor {
 
   constructor(
     readonly model: string,
-    private readonly tok: Tokenizer,
+    private readonly renderTemplate: Render,
+    private readonly encodeInline: InlineEncode,
     private readonly o: ModelPreprocessorOptions,
   ) {
+    if (encodeInline === null && o.pool === null) throw new Error("ModelPreprocessor needs an inline tokenizer or a worker pool");
     this.tokenMemo = new ByteLru(o.tokenCacheBytes ?? 64 * 2 ** 20);
     this.chains = new ByteLru(o.chainCacheBytes ?? 32 * 2 ** 20);
     this.root = rootState(o.blockSize, undefined);
@@ -83,7 +89,7 @@ export class ModelPreprocessor {
   render(input: PromptInput): string {
     const messages = input.messages ?? [];
     const cont = input.continue_final_message === true;
-    return this.tok.applyChatTemplate(messages, {
+    return this.renderTemplate(messages, {
       addGenerationPrompt: cont ? false : (input.add_generation_prompt ?? true),
       ...(input.tools ? { tools: input.tools } : {}),
       ...(input.chat_template_kwargs ? { extra: input.chat_template_kwargs } : {}),
@@ -108,7 +114,9 @@ export class ModelPreprocessor {
 
   /** Token ids of a text through the same memo and pool as prepare() (equivalence tests, tooling). */
   async encode(text: string, addSpecialTokens: boolean): Promise<number[]> {
-    if (addSpecialTokens && !this.o.affixes) return this.tok.encode(text, { addSpecialTokens: true });
+    if (addSpecialTokens && !this.o.affixes) {
+      return this.encodeInline ? this.encodeInline(text, true) : [...(await this.o.pool!.encode([text], true))[0]!];
+    }
     const pieces = this.pieces(text);
     const all: Piece[] = addSpecialTokens ? [...this.o.affixes!.prefix, ...pieces, ...this.o.affixes!.suffix] : pieces;
     const ids = await this.tokensOf(all, { memo: 0, inline: 0, pooled: 0 });
@@ -223,12 +231,14 @@ export class ModelPreprocessor {
       } else cold.push(k);
     }
     cold.sort((a, b) => (pieces[a] as string).length - (pieces[b] as string).length);
+    const encode = this.encodeInline;
+    if (encode === null) return out;
     let budget = this.o.pool ? this.inlineMaxChars : Infinity;
     for (const k of cold) {
       const p = pieces[k] as string;
       if (p.length > budget) break;
       budget -= p.length;
-      out[k] = this.remember(p, Uint32Array.from(this.tok.encode(p, { addSpecialTokens: whole })), whole);
+      out[k] = this.remember(p, Uint32Array.from(encode(p, whole)), whole);
       stats.inline++;
     }
     return out;

@@ -3,7 +3,7 @@
 // queue is bounded: beyond `maxPendingJobs` a request gets 503 instead of growing memory. A
 // worker that dies is replaced and its jobs fail with a typed error; the daemon never crashes on it.
 import { HerdError, unavailable } from "../core/errors.ts";
-import type { ChainJob, ChainResult } from "./worker.ts";
+import type { ChainJob, ChainResult, WorkerInfo } from "./worker.ts";
 
 export interface PoolOptions {
   /** Worker threads (default 2: the tokenizer is single-threaded and the host may have few cores). */
@@ -19,7 +19,7 @@ interface Job {
 
 interface Slot {
   worker: Worker | null;
-  ready: Promise<void>;
+  ready: Promise<WorkerInfo>;
   jobs: Map<number, Job>;
   pendingChars: number;
 }
@@ -56,9 +56,9 @@ export class TokenizerPool {
     for (let i = 0; i < n; i++) this.slots.push(this.spawn());
   }
 
-  /** Resolves when every worker has loaded the tokenizer; rejects if one could not. */
-  ready(): Promise<void> {
-    return Promise.all(this.slots.map((s) => s.ready)).then(() => undefined);
+  /** Resolves when every worker has loaded the tokenizer (with what they found); rejects if one could not. */
+  ready(): Promise<WorkerInfo> {
+    return Promise.all(this.slots.map((s) => s.ready)).then((infos) => infos[0]!);
   }
 
   /** Encode texts on the least busy worker (pieces: without special tokens). */
@@ -109,15 +109,15 @@ export class TokenizerPool {
   }
 
   private spawn(): Slot {
-    const slot: Slot = { worker: null, ready: Promise.resolve(), jobs: new Map(), pendingChars: 0 };
+    const slot: Slot = { worker: null, ready: Promise.resolve({ added: [], segment: false, affixes: null }), jobs: new Map(), pendingChars: 0 };
     slot.ready = this.start(slot, workerUrls());
     slot.ready.catch((e: Error) => this.failAll(slot, e)); // also surfaced through ready(); never unhandled
     return slot;
   }
 
   /** Start a worker from the first URL that loads; resolves when its tokenizer is loaded. */
-  private start(slot: Slot, urls: string[]): Promise<void> {
-    return new Promise<void>((resolve, reject) => {
+  private start(slot: Slot, urls: string[]): Promise<WorkerInfo> {
+    return new Promise<WorkerInfo>((resolve, reject) => {
       let started = false;
       const timer = setTimeout(() => {
         if (started) return;
@@ -128,11 +128,11 @@ export class TokenizerPool {
         const worker = new Worker(urls[i]!);
         slot.worker = worker;
         worker.onmessage = (ev: MessageEvent) => {
-          const m = ev.data as { op: string; id?: number; ids?: never; error?: string };
+          const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo };
           if (m.op === "ready") {
             started = true;
             clearTimeout(timer);
-            return resolve();
+            return resolve(m.info!);
           }
           if (m.op === "failed") {
             clearTimeout(timer);

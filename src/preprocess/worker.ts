@@ -7,8 +7,17 @@
 // 32k-token prompt's 2,000 block hashes are not computed on the event loop either.
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
 import { hashStep } from "./chain.ts";
+import { Splitter, loadAddedTokens, specialAffixes, verifySplitter, type AddedToken } from "./segments.ts";
 
 declare const self: Worker;
+
+/** What the main thread needs to know about the tokenizer without loading it (see template.ts). */
+export interface WorkerInfo {
+  added: AddedToken[];
+  /** Piece-wise encoding equals whole-text encoding (verifySplitter). */
+  segment: boolean;
+  affixes: { prefix: number[]; suffix: number[] } | null;
+}
 
 export interface ChainJob {
   last: bigint | null;
@@ -58,8 +67,11 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
   if (m.op === "init") {
     tok = loadTokenizer(m.dir === "" ? null : m.dir);
     try {
-      await tok;
-      self.postMessage({ op: "ready" });
+      const t = await tok;
+      const added = await loadAddedTokens(m.dir, t);
+      const splitter = new Splitter(added);
+      const info: WorkerInfo = { added, segment: splitter.active && verifySplitter(t, splitter, added), affixes: specialAffixes(t) };
+      self.postMessage({ op: "ready", info });
     } catch (e) {
       self.postMessage({ op: "failed", error: e instanceof Error ? e.message : String(e) });
     }

@@ -6,6 +6,7 @@ import { join } from "node:path";
 import { loadTokenizer, type Tokenizer } from "../../src/tokenizer/index.ts";
 import { createPreprocessor, type Preprocessor } from "../../src/preprocess/index.ts";
 import { Splitter, loadAddedTokens, verifySplitter } from "../../src/preprocess/segments.ts";
+import { loadRender } from "../../src/preprocess/template.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { CORPUS, longText } from "../tokenizer/corpus.ts";
@@ -60,6 +61,28 @@ describe("splitting on added tokens", () => {
     const naive = new Splitter([{ id: 1, content: "<X>" }]);
     expect(verifySplitter(fake, naive, [{ id: 1, content: "<X>" }])).toBe(false);
   });
+});
+
+test("the event loop's template-only render equals the tokenizer's own (tools, system, multi-turn, thinking)", async () => {
+  const render = await loadRender(QWEN);
+  const tools = [{ type: "function", function: { name: "get_weather", description: "Weather", parameters: { type: "object", properties: { city: { type: "string" } } } } }];
+  const cases = [
+    { messages: [{ role: "user", content: "hi" }] },
+    { messages: [{ role: "system", content: "Be brief." }, { role: "user", content: "hi" }], tools },
+    {
+      messages: [
+        { role: "user", content: "q1" },
+        { role: "assistant", content: "<think>\nhmm\n</think>\n\na1" },
+        { role: "user", content: [{ type: "text", text: "part 1" }, { type: "text", text: "part 2" }] },
+      ],
+    },
+  ];
+  for (const c of cases) {
+    for (const addGenerationPrompt of [true, false]) {
+      const opts = { addGenerationPrompt, ...(c.tools ? { tools: c.tools } : {}), extra: { enable_thinking: false } };
+      expect(render(c.messages, opts)).toBe(tok.applyChatTemplate(c.messages, opts));
+    }
+  }
 });
 
 describe("cached tokenization equals uncached", () => {
