@@ -22,6 +22,13 @@ export function kvTopic(id: string, model: string): string {
   return `kv@${id}@${model}`;
 }
 
+/** The loopback address an engine bound to `host` can keep its side sockets on; null when not loopback. */
+export function loopbackBindHost(host: string): string | null {
+  if (host === "localhost") return "127.0.0.1";
+  if (host === "::1" || host === "[::1]") return "::1";
+  return /^127\.\d{1,3}\.\d{1,3}\.\d{1,3}$/.test(host) ? host : null;
+}
+
 /**
  * The engine binds its publisher on `tcp://*:P`: vLLM binds only when the endpoint contains `*`
  * or `::` and otherwise *connects* out (engines.md §1.1), so a concrete address would not work.
@@ -173,6 +180,10 @@ const sim: EngineDriver = {
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);
+    // Safe by default (R15): vLLM can only bind `*` (every interface), the sim can do better; for a
+    // loopback engine its generated KV sockets stay on loopback. Explicit kv_events are verbatim.
+    const bindHost = loopbackBindHost(entry.host);
+    if (kv && !entry.kv_events && bindHost) argv.push("--kv-events-bind-host", bindHost);
     return spec(input, argv, model.name, kv?.spec);
   },
 };

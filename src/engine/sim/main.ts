@@ -3,7 +3,7 @@
 // 2 on a usage error, 70 on a --crash-after crash.
 
 import { errorMessage } from "../../core/errors.ts";
-import { SimKvPublisher } from "./kv-publisher.ts";
+import { SimKvPublisher, type KvEventsConfig } from "./kv-publisher.ts";
 import { parseSimArgs, simUsage, UsageError } from "./options.ts";
 import { startSimEngine } from "./server.ts";
 
@@ -30,7 +30,9 @@ export async function simEngineMain(argv: string[]): Promise<number> {
   try {
     // Bound before the model "loads", as vLLM creates its publisher when the engine core starts.
     if (opts.kvEvents) {
-      kv = new SimKvPublisher({ config: opts.kvEvents, encoding: opts.kvEventsEncoding, dropFraction: opts.kvEventsDropFraction, seed: opts.seed });
+      const bindHost = opts.kvEventsBindHost;
+      const config = bindHost === null ? opts.kvEvents : withBindHost(opts.kvEvents, bindHost);
+      kv = new SimKvPublisher({ config, encoding: opts.kvEventsEncoding, dropFraction: opts.kvEventsDropFraction, seed: opts.seed, ...(bindHost !== null ? { bind: true } : {}) });
       log(`INFO:     KV events: publisher on ${kv.endpoint}${kv.replayEndpoint ? `, replay on ${kv.replayEndpoint}` : ""}, topic ${JSON.stringify(opts.kvEvents.topic)}, ${opts.kvEventsEncoding} encoding`);
     }
     const pub = kv;
@@ -55,3 +57,10 @@ export async function simEngineMain(argv: string[]): Promise<number> {
 }
 
 if (import.meta.main) process.exit(await simEngineMain(process.argv.slice(2)));
+
+/** `--kv-events-bind-host`: the endpoints' host replaced (`tcp://*:P` → `tcp://HOST:P`); both are bound. */
+export function withBindHost(config: KvEventsConfig, host: string): KvEventsConfig {
+  const h = host.includes(":") && !host.startsWith("[") ? `[${host}]` : host;
+  const rehost = (ep: string) => ep.replace(/^tcp:\/\/(\[[^\]]*\]|[^:/]+)(?=:)/, `tcp://${h}`);
+  return { ...config, endpoint: rehost(config.endpoint), replayEndpoint: config.replayEndpoint === null ? null : rehost(config.replayEndpoint) };
+}

@@ -41,6 +41,11 @@ export interface SimEngineOptions {
   kvEventsEncoding: "array" | "map";
   /** Share of KV event batches not published live (still replayable); seeded by --seed. */
   kvEventsDropFraction: number;
+  /**
+   * Sim only (not a vLLM flag): bind both KV sockets on this host instead of following vLLM's
+   * wildcard rule, so a loopback engine's events stay on loopback (herd passes its engine host).
+   */
+  kvEventsBindHost: string | null;
 }
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
@@ -65,6 +70,7 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvEvents: null,
   kvEventsEncoding: "map",
   kvEventsDropFraction: 0,
+  kvEventsBindHost: null,
 };
 
 export class UsageError extends Error {
@@ -131,6 +137,11 @@ export const FLAGS: Record<string, Flag> = {
       if ((v as number) > 1) throw new UsageError(`--kv-events-drop-fraction: must be at most 1, got ${v}`);
       o.kvEventsDropFraction = v as number;
     },
+  },
+  "kv-events-bind-host": {
+    kind: "str",
+    help: "bind the KV event sockets on this host (e.g. 127.0.0.1) instead of the endpoint's `*`",
+    set: (o, v) => void (o.kvEventsBindHost = v as string),
   },
   "startup-delay-ms": { kind: "int", help: "refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
 };
