@@ -4,66 +4,55 @@
 // "assume KV reuse"). Added at dispatch, removed when the request ends.
 //
 // Only the tracked hashes (sampling.ts: all of a prompt's first 64 blocks, then every 8th) are
-// kept; each stands for the blocks since the previous tracked one. The blocks after the last
-// tracked one, the partial last block, and requests booked without hashes count as `estimated`
-// blocks of their own, so sharing beyond block 64 is seen at 8-block granularity.
-// A BlockIndex over the tracked hashes answers "how many of this prompt's leading blocks are
-// already active on each worker" in one pass (`newBlocks` in cost.ts).
-import { BlockIndex } from "../kv/block-index.ts";
-import { blocksCovered, trackedHashes, trackedWeight } from "./sampling.ts";
+// kept, as number keys; each stands for the blocks since the previous tracked one. The blocks
+// after the last tracked one, the partial last block, and requests booked without hashes count as
+// `estimated` blocks of their own, so sharing beyond block 64 is seen at 8-block granularity.
+// Reference counts never increase with depth along a prompt (a request holding block i holds
+// 0..i-1), so "how many of this prompt's leading blocks are already active on a worker" is a
+// binary search (`newBlocks` in cost.ts).
+import { blocksCovered, mapKey, trackedHashes, trackedWeight } from "./sampling.ts";
 
 interface WorkerActive {
-  refs: Map<bigint, number>;
+  refs: Map<number, number>;
   /** Blocks stood for by the distinct tracked hashes. */
   tracked: number;
   estimated: number;
 }
 
 export class ActiveBlocks {
-  private readonly index = new BlockIndex(1 << 14);
   private readonly workers = new Map<string, WorkerActive>();
 
-  /** The hashes tracked for a prompt, and how many of its blocks they stand for. */
-  track(hashes: readonly bigint[]): { tracked: bigint[]; covered: number } {
-    const tracked = trackedHashes(hashes);
+  /** The keys tracked for a prompt, and how many of its blocks they stand for. */
+  track(hashes: readonly bigint[]): { tracked: number[]; covered: number } {
+    const tracked = trackedHashes(hashes).map(mapKey);
     return { tracked, covered: blocksCovered(tracked.length) };
   }
 
   /** Book a prompt: `tracked` from track(), `estimated` = its blocks not covered by them. */
-  add(worker: string, tracked: readonly bigint[], estimated: number): void {
+  add(worker: string, tracked: readonly number[], estimated: number): void {
     let w = this.workers.get(worker);
     if (!w) this.workers.set(worker, (w = { refs: new Map(), tracked: 0, estimated: 0 }));
     w.estimated += estimated;
-    const fresh: bigint[] = [];
     for (let i = 0; i < tracked.length; i++) {
-      const h = tracked[i]!;
-      const n = w.refs.get(h) ?? 0;
-      w.refs.set(h, n + 1);
-      if (n === 0) {
-        fresh.push(h);
-        w.tracked += trackedWeight(i);
-      }
+      const n = w.refs.get(tracked[i]!) ?? 0;
+      w.refs.set(tracked[i]!, n + 1);
+      if (n === 0) w.tracked += trackedWeight(i);
     }
-    if (fresh.length > 0) this.index.apply(worker, { kind: "stored", medium: "gpu", hashes: fresh });
   }
 
-  remove(worker: string, tracked: readonly bigint[], estimated: number): void {
+  remove(worker: string, tracked: readonly number[], estimated: number): void {
     const w = this.workers.get(worker);
     if (!w) return;
     w.estimated = Math.max(0, w.estimated - estimated);
-    const gone: bigint[] = [];
     for (let i = 0; i < tracked.length; i++) {
-      const h = tracked[i]!;
-      const n = w.refs.get(h);
+      const n = w.refs.get(tracked[i]!);
       if (n === undefined) continue;
       if (n <= 1) {
-        w.refs.delete(h);
-        gone.push(h);
+        w.refs.delete(tracked[i]!);
         w.tracked -= trackedWeight(i);
-      } else w.refs.set(h, n - 1);
+      } else w.refs.set(tracked[i]!, n - 1);
     }
-    // The worker's entry stays when it goes idle: BlockIndex.removeWorker scans the whole table.
-    if (gone.length > 0) this.index.apply(worker, { kind: "removed", medium: "gpu", hashes: gone });
+    if (w.refs.size === 0 && w.estimated === 0) this.workers.delete(worker);
   }
 
   /** Distinct blocks plus estimated blocks active on a worker. */
@@ -75,8 +64,18 @@ export class ActiveBlocks {
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   overlaps(hashes: readonly bigint[]): Map<string, number> {
     const out = new Map<string, number>();
-    if (hashes.length === 0 || this.index.size() === 0) return out;
-    for (const [worker, o] of this.index.findMatches(trackedHashes(hashes))) if (o.gpu > 0) out.set(worker, blocksCovered(o.gpu));
+    if (hashes.length === 0 || this.workers.size === 0) return out;
+    const keys = trackedHashes(hashes).map(mapKey);
+    for (const [worker, w] of this.workers) {
+      let lo = 0;
+      let hi = keys.length;
+      while (lo < hi) {
+        const mid = (lo + hi + 1) >>> 1;
+        if (w.refs.has(keys[mid - 1]!)) lo = mid;
+        else hi = mid - 1;
+      }
+      if (lo > 0) out.set(worker, blocksCovered(lo));
+    }
     return out;
   }
 }

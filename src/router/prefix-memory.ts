@@ -5,20 +5,19 @@
 //
 // Bounded twice: a block counts only for `ttlMs` after the last request that sent it, and each
 // worker remembers at most `maxBlocksPerWorker` tracked hashes (sampling.ts: every block of a
-// prompt's first 64, then every 8th), least recently sent forgotten first (a Map in recency order). Expiries are rounded up to 1/64 of the TTL, so re-sending a prefix within the
-// same slice costs a binary search instead of touching each of its (up to 2,000) blocks.
+// prompt's first 64, then every 8th), least recently sent forgotten first (a Map in recency order,
+// keyed by numbers so that no entry is a heap object for the GC to mark).
 //
-// Lookup walks the shared BlockIndex (one pass over the prompt for every worker), then trims each
-// worker's run to its unexpired part with a binary search. That is exact because along one prompt
-// the expiry never increases with depth: block i's sequence hash names the whole prefix up to i, so
-// every request that sent block i also sent blocks 0..i-1, at the same moment.
-import { BlockIndex } from "../kv/block-index.ts";
-import { blocksCovered, trackedHashes } from "./sampling.ts";
+// Per worker, what is remembered is prefix-closed and its expiry never increases with depth: a
+// block's sequence hash names its whole prefix, and every send refreshes a prompt's blocks deepest
+// first, so a parent is always at least as recent as any child. The leading run a worker holds is
+// therefore found by binary search (log n lookups per worker, no walk over the prompt). Expiries
+// are rounded up to 1/64 of the TTL: re-sending a prompt within the same slice changes nothing.
+import { blocksCovered, mapKey, trackedHashes } from "./sampling.ts";
 
 export class PrefixMemory {
-  private readonly index = new BlockIndex(1 << 14);
-  /** Per worker: block hash → expiry (ms), oldest first. */
-  private readonly workers = new Map<string, Map<bigint, number>>();
+  /** Per worker: mapKey(block hash) → expiry (ms), least recent first. */
+  private readonly workers = new Map<string, Map<number, number>>();
   private readonly sliceMs: number;
 
   constructor(
@@ -28,54 +27,38 @@ export class PrefixMemory {
     this.sliceMs = Math.max(1, Math.ceil(ttlMs / 64));
   }
 
-  /** Remember that `hashes` (a prompt's leading blocks) were sent to `worker` at `nowMs`. */
+  /** Remember that a prompt's leading blocks (sequence hashes) were sent to `worker` at `nowMs`. */
   record(worker: string, prompt: readonly bigint[], nowMs: number): void {
     if (prompt.length === 0 || this.ttlMs <= 0) return;
-    const hashes = trackedHashes(prompt);
+    // Only the first `maxBlocksPerWorker` tracked blocks: a longer prompt would evict its own head
+    // and leave a suffix no lookup can reach.
+    const keys = trackedHashes(prompt).slice(0, this.maxBlocksPerWorker).map(mapKey);
     let m = this.workers.get(worker);
     if (!m) this.workers.set(worker, (m = new Map()));
     const expiry = Math.ceil((nowMs + this.ttlMs) / this.sliceMs) * this.sliceMs;
-    // Only the first `maxBlocksPerWorker` blocks: a longer prompt would evict its own head and
-    // leave a suffix no lookup can reach.
-    const n = Math.min(hashes.length, this.maxBlocksPerWorker);
-    // Blocks [0, from) already carry this expiry (monotone along the prompt): leave them be.
-    let lo = 0;
-    let hi = n;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (m.get(hashes[mid]!) === expiry) lo = mid + 1;
-      else hi = mid;
+    if (m.get(keys[keys.length - 1]!) === expiry) return; // sent in this slice already (and so is its prefix)
+    for (let i = keys.length - 1; i >= 0; i--) {
+      m.delete(keys[i]!);
+      m.set(keys[i]!, expiry);
     }
-    const from = lo;
-    // Deepest first, so the head ends most recent and a prompt's tail is forgotten before its
-    // head (the prefix stays walkable).
-    const fresh: bigint[] = [];
-    for (let i = n - 1; i >= from; i--) {
-      const h = hashes[i]!;
-      if (m.delete(h)) m.set(h, expiry);
-      else {
-        m.set(h, expiry);
-        fresh.push(h);
-      }
+    for (const [k, exp] of m) {
+      if (m.size <= this.maxBlocksPerWorker && exp > nowMs) break;
+      m.delete(k);
     }
-    if (fresh.length > 0) this.index.apply(worker, { kind: "stored", medium: "gpu", hashes: fresh });
-    this.evict(worker, m, nowMs);
   }
 
-  /** Leading blocks of `hashes` each worker is remembered to hold at `nowMs` (workers with none absent). */
+  /** Leading blocks of a prompt each worker is remembered to hold at `nowMs` (workers with none absent). */
   overlaps(prompt: readonly bigint[], nowMs: number): Map<string, number> {
     const out = new Map<string, number>();
     if (prompt.length === 0 || this.workers.size === 0) return out;
-    const hashes = trackedHashes(prompt);
-    for (const [worker, o] of this.index.findMatches(hashes)) {
-      const m = this.workers.get(worker);
-      if (!m || o.gpu === 0) continue;
-      // Largest n ≤ o.gpu with hashes[n-1] unexpired (expiry is non-increasing along the prompt).
+    const keys = trackedHashes(prompt).map(mapKey);
+    for (const [worker, m] of this.workers) {
+      // Largest n with keys[0..n) all remembered and unexpired (prefix-closed, monotone expiry).
       let lo = 0;
-      let hi = o.gpu;
+      let hi = keys.length;
       while (lo < hi) {
         const mid = (lo + hi + 1) >>> 1;
-        if ((m.get(hashes[mid - 1]!) ?? 0) > nowMs) lo = mid;
+        if ((m.get(keys[mid - 1]!) ?? 0) > nowMs) lo = mid;
         else hi = mid - 1;
       }
       if (lo > 0) out.set(worker, blocksCovered(lo));
@@ -90,17 +73,5 @@ export class PrefixMemory {
 
   forget(worker: string): void {
     this.workers.delete(worker);
-    this.index.removeWorker(worker);
-  }
-
-  private evict(worker: string, m: Map<bigint, number>, nowMs: number): void {
-    const gone: bigint[] = [];
-    for (const [h, exp] of m) {
-      if (m.size - gone.length <= this.maxBlocksPerWorker && exp > nowMs) break;
-      gone.push(h);
-    }
-    if (gone.length === 0) return;
-    for (const h of gone) m.delete(h);
-    this.index.apply(worker, { kind: "removed", medium: "gpu", hashes: gone });
   }
 }

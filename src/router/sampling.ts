@@ -31,3 +31,16 @@ export function blocksCovered(k: number): number {
   if (k <= EXACT_BLOCKS) return k;
   return EXACT_BLOCKS + (k - EXACT_BLOCKS) * STRIDE;
 }
+
+const u64 = new BigUint64Array(1);
+const u32 = new Uint32Array(u64.buffer);
+/**
+ * A block hash as a Map key: its low 52 bits as a number. Numbers are not heap cells, so maps of
+ * hundreds of thousands of remembered blocks add nothing for the GC to mark (a bigint key is one
+ * heap object each); two blocks sharing 52 bits is a 2^-52-per-pair event, and costs at most a
+ * wrongly credited block.
+ */
+export function mapKey(h: bigint): number {
+  u64[0] = h;
+  return u32[0]! + (u32[1]! & 0xfffff) * 4294967296;
+}
