@@ -203,11 +203,12 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       frontend.startDrain();
       notify.send(["STOPPING=1", "STATUS=draining"]);
       log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
-      const forced = new Promise<boolean>((r) => (forceNow = () => r(false)));
+      let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"
+      const forced = new Promise<boolean>((r) => (forceNow = () => ((forcedLater = true), r(false))));
       const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
       if (!idle && frontend.inFlightCount > 0) {
         log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });
-        frontend.abortAll(force ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
+        frontend.abortAll(force || forcedLater ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
         await frontend.waitIdle(1000); // let the error events reach the clients
       }
       if (extendTimer) clearInterval(extendTimer);
