@@ -93,12 +93,15 @@ export class PipelinePolicy implements Policy {
       node: w.node,
       terms: termsOf.get(w.id) ?? { filtered_by: droppedBy.get(w.id) ?? "unknown", in_flight: w.load.in_flight, running: w.load.running, waiting: w.load.waiting },
     }));
-    const gpu = facts.overlap.get(chosen.id)?.gpu ?? 0;
+    const o = facts.overlap.get(chosen.id) ?? { gpu: 0, cpu: 0, disk: 0 };
+    const gpu = o.gpu;
     const ct = terms[i]!;
     const reason =
       `${this.pipeline.picker.type === "softmax" && live.length > 1 && Math.min(...costs) !== costs[i] ? "sampled" : "lowest"} cost ${ct.cost}` +
       ` among ${live.length} worker(s)` +
-      (ct.prefill_blocks !== undefined ? ` (prefill ${ct.prefill_blocks} + decode ${ct.decode_blocks} blocks; GPU overlap ${gpu}/${facts.requestBlocks})` : "") +
+      (ct.prefill_blocks !== undefined
+        ? ` (prefill ${ct.prefill_blocks} + decode ${ct.decode_blocks} blocks; overlap gpu/cpu/disk ${o.gpu}/${o.cpu}/${o.disk} of ${facts.requestBlocks} blocks)`
+        : "") +
       (droppedBy.size > 0 ? `; ${droppedBy.size} dropped by filters` : "") +
       (skipped.length > 0 ? `; filter ${skipped.join(", ")} skipped (would drop every worker)` : "");
     return {
