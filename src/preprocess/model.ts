@@ -89,11 +89,12 @@ export class ModelPreprocessor {
   render(input: PromptInput): string {
     const messages = input.messages ?? [];
     const cont = input.continue_final_message === true;
-    return this.renderTemplate(messages, {
+    const text = this.renderTemplate(messages, {
       addGenerationPrompt: cont ? false : (input.add_generation_prompt ?? true),
       ...(input.tools ? { tools: input.tools } : {}),
       ...(input.chat_template_kwargs ? { extra: input.chat_template_kwargs } : {}),
     });
+    return cont ? cutAfterFinalMessage(text, messages[messages.length - 1]?.content) : text;
   }
 
   async prepare(input: PromptInput): Promise<PreparedPrompt> {
@@ -267,4 +268,25 @@ function missing(ids: readonly (Uint32Array | undefined)[]): number[] {
   const out: number[] = [];
   for (let k = 0; k < ids.length; k++) if (ids[k] === undefined) out.push(k);
   return out;
+}
+
+/**
+ * continue_final_message, as transformers' apply_chat_template does it: the prompt ends right after
+ * the last message's text (its last text part), so the model continues that message instead of
+ * seeing the template's end-of-turn tokens.
+ */
+function cutAfterFinalMessage(text: string, content: unknown): string {
+  let final: string | undefined;
+  if (typeof content === "string") final = content;
+  else if (Array.isArray(content)) {
+    for (let i = content.length - 1; i >= 0 && final === undefined; i--) {
+      const part = content[i] as { text?: unknown } | null;
+      if (part !== null && typeof part === "object" && typeof part.text === "string") final = part.text;
+    }
+  }
+  if (final === undefined || !text.includes(final.trim())) {
+    throw badRequest("continue_final_message is set but the final message does not appear in the rendered chat", "messages");
+  }
+  const hit = text.includes(final) ? final : final.trim();
+  return text.slice(0, text.lastIndexOf(hit) + hit.length);
 }

@@ -125,6 +125,19 @@ describe("cached tokenization equals uncached", () => {
     }
   });
 
+  test("continue_final_message ends the prompt right after the last message, like transformers", async () => {
+    const messages = [
+      { role: "user", content: "Write a haiku" },
+      { role: "assistant", content: "Autumn moonlight" },
+    ];
+    const full = tok.applyChatTemplate(messages, { addGenerationPrompt: false });
+    const cut = full.slice(0, full.lastIndexOf("Autumn moonlight") + "Autumn moonlight".length);
+    expect(full.endsWith("<|im_end|>\n")).toBe(true);
+    const p = await pre.prepare("q", { messages, continue_final_message: true });
+    expect(p.tokens).toBe(tok.encode(cut, { addSpecialTokens: false }).length);
+    await expect(pre.prepare("q", { messages: [{ role: "user", content: "x" }, { role: "assistant", content: [{ type: "image_url" }] }], continue_final_message: true })).rejects.toThrow(/final message/);
+  });
+
   test("completions: text prompts get the tokenizer's special tokens; token-id prompts are hashed as given", async () => {
     const text = `${longText().slice(0, 3000)}<|endoftext|>tail`;
     const p = await pre.prepare("q", { prompt: text });
