@@ -89,7 +89,8 @@ test("every /admin route refuses unauthenticated non-loopback calls and rebindin
   const calls = routeCalls("/admin");
   for (const c of calls) {
     const where = `${c.method} ${c.path}`;
-    for (const headers of [{}, { authorization: "Bearer wrong-token" }, { authorization: `Bearer ${API_KEY}` }, { authorization: ADMIN_TOKEN }]) {
+    const attempts: Record<string, string>[] = [{}, { authorization: "Bearer wrong-token" }, { authorization: `Bearer ${API_KEY}` }, { authorization: ADMIN_TOKEN }];
+    for (const headers of attempts) {
       const r = await call(c, REMOTE, headers);
       expect({ where, status: r.status }).toEqual({ where, status: 401 });
       expect(JSON.parse(r.text).error.code).toBe("invalid_admin_token");
@@ -112,7 +113,8 @@ test("with no admin token configured (reloaded live), remote admin calls are ref
   daemon.frontend.applyConfig(without);
   try {
     for (const c of routeCalls("/admin")) {
-      for (const headers of [{}, { authorization: `Bearer ${ADMIN_TOKEN}` }]) {
+      const attempts: Record<string, string>[] = [{}, { authorization: `Bearer ${ADMIN_TOKEN}` }];
+      for (const headers of attempts) {
         const r = await call(c, REMOTE, headers);
         expect({ where: `${c.method} ${c.path}`, status: r.status }).toEqual({ where: `${c.method} ${c.path}`, status: 403 });
         expect(JSON.parse(r.text).error.code).toBe("admin_loopback_only");
