@@ -4,7 +4,7 @@
 //   const pre = await createPreprocessor(config.models, { log });
 //   …per request, before routing:
 //   const p = await pre.prepare(body.model, body);          // HerdError 400/404/503 on bad input
-//   router.routeAndBook({ ...route, promptTokens: p.tokens, blockHashes: p.blockHashes, blockSize: p.blockSize });
+//   router.routeAndBook({ ...route, ...routeFields(p) });   // promptTokens, blockHashes, blockSize
 //   …on shutdown: pre.close();
 import { availableParallelism } from "node:os";
 import type { ModelConfig } from "../config/types.ts";
@@ -31,6 +31,11 @@ export interface PreprocessOptions {
   /** Cold characters a request may encode on the event loop before the rest goes to workers. Default 256. */
   inlineMaxChars?: number;
   log?: Logger;
+}
+
+/** The RouteRequest fields a prepared prompt fills (src/router/types.ts). */
+export function routeFields(p: PreparedPrompt): { promptTokens: number; blockHashes: readonly bigint[]; blockSize: number } {
+  return { promptTokens: p.tokens, blockHashes: p.blockHashes, blockSize: p.blockSize };
 }
 
 export class Preprocessor {
