@@ -14,6 +14,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
     out.push({ path, line: lineOf(path), message, severity });
 
   checkModels(config, add);
+  checkTokenizers(config, add);
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
   checkGpus(config, add);
@@ -26,6 +27,19 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
 }
 
 type Add = (severity: Severity, path: string, message: string) => void;
+
+// Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
+// the simulated engine, so a real engine's model without a tokenizer dir would never show overlap.
+function checkTokenizers(config: Config, add: Add): void {
+  const prefixAware = config.router.policy === "kv" || config.router.policy === "prefix";
+  if (!prefixAware) return;
+  config.models.forEach((m, i) => {
+    if (m.tokenizer !== "") return;
+    const real = config.engines.find((e) => e.model === m.name && e.kind !== "sim");
+    if (real)
+      add("warning", `models[${i}].tokenizer`, `policy ${config.router.policy} needs the model's tokenizer dir to match ${real.kind} engines' blocks; without it no prefix overlap is found`);
+  });
+}
 
 function checkModels(config: Config, add: Add): void {
   const first = new Map<string, number>();

@@ -286,6 +286,17 @@ describe("finding rendering", () => {
     ]);
     expect(renderFindings(r.findings, "herd.yaml")).toStartWith("warning: engines[0].gpus: ");
   });
+
+  test("a prefix-aware policy warns about a real engine's model without a tokenizer", () => {
+    const text = yaml("router:", "  policy: kv", ...MODEL, "engines:", "  - kind: vllm", "    model: qwen3-8b");
+    const r = parseConfigText(text, "herd.yaml", env);
+    expect(r.config).toBeDefined();
+    const w = r.findings.find((f) => f.path === "models[0].tokenizer");
+    expect(w?.severity).toBe("warning");
+    expect(w?.line).toBe(4);
+    const withTok = parseConfigText(text.replace("qwen3-8b\n", "qwen3-8b\n    tokenizer: /m\n"), "herd.yaml", env);
+    expect(withTok.findings.find((f) => f.path === "models[0].tokenizer")).toBeUndefined();
+  });
 });
 
 describe("hostile input never crashes the parser", () => {
