@@ -21,7 +21,7 @@ export interface CalibrationFit {
   cost: CostParams;
   /** sim-engine / simulate flags carrying the fit. */
   flags: string;
-  rows: { ttft: number; itl: number; skipped: number };
+  rows: { ttft: number; itl: number; skipped: number; outliers: number };
   /** Coefficient of determination of each part of the fit (null without rows). */
   r2: { ttft: number | null; itl: number | null };
   /** Figures with data in their column (the rest stay at the defaults; collinear columns are not detected). */
@@ -53,9 +53,11 @@ function solve(a: number[][], b: number[]): number[] {
   return m.map((r, i) => (Math.abs(r[i]!) < 1e-300 ? 0 : r[n]! / r[i]!));
 }
 
-/** Fit from bench records (all runs of a bench JSON, concatenated). */
-export function calibrate(records: readonly RecordRow[], defaults: CostParams = DEFAULT_COST): CalibrationFit {
-  const ok = records.filter((r) => r.error === null && r.ttft_s !== null && r.e2e_s !== null && r.prompt_tokens !== null);
+/**
+ * Fit from bench records, one array per run (each run's times start at 0, so overlaps are only
+ * looked for within a run: a sweep level or another file is another run).
+ */
+export function calibrate(runs: readonly (readonly RecordRow[])[], defaults: CostParams = DEFAULT_COST): CalibrationFit {
   const d = defaults;
   const prior = [d.requestMs + d.stepMs, d.stepMs + d.weightsMs, d.linearMsPerToken, d.pairMs, d.kvReadMsPerToken];
   const nMin = d.linearMsPerToken > 0 ? (2 * d.weightsMs) / d.linearMsPerToken : 0;
@@ -64,11 +66,15 @@ export function calibrate(records: readonly RecordRow[], defaults: CostParams = 
   let ttftRows = 0;
   let itlRows = 0;
   let skipped = 0;
-  const win = ok.map((r) => {
-    const n = r.prompt_tokens! - (r.cached_tokens ?? 0);
-    return { r, n, c: r.cached_tokens ?? 0, from: r.start_s + r.ttft_s!, to: r.start_s + r.e2e_s!, first: r.start_s + r.ttft_s!, ctx: r.prompt_tokens! + (r.completion_tokens ?? 0) / 2 };
-  });
-  for (const w of win) {
+  const runWins = runs.map((records) =>
+    records
+      .filter((r) => r.error === null && r.ttft_s !== null && r.e2e_s !== null && r.prompt_tokens !== null)
+      .map((r) => {
+        const n = r.prompt_tokens! - (r.cached_tokens ?? 0);
+        return { r, n, c: r.cached_tokens ?? 0, from: r.start_s + r.ttft_s!, to: r.start_s + r.e2e_s!, first: r.start_s + r.ttft_s!, ctx: r.prompt_tokens! + (r.completion_tokens ?? 0) / 2 };
+      }),
+  );
+  for (const win of runWins) for (const w of win) {
     if (w.n >= nMin && w.n > 0) {
       rows.push({ x: [1, 0, w.n, w.n * w.c + (w.n * w.n) / 2, 0], y: w.r.ttft_s! * 1000 });
       ttftRows++;
@@ -99,43 +105,73 @@ export function calibrate(records: readonly RecordRow[], defaults: CostParams = 
     rows.push({ x: [0, 1, u, v, ctx], y: w.r.itl_mean_s * 1000 });
     itlRows++;
   }
-  // Normal equations on relative errors, plus a ridge row per figure toward its default (weight ε).
+  // Least squares on relative errors, a tiny ridge per figure toward its default, figures that come
+  // out negative pinned at 0 (active set), then one refit without outliers (relative residual above
+  // 4× the median: a stalled step, a cold first request) so a noisy machine does not drag the fit.
   const k = NAMES.length;
-  const ata = Array.from({ length: k }, () => new Array<number>(k).fill(0));
-  const atb = new Array<number>(k).fill(0);
-  for (const row of rows) {
-    const s = row.y > 0 ? 1 / row.y : 0;
-    for (let i = 0; i < k; i++) {
-      atb[i]! += row.x[i]! * s * row.y * s;
-      for (let j = 0; j < k; j++) ata[i]![j]! += row.x[i]! * s * row.x[j]! * s;
-    }
-  }
-  const eps = 1e-9 * Math.max(1, rows.length);
   const identified: string[] = [];
-  for (let i = 0; i < k; i++) {
-    const scale = prior[i]! > 0 ? 1 / prior[i]! : 1;
-    if (ata[i]![i]! / (scale * scale) > 1e3 * eps) identified.push(NAMES[i]!);
-    ata[i]![i]! += eps * scale * scale;
-    atb[i]! += eps * scale * scale * prior[i]!;
-  }
-  const th = solve(ata, atb).map((x) => Math.max(0, x));
+  const fit = (use: readonly Row[]): number[] => {
+    const fixed = new Set<number>();
+    let th: number[] = prior.slice();
+    for (let round = 0; round < k; round++) {
+      const ata = Array.from({ length: k }, () => new Array<number>(k).fill(0));
+      const atb = new Array<number>(k).fill(0);
+      for (const row of use) {
+        const s = row.y > 0 ? 1 / row.y : 0;
+        for (let i = 0; i < k; i++) {
+          if (fixed.has(i)) continue;
+          atb[i]! += row.x[i]! * s;
+          for (let j = 0; j < k; j++) if (!fixed.has(j)) ata[i]![j]! += row.x[i]! * s * row.x[j]! * s;
+        }
+      }
+      const eps = 1e-9 * Math.max(1, use.length);
+      for (let i = 0; i < k; i++) {
+        const scale = prior[i]! > 0 ? 1 / prior[i]! : 1;
+        if (fixed.has(i)) {
+          ata[i]![i] = 1;
+          atb[i] = 0;
+          continue;
+        }
+        ata[i]![i]! += eps * scale * scale;
+        atb[i]! += eps * scale * scale * prior[i]!;
+      }
+      th = solve(ata, atb);
+      const neg = th.findIndex((x, i) => x < 0 && !fixed.has(i));
+      if (neg < 0) break;
+      fixed.add(neg);
+    }
+    return th.map((x) => Math.max(0, x));
+  };
+  const predict = (r: Row, th: number[]) => r.x.reduce((s, x, i) => s + x * th[i]!, 0);
+  let th = fit(rows);
+  const relErr = rows.map((r) => Math.abs(predict(r, th) - r.y) / (r.y || 1));
+  // Medians per kind: TTFT rows are noisier than ITL rows (one measurement vs a mean of many gaps).
+  const medianOf = (kind: 0 | 1) => {
+    const xs = relErr.filter((_, i) => rows[i]!.x[kind] === 1).sort((p, q) => p - q);
+    return xs[Math.floor(xs.length / 2)] ?? 0;
+  };
+  const med = [medianOf(0), medianOf(1)];
+  const kept = rows.filter((r, i) => relErr[i]! <= Math.max(4 * med[r.x[0] === 1 ? 0 : 1]!, 0.01));
+  const outliers = rows.length - kept.length;
+  if (outliers > 0) th = fit(kept);
+  for (let i = 0; i < k; i++) if (kept.some((r) => r.x[i] !== 0)) identified.push(NAMES[i]!);
   const [a, cn, token, pair, kv] = th as [number, number, number, number, number];
   const step = Math.min(d.stepMs, a, cn);
   const cost: CostParams = { stepMs: step, weightsMs: cn - step, linearMsPerToken: token, pairMs: pair, kvReadMsPerToken: kv, requestMs: a - step };
   const r2 = (which: 0 | 1) => {
-    const sel = rows.filter((r) => r.x[which] === 1);
+    const sel = kept.filter((r) => r.x[which] === 1);
     if (sel.length === 0) return null;
     const mean = sel.reduce((s, r) => s + r.y, 0) / sel.length;
     let ssr = 0;
     let sst = 0;
     for (const r of sel) {
-      const p = r.x.reduce((s, x, i) => s + x * th[i]!, 0);
+      const p = predict(r, th);
       ssr += (r.y - p) ** 2;
       sst += (r.y - mean) ** 2;
     }
     return sst === 0 ? null : 1 - ssr / sst;
   };
-  return { cost, flags: costFlags(cost), rows: { ttft: ttftRows, itl: itlRows, skipped }, r2: { ttft: r2(0), itl: r2(1) }, identified };
+  return { cost, flags: costFlags(cost), rows: { ttft: ttftRows, itl: itlRows, skipped, outliers }, r2: { ttft: r2(0), itl: r2(1) }, identified };
 }
 
 const sig = (x: number) => Number(x.toPrecision(4)).toString();

@@ -28,7 +28,7 @@ function syntheticRows(c: CostParams, n: number): RecordRow[] {
     const out = 16 + rng.int(200);
     const ttftMs = c.requestMs + c.stepMs + c.linearMsPerToken * u + c.pairMs * (u * cached + (u * u) / 2);
     const itlMs = c.stepMs + c.weightsMs + c.kvReadMsPerToken * (prompt + out / 2);
-    const start = i * 20; // one at a time: no overlap, decode batch 1
+    const start = (i % 40) * 20; // one at a time within a run (no overlap, decode batch 1); runs of 40 all start at 0
     rows.push({
       at_s: start, start_s: start, session: `s${i}`, ttft_s: ttftMs / 1000, e2e_s: (ttftMs + itlMs * (out - 1)) / 1000, itl_mean_s: itlMs / 1000,
       prompt_tokens: prompt, completion_tokens: out, cached_tokens: cached, error: null,
@@ -39,11 +39,15 @@ function syntheticRows(c: CostParams, n: number): RecordRow[] {
 
 test("recovers known figures from a synthetic bench JSON (through --calibrate and --save)", async () => {
   const rows = syntheticRows(TRUE, 80);
-  const run = toRunResult(summarize(rows.map((r, index) => ({ ...r, index, itl_s: [r.itl_mean_s!] })), { warmup_s: 0, slo: {} }), { rate: null, concurrency: 1 }, [], 1);
-  run.records = rows;
+  // Two runs (a sweep) whose times overlap: overlaps must only be looked for within a run.
+  const runs = [rows.slice(0, 40), rows.slice(40)].map((part, k) => {
+    const run = toRunResult(summarize(part.map((r, index) => ({ ...r, index, itl_s: [r.itl_mean_s!] })), { warmup_s: 0, slo: {} }), { rate: null, concurrency: k + 1 }, [], 1);
+    run.records = part;
+    return run;
+  });
   const dir = mkdtempSync(join(tmpdir(), "herd-cal-"));
   try {
-    await Bun.write(join(dir, "b.json"), JSON.stringify(toBenchResult({ synthetic: true }, [run])));
+    await Bun.write(join(dir, "b.json"), JSON.stringify(toBenchResult({ synthetic: true }, runs)));
     const out: string[] = [];
     expect(await simulateMain(["--calibrate", join(dir, "b.json"), "--save", join(dir, "fit.json")], { out: (t) => void out.push(t), err: () => {} })).toBe(0);
     const fit = (await Bun.file(join(dir, "fit.json")).json()) as { cost: CostParams; flags: string; r2: { ttft: number; itl: number } };
@@ -64,7 +68,7 @@ test("from a simulated concurrency-1 multi-turn run (growing contexts) of a know
     await PromptEncoder.load(null, 16),
   );
   const rows = toRunResult(summarize(run.records, { warmup_s: 0, slo: {} }), { rate: null, concurrency: 1 }, run.records, 1).records;
-  const fit = calibrate(rows);
+  const fit = calibrate([rows]);
   expect(fit.rows.ttft).toBeGreaterThan(50);
   const rel = (k: keyof CostParams) => Math.abs(fit.cost[k] - TRUE[k]) / TRUE[k];
   expect(rel("linearMsPerToken")).toBeLessThan(0.02);
