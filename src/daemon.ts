@@ -28,6 +28,7 @@ import type { Overrides } from "./config/load.ts";
 import { renderFindings } from "./config/findings.ts";
 import { reloadFromFile } from "./ops/reload.ts";
 import { StopSignals } from "./ops/signals.ts";
+import { exposureWarnings } from "./ops/exposure.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -142,6 +143,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     throw e;
   }
   for (const w of supervisor.list()) publish(w);
+  for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
   // KV events: every worker with endpoints (generated for local engines, from config for external
   // ones); the supervisor's state changes take failed/stopped/restarted engines out of the index.
   for (const p of supervisor.plans()) {

@@ -1,0 +1,47 @@
+// Startup warnings about what this node exposes beyond loopback (reliability.md §2, mitigations 2
+// and 10): an unauthenticated OpenAI API on a non-loopback listener, and engine side sockets (KV
+// events) bound on every interface — which vLLM and SGLang require for a ZMQ publisher that binds.
+// Pure: config + planned engines in, warning lines out; the daemon logs them.
+import type { Config } from "../config/types.ts";
+import type { EnginePlan } from "../engine/types.ts";
+
+const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|::1|\[::1\])$/;
+
+function hostOf(listen: string): string {
+  const m = /^\[([^\]]+)\]:\d+$/.exec(listen) ?? /^([^:]+):\d+$/.exec(listen);
+  return m?.[1] ?? listen;
+}
+
+/** `tcp://*:P`, `tcp://0.0.0.0:P`, `tcp://[::]:P` and friends: every interface. */
+function isWildcardEndpoint(ep: string): boolean {
+  const host = /^tcp:\/\/(\[[^\]]*\]|[^:/]+):/.exec(ep)?.[1] ?? "";
+  return host === "*" || host === "0.0.0.0" || host === "[::]" || host === "::" || host === "[*]";
+}
+
+/** Endpoints an engine's `--kv-events-config` makes it bind on every interface. */
+export function wildcardKvEndpoints(plan: EnginePlan): string[] {
+  const argv = plan.spec?.argv;
+  if (!argv || argv.includes("--kv-events-bind-host")) return [];
+  const i = argv.indexOf("--kv-events-config");
+  if (i < 0) return [];
+  let cfg: { endpoint?: unknown; replay_endpoint?: unknown };
+  try {
+    cfg = JSON.parse(argv[i + 1] ?? "");
+  } catch {
+    return [];
+  }
+  return [cfg.endpoint, cfg.replay_endpoint].filter((e): e is string => typeof e === "string" && isWildcardEndpoint(e));
+}
+
+export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): string[] {
+  const out: string[] = [];
+  const f = config.frontend;
+  if (!LOOPBACK.test(hostOf(f.listen)) && f.api_keys.length === 0)
+    out.push(`frontend.listen ${f.listen} is reachable from other hosts and frontend.api_keys is empty: anyone who can reach it can use the models`);
+  for (const p of plans) {
+    const eps = wildcardKvEndpoints(p);
+    if (eps.length)
+      out.push(`worker ${p.id} (${p.kind}) binds its KV event sockets on every interface (${eps.join(", ")}); firewall those ports from other hosts (docs/operate.md)`);
+  }
+  return out;
+}
