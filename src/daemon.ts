@@ -124,15 +124,19 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
 
   // A stop signal while engines are being spawned is remembered and acted on once startup is done,
   // so no engine is left behind by a herd that died half-started.
+  // SIGHUP too: its default action would kill herd mid-startup and orphan the engines just spawned.
   let earlySignal: string | null = null;
-  const early = { term: () => void (earlySignal = "SIGTERM"), int: () => void (earlySignal = "SIGINT") };
+  let earlyHup = false;
+  const early = { term: () => void (earlySignal = "SIGTERM"), int: () => void (earlySignal = "SIGINT"), hup: () => void (earlyHup = true) };
   if (opts.signals) {
     process.on("SIGTERM", early.term);
     process.on("SIGINT", early.int);
+    process.on("SIGHUP", early.hup);
   }
   const dropEarly = () => {
     process.off("SIGTERM", early.term);
     process.off("SIGINT", early.int);
+    process.off("SIGHUP", early.hup);
   };
   try {
     await supervisor.start();
@@ -301,6 +305,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     if (earlySignal) {
       log.info(`received ${earlySignal} during startup`);
       void shutdown();
+    } else if (earlyHup) {
+      log.info("received SIGHUP during startup");
+      onHup();
     }
   }
 

@@ -1,8 +1,12 @@
 // Stop signals: one Ctrl-C delivered twice (terminal to the process group + a forwarding wrapper
 // such as `bun run`) must still drain; a second signal well after the first stops without waiting.
 import { afterEach, describe, expect, test } from "bun:test";
+import { mkdirSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import { recordFor } from "../../src/engine/orphans.ts";
+import { bootId } from "../../src/engine/procfs.ts";
 import { DUPLICATE_WINDOW_MS, StopSignals } from "../../src/ops/signals.ts";
-import { cleanup, simConfigYaml, startHerd, tempDir, type HerdProc } from "./helpers.ts";
+import { BUN, ROOT, cleanup, simConfigYaml, startHerd, tempDir, until, type HerdProc } from "./helpers.ts";
 
 describe("StopSignals", () => {
   test("first stops, a repeat inside the window is a duplicate, a later one forces", () => {
@@ -83,5 +87,42 @@ describe("herd run and SIGINT", () => {
     expect((text.match(/"text":/g) ?? []).length).toBeLessThan(700);
     expect(await herd.proc.exited).toBe(0);
     expect(herd.log()).toContain("received SIGINT again: stopping without waiting for open requests");
+  }, 30_000);
+});
+
+describe("herd run and SIGHUP during startup", () => {
+  test("a reload request while leftovers are being reaped neither kills herd nor is lost", async () => {
+    const dir = tempDir("herd-sig-hup-");
+    // A leftover "engine" from a previous herd that ignores SIGTERM: reaping it takes stop_timeout_ms.
+    const stray = Bun.spawn(["setsid", "sh", "-c", "trap '' TERM; while :; do sleep 0.1; done"], { stdio: ["ignore", "ignore", "ignore"] });
+    try {
+      await Bun.sleep(100);
+      const rec = recordFor("hup/command-0", stray.pid, new Date().toISOString());
+      expect(rec.pgid).toBe(stray.pid);
+      mkdirSync(join(dir, "data", "run"), { recursive: true });
+      // Written by a herd that no longer runs (pid 2^22+1 is above the default pid_max).
+      writeFileSync(join(dir, "data", "run", "engines.json"), JSON.stringify({ herd: { pid: 4194305, startTicks: 1, bootId: bootId() }, engines: [rec] }));
+      const yaml = simConfigYaml({ dir, node: "hup" }).replace("stop_timeout_ms: 2000", "stop_timeout_ms: 1500");
+      writeFileSync(join(dir, "herd.yaml"), yaml);
+      const proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", join(dir, "herd.yaml"), "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
+      let log = "";
+      const dec = new TextDecoder();
+      const reading = (async () => {
+        for await (const c of proc.stderr as ReadableStream<Uint8Array>) log += dec.decode(c, { stream: true });
+      })();
+      await until("the reaping to start", () => log.includes("left running by a previous herd"), 10_000);
+      proc.kill("SIGHUP");
+      await until("herd ready", () => log.includes("herd ready") || proc.exitCode !== null, 15_000);
+      expect(proc.exitCode).toBeNull();
+      await until("the deferred reload", () => log.includes("config reloaded: no changes"), 5_000);
+      expect(log).toContain("received SIGHUP during startup");
+      expect(log).toContain("sending SIGKILL");
+      proc.kill("SIGTERM");
+      expect(await proc.exited).toBe(0);
+      await reading;
+    } finally {
+      if (stray.exitCode === null) stray.kill("SIGKILL");
+      cleanup(dir);
+    }
   }, 30_000);
 });
