@@ -184,7 +184,11 @@ const sim: EngineDriver = {
     // loopback engine its generated KV sockets stay on loopback. Explicit kv_events are verbatim.
     const bindHost = loopbackBindHost(entry.host);
     if (kv && !entry.kv_events && bindHost) argv.push("--kv-events-bind-host", bindHost);
-    return spec(input, argv, model.name, kv?.spec);
+    const s = spec(input, argv, model.name, kv?.spec);
+    // Lets a sim engine notice that its herd died (SIGKILL) and stop, instead of lingering. An entry
+    // may set it to "" to behave like a real engine (tests of the orphan sweep do).
+    if (!("HERD_SUPERVISOR_PID" in entry.env)) s.env.HERD_SUPERVISOR_PID = String(process.pid);
+    return s;
   },
 };
 

@@ -126,8 +126,10 @@ describe("command, sim, external", () => {
     const kv = flagValue(s.argv, "--kv-events-config");
     expect(s.argv).toEqual([
       "/usr/local/bin/herd", "sim-engine", "--host", "127.0.0.1", "--port", "9000", "--model", "m", "--block-size", "16", "--tokenizer", "/models/q",
-      "--kv-events-config", kv, "--time-scale", "20",
+      "--kv-events-config", kv, "--kv-events-bind-host", "127.0.0.1", "--time-scale", "20",
     ]);
+    // The engine learns who supervises it, so it can stop itself if herd is SIGKILLed.
+    expect(s.env.HERD_SUPERVISOR_PID).toBe(String(process.pid));
     // The sim publishes KV events like vLLM: same JSON, allocated ports, a topic naming the worker.
     expect(JSON.parse(kv)).toEqual({ enable_kv_cache_events: true, publisher: "zmq", endpoint: "tcp://*:9001", replay_endpoint: "tcp://*:9002", topic: "kv@n1/sim-0@m" });
     expect(s.kvEvents).toEqual({ endpoint: "tcp://127.0.0.1:9001", replayEndpoint: "tcp://127.0.0.1:9002", topic: "kv@n1/sim-0@m" });

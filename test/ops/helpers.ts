@@ -17,14 +17,14 @@ export function tempDir(prefix: string): string {
 }
 
 /** A config with `count` sim engines of model `model` on loopback; extra YAML sections appended. */
-export function simConfigYaml(o: { dir: string; node: string; model?: string; count?: number; listen?: string; extra?: string; simArgs?: string[]; portBase?: number }): string {
+export function simConfigYaml(o: { dir: string; node: string; model?: string; count?: number; listen?: string; extra?: string; simArgs?: string[]; portBase?: number; env?: Record<string, string> }): string {
   const model = o.model ?? `${o.node}-sim`;
   const args = JSON.stringify(o.simArgs ?? ["--time-scale", "50"]);
   return `node: { name: ${o.node}, data_dir: ${JSON.stringify(join(o.dir, "data"))} }
 frontend: { listen: ${JSON.stringify(o.listen ?? "127.0.0.1:0")} }
 supervisor: { port_range_start: ${o.portBase ?? portBase()}, health_interval_ms: 100, restart_backoff_initial_ms: 100, stop_timeout_ms: 2000 }
 models: [{ name: ${model} }]
-engines: [{ kind: sim, model: ${model}, count: ${o.count ?? 1}, args: ${args} }]
+engines: [{ kind: sim, model: ${model}, count: ${o.count ?? 1}, args: ${args}, env: ${JSON.stringify(o.env ?? {})} }]
 ${o.extra ?? ""}`;
 }
 

@@ -9,7 +9,9 @@ import { isRunning } from "../../src/engine/procfs.ts";
 import { cleanup, herdCli, simConfigYaml, startHerd, tempDir, until, type HerdProc } from "./helpers.ts";
 
 const dir = tempDir("herd-upgrade-");
-const yaml = simConfigYaml({ dir, node: "up", count: 2, simArgs: ["--time-scale", "50", "--output-len", "4"] });
+// HERD_SUPERVISOR_PID="" turns off the sim engines' own parent watchdog, so they linger after a
+// SIGKILL the way real engines (vLLM, SGLang) do and the next start's sweep is what is tested.
+const yaml = simConfigYaml({ dir, node: "up", count: 2, simArgs: ["--time-scale", "50", "--output-len", "4"], env: { HERD_SUPERVISOR_PID: "" } });
 const started: HerdProc[] = [];
 let strays: number[] = [];
 
@@ -83,4 +85,19 @@ test("after `herd run` is SIGKILLed, the next `herd run` terminates the engines 
   expect(recorded().map((r) => r.pid).sort()).toEqual([...fresh].sort());
   b.proc.kill("SIGTERM");
   expect(await b.proc.exited).toBe(0);
+}, 40_000);
+
+test("sim engines whose herd was SIGKILLed stop by themselves (parent watchdog)", async () => {
+  const wdir = tempDir("herd-watchdog-");
+  try {
+    const h = await startHerd(wdir, simConfigYaml({ dir: wdir, node: "wd", count: 2, simArgs: ["--time-scale", "50"] }));
+    started.push(h);
+    const pids = await readyPids(h);
+    strays.push(...pids);
+    h.proc.kill("SIGKILL");
+    await h.proc.exited;
+    await until("engines gone", async () => pids.every((pid) => !isRunning(pid)), 10_000);
+  } finally {
+    cleanup(wdir);
+  }
 }, 40_000);

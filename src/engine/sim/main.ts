@@ -53,7 +53,25 @@ export async function simEngineMain(argv: string[]): Promise<number> {
     };
     process.once("SIGTERM", () => stop("SIGTERM"));
     process.once("SIGINT", () => stop("SIGINT"));
+    watchParent(() => stop("supervisor gone"));
   });
+}
+
+/**
+ * A herd that dies without stopping its engines (SIGKILL, OOM) would leave simulated engines
+ * running until the next herd start cleans them up. The supervisor names itself in
+ * HERD_SUPERVISOR_PID; when this process is re-parented away from it, the engine stops itself.
+ * (Real engines can't do this; for them the next start's orphan sweep is the safety net.)
+ */
+function watchParent(onGone: () => void): void {
+  const expected = Number(process.env.HERD_SUPERVISOR_PID ?? "");
+  if (!Number.isInteger(expected) || expected <= 0) return;
+  const timer = setInterval(() => {
+    if (process.ppid === expected) return;
+    clearInterval(timer);
+    onGone();
+  }, 1000);
+  timer.unref();
 }
 
 if (import.meta.main) process.exit(await simEngineMain(process.argv.slice(2)));
