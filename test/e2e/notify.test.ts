@@ -27,6 +27,7 @@ const hasNotify = peer("systemd-notify", ["systemd-notify", "--help"]);
 
 test.skipIf(!hasNotify)("READY=1 after the first ready worker, SIGHUP survives, STOPPING=1 on SIGTERM, exit 0", async () => {
   const dir = mkdtempSync(join(tmpdir(), "herd-notify-"));
+  let herdProc: { kill(sig?: string | number): void; exitCode: number | null } | null = null;
   try {
     const sock = join(dir, "notify.sock");
     const listener = Bun.spawn([PYTHON, "-c", LISTENER, sock, "30"], { stdout: "pipe", stderr: "inherit" });
@@ -47,6 +48,7 @@ engines: [{ kind: sim, model: nt-sim, count: 1, args: ["--time-scale", "50"] }]
       stderr: "pipe",
       env: { ...process.env, NOTIFY_SOCKET: sock },
     });
+    herdProc = herd;
     let log = "";
     const dec = new TextDecoder();
     const reading = (async () => {
@@ -80,6 +82,8 @@ engines: [{ kind: sim, model: nt-sim, count: 1, args: ["--time-scale", "50"] }]
     expect(ready).toBeGreaterThanOrEqual(0);
     expect(stopping).toBeGreaterThan(ready);
   } finally {
+    // A failed assertion must not leave herd (and its engines) running after the test.
+    if (herdProc && herdProc.exitCode === null) herdProc.kill("SIGTERM");
     rmSync(dir, { recursive: true, force: true });
   }
 }, 40_000);
