@@ -96,6 +96,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/herd-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
 
 CACHE=${HERD_BUILD_CACHE:-$ROOT/node_modules/.cache/herd-build}
+WORKER_ENTRIES="src/preprocess/worker.ts"
 
 # A cross-compile needs the Bun runtime of the target, the same version as ours. bun would download
 # it from GitHub; we take it from the npm registry (the one network this project needs anyway) and
@@ -119,7 +120,7 @@ target_runtime() {
 
 # --minify shrinks the bundle; --keep-names keeps class/function names (error names, logs) intact.
 # --sourcemap: in a compiled binary every mode embeds the map (zstd), so stack traces name
-# src/*.ts lines; `linked` also writes herd.map beside it, which we delete (it is inside).
+# src/*.ts lines; `linked` also writes *.map files beside it, which we delete (they are inside).
 # No --bytecode: measured here it cut `herd version` from ~450 to ~280 ms (+5 MB), but two builds
 # of the same tree were no longer byte-identical, and reproducibility matters more for a release.
 # dotenv/bunfig autoload are off: a daemon must not change behaviour because of a .env or
@@ -133,10 +134,17 @@ compile() {
     rt=$(target_runtime "$arch") || return 1
     set -- "$@" "--target=bun-linux-$arch" "--compile-executable-path=$rt"
   fi
+  # The first entry point is what the binary runs, so src/cli.ts comes first. Worker threads are
+  # further entry points: a compiled binary embeds them under /$bunfs/root/ only when listed
+  # (src/preprocess/pool.ts looks for its worker there).
+  set -- "$@" src/cli.ts
+  for extra in $WORKER_ENTRIES; do
+    if [ -f "$extra" ]; then set -- "$@" "$extra"; fi
+  done
   mkdir -p "$dir"
-  "$BUN" build "$@" src/cli.ts --outfile "$dir/herd" >"$TMP/compile.log" 2>&1 \
+  "$BUN" build "$@" --outfile "$dir/herd" >"$TMP/compile.log" 2>&1 \
     || { cat "$TMP/compile.log" >&2; die "bun build failed for linux-$arch"; }
-  rm -f "$dir/herd.map"
+  rm -f "$dir"/*.map
 }
 
 sha_file() { # write FILE.sha256 as `sha256sum -c` expects, with the bare file name

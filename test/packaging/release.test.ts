@@ -448,6 +448,17 @@ getent passwd herd >/dev/null || echo "PURGED user"
       expect(body.choices[0]!.message.content.length).toBeGreaterThan(0);
       expect(body.usage.completion_tokens).toBeGreaterThan(0);
 
+      // Prompt preprocessing runs on tokenizer worker threads, a second entry point of the compiled
+      // binary (build.sh lists it): explain tokenizes the prompt through them.
+      const explain = await fetch(`${base}/admin/route/explain`, {
+        method: "POST",
+        headers: { "content-type": "application/json" },
+        body: JSON.stringify({ model: "herd-sim", messages: [{ role: "user", content: "hello from the compiled binary" }] }),
+      });
+      const explained = (await explain.json()) as { kv?: { prompt_tokens: number } | null };
+      expect(explain.status).toBe(200);
+      if (explained.kv) expect(explained.kv.prompt_tokens).toBeGreaterThan(0);
+
       const t0 = Date.now();
       proc.kill("SIGTERM");
       const code = await Promise.race([proc.exited, Bun.sleep(drainMs + 5_000).then(() => "timeout" as const)]);
@@ -458,6 +469,7 @@ getent passwd herd >/dev/null || echo "PURGED user"
 
       receiver.kill("SIGTERM");
       expect((await receiverOut).split("\n")).toContain("READY=1");
+      expect(await stderr).not.toContain("worker threads failed to start");
     } finally {
       receiver.kill("SIGKILL");
       proc.kill("SIGKILL");
