@@ -3,7 +3,11 @@
 //   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
 //                                                   ▲   │
 //                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
-// Lifecycle: listen first (a taken port fails fast, before any engine starts), then start engines.
+// KV-aware routing: the KvConsumer's block index is created before the Router and handed to its
+// `kv` policy; one SharedPreprocessor (tokenizer + block hashes per model, src/preprocess) serves the
+// frontend's routing and /admin/route/explain alike, so both hash a prompt the same way.
+// Lifecycle: listen first (a taken port fails fast, before any engine starts), then start engines
+// (and, for kv/prefix, the tokenizers alongside; one that cannot load stops the start).
 // "herd ready" is logged, and systemd gets READY=1, when the listener is up and the first worker is
 // ready. SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get
 // frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait — unless it
@@ -24,6 +28,7 @@ import { bodyBackstopBytes, listen, parseListen, type Listening } from "./fronte
 import type { AdminBackend } from "./admin/routes.ts";
 import { kvAdminBackend } from "./admin/kv-explain.ts";
 import { KvConsumer } from "./kv/consumer.ts";
+import { SharedPreprocessor, policyNeedsPrompt } from "./frontend/prompts.ts";
 import type { Overrides } from "./config/load.ts";
 import { renderFindings } from "./config/findings.ts";
 import { reloadFromFile } from "./ops/reload.ts";
@@ -47,6 +52,8 @@ export interface Daemon {
   supervisor: Supervisor;
   /** KV event consumers of every worker with KV endpoints, feeding the shared block index. */
   kv: KvConsumer;
+  /** Prompt tokenization + block hashes per model, shared by routing and /admin/route/explain. */
+  prompts: SharedPreprocessor;
   frontend: Frontend;
   metrics: HerdMetrics;
   /** Resolves when at least one worker is ready. */
@@ -76,7 +83,10 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   // What runs now: `config` plus the live keys of every SIGHUP reload since (src/ops/reload.ts).
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
-  const router = new Router({ config: config.router, registry, clock, log: log.child("router") });
+  // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
+  const kv = new KvConsumer({ clock, log });
+  const router = new Router({ config: config.router, registry, clock, log: log.child("router"), kvIndex: kv.index });
+  const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
   const metrics = new HerdMetrics(
     config.models.map((m) => m.name),
     () => registry.list(),
@@ -88,9 +98,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const publish = (w: Worker) => registry.upsert(adminDrained.has(w.id) && w.state === "ready" ? { ...w, state: "draining" } : w);
   const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: publish });
   const known = (id: string) => supervisor.list().find((w) => w.id === id);
-  const kv = new KvConsumer({ clock, log });
   const admin: AdminBackend = {
-    ...kvAdminBackend(config, kv),
+    ...kvAdminBackend(config, kv, prompts),
     logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
     pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
     drain: (id) => {
@@ -110,7 +119,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       return true;
     },
   };
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
 
   const { host, port } = parseListen(config.frontend.listen);
   let listening: Listening;
@@ -138,13 +147,32 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     process.off("SIGINT", early.int);
     process.off("SIGHUP", early.hup);
   };
+  // Policies that read block hashes need the tokenizers before the first request: load them while
+  // the engines start (a settled promise: the failure is handled below, never unhandled).
+  const promptsReady = policyNeedsPrompt({ policy: router.policy.name })
+    ? prompts.start().then(
+        () => null,
+        (e: unknown) => e,
+      )
+    : Promise.resolve(null);
   try {
     await supervisor.start();
   } catch (e) {
     dropEarly();
+    await promptsReady;
+    prompts.close();
     await listening.stop(true);
     frontend.close();
     throw e;
+  }
+  const promptsFailed = await promptsReady;
+  if (promptsFailed !== null) {
+    dropEarly();
+    await supervisor.stop({ drainMs: 0 });
+    prompts.close();
+    await listening.stop(true);
+    frontend.close();
+    throw new Error(`router.policy ${router.policy.name} needs each model's tokenizer, which cannot be loaded: ${errorMessage(promptsFailed)}`);
   }
   for (const w of supervisor.list()) publish(w);
   for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
@@ -225,6 +253,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       kv.close();
       await listening.stop(true);
       frontend.close();
+      prompts.close();
       removeSignals();
       log.info("herd stopped");
       resolveDone(0);
@@ -311,7 +340,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     }
   }
 
-  return { url: listening.url, registry, router, supervisor, kv, frontend, metrics, firstReady, shutdown, done };
+  return { url: listening.url, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady, shutdown, done };
 }
 
 /**

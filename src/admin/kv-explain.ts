@@ -1,23 +1,24 @@
 // What the block index says about one request, for POST /admin/route/explain: the prompt's token
-// ids exactly as the engine will see them, hashed into blocks at the model's block size, and per
-// worker the number of leading blocks it holds on each medium.
-//
-// Tokens must match the engine's token for token, or no block would ever match: chat bodies go
-// through the model's chat template and are encoded without special tokens, completion strings
-// with them, token-id prompts are taken as given — the same functions the simulated engine uses
-// (engine/sim/openai.ts), which follow vLLM's serving code.
+// count and block hashes exactly as the router computes them (the daemon's shared preprocessor,
+// src/preprocess: the model's chat template as vLLM renders it, encoded as the engine encodes it,
+// hashed at the model's block size), and per worker the number of leading blocks it holds on each
+// medium. Sharing the preprocessor with the frontend is the point: explain shows the hashes routing
+// used, not a second tokenization that could drift from it.
 import { HerdError, errorMessage } from "../core/errors.ts";
-import type { Config, ModelConfig } from "../config/types.ts";
-import { parsePrompt, renderChat } from "../engine/sim/openai.ts";
+import type { Config } from "../config/types.ts";
 import type { KvConsumer, KvStreamView } from "../kv/consumer.ts";
-import { blockHashes } from "../kv/hash.ts";
 import type { Overlap } from "../kv/indexer.ts";
-import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
+import type { PromptPreparer } from "../frontend/prompts.ts";
+import type { PromptInput } from "../preprocess/index.ts";
 
 export interface KvExplain {
   block_size: number;
   prompt_tokens: number;
   prompt_blocks: number;
+  /** Sequence hashes of the prompt's full blocks (what the router matches). */
+  block_hashes: readonly bigint[];
+  /** Preprocessing time per stage, ms (render, tokenize, hash). */
+  timings: { render_ms: number; tokenize_ms: number; hash_ms: number };
   /** Leading prompt blocks held per worker, per medium; workers holding none are absent. */
   overlaps: Map<string, Overlap>;
 }
@@ -28,27 +29,29 @@ export interface KvAdminBackend {
   kvExplain(model: string, body: Record<string, unknown>, chat: boolean): Promise<KvExplain>;
 }
 
-export async function promptTokens(model: ModelConfig, body: Record<string, unknown>, chat: boolean, tok?: Tokenizer): Promise<number[]> {
-  let t = tok;
-  if (!t) {
-    try {
-      t = await loadTokenizer(model.tokenizer || null);
-    } catch (e) {
-      throw new HerdError(500, "server_error", `tokenizer of model ${model.name} cannot be loaded: ${errorMessage(e)}`, "tokenizer_unavailable");
-    }
-  }
-  return chat ? t.encode(renderChat(body, t), { addSpecialTokens: false }) : parsePrompt(body.prompt, t);
-}
-
-export function kvAdminBackend(config: Config, kv: KvConsumer): KvAdminBackend {
+export function kvAdminBackend(config: Config, kv: KvConsumer, prompts: PromptPreparer): KvAdminBackend {
   return {
     kvStatus: (id) => kv.status(id),
     async kvExplain(modelName, body, chat) {
       const model = config.models.find((m) => m.name === modelName);
       if (!model) throw new HerdError(404, "not_found_error", `The model \`${modelName}\` does not exist.`, "model_not_found", "model");
-      const tokens = await promptTokens(model, body, chat);
-      const hashes = blockHashes(tokens, model.block_size);
-      return { block_size: model.block_size, prompt_tokens: tokens.length, prompt_blocks: hashes.length, overlaps: kv.overlaps(hashes) };
+      // One endpoint, two shapes: a chat body is rendered by its template, anything else is a prompt.
+      const input: PromptInput = chat ? (body as PromptInput) : { prompt: body.prompt as PromptInput["prompt"] };
+      let p;
+      try {
+        p = await prompts.prepare(model.name, input);
+      } catch (e) {
+        if (e instanceof HerdError) throw e;
+        throw new HerdError(500, "server_error", `tokenizer of model ${model.name} cannot be loaded: ${errorMessage(e)}`, "tokenizer_unavailable");
+      }
+      return {
+        block_size: p.blockSize,
+        prompt_tokens: p.tokens,
+        prompt_blocks: p.blockHashes.length,
+        block_hashes: p.blockHashes,
+        timings: p.timings,
+        overlaps: kv.overlaps(p.blockHashes),
+      };
     },
   };
 }

@@ -94,21 +94,25 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
     // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
     const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
     const checked = checkRequest(isChat ? "chat" : "completions", parsed);
+    // Tokens and block hashes first (the daemon's shared preprocessor), so the policy explains the
+    // very decision it would make for this prompt: overlap, load terms, cost, pick.
+    const kv = o.backend?.kvExplain ? await o.backend.kvExplain(checked.model, checked.body, isChat) : null;
+    const estimate = Math.ceil(checked.promptChars / 4);
     const req = {
       model: checked.model,
       sessionId: o.router.sessionIdFrom(c.req.raw.headers),
-      promptTokens: Math.ceil(checked.promptChars / 4),
+      promptTokens: kv ? kv.prompt_tokens : estimate,
       exclude: new Set<string>(),
+      ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
-    const kv = o.backend?.kvExplain ? await o.backend.kvExplain(checked.model, checked.body, isChat) : null;
     const none = { gpu: 0, cpu: 0, disk: 0 };
     const candidates = kv ? decision.candidates.map((cd) => ({ ...cd, overlap: { ...(kv.overlaps.get(cd.worker) ?? none) } })) : decision.candidates;
     return c.json({
       model: checked.model,
       session_id: req.sessionId,
-      prompt_tokens_estimate: req.promptTokens,
+      prompt_tokens_estimate: estimate,
       stripped_fields: checked.stripped,
       policy: decision.policy,
       chosen: decision.chosen,
@@ -116,6 +120,11 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       candidates,
       filtered: decision.filtered,
       kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks } : null,
+      // The request-level figures the policy used (tokens, block_size, hashed/request blocks), what
+      // it expects the pick to have cached, and where the time went (ms): null when not reported.
+      request: decision.request ?? null,
+      predicted_cached_tokens: decision.predictedCachedTokens ?? null,
+      timings_ms: { ...(kv ? kv.timings : {}), ...(decision.timings ?? {}) },
     });
   });
 

@@ -17,7 +17,9 @@ import { KeySet } from "./auth.ts";
 import { parseJson, readBodyLimited } from "./body.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
 import { AbortCause, InFlightTracker } from "./inflight.ts";
-import { checkRequest, type Endpoint } from "./validate.ts";
+import { checkRequest, type CheckedRequest, type Endpoint } from "./validate.ts";
+import { policyNeedsPrompt, type PromptPreparer } from "./prompts.ts";
+import { routeFields, type PreparedPrompt, type PromptInput } from "../preprocess/index.ts";
 
 /** Per-request values the Bun.serve shell passes to the app. */
 export interface ConnEnv {
@@ -35,9 +37,16 @@ export interface FrontendOptions {
   log: Logger;
   /** Supervisor hooks for /admin (logs, drain); absent parts answer 501. */
   admin?: AdminBackend;
+  /**
+   * Tokenizes and hashes prompts (src/preprocess) for policies that read block hashes (kv, prefix);
+   * without it, or under other policies, requests route on the character estimate alone.
+   */
+  prompts?: PromptPreparer;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
+/** At most one "preprocessing failed" warning per this interval. */
+const PREP_WARN_EVERY_MS = 10_000;
 
 export class Frontend {
   readonly app = new Hono<HonoEnv>();
@@ -49,6 +58,10 @@ export class Frontend {
   private readonly deps: DispatchDeps;
   private readonly unwatch: () => void;
   private readonly unobserve: () => void;
+  /** The running policy reads block hashes, so each request is preprocessed before routing. */
+  private readonly hashPrompts: boolean;
+  private prepWarnedAtMs = -Infinity;
+  private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
     this.keys = new KeySet(o.config.frontend.api_keys);
@@ -63,7 +76,14 @@ export class Frontend {
       idleTimeoutMs: o.config.frontend.idle_timeout_ms,
     };
     this.unwatch = this.tracker.watch(o.registry);
-    this.unobserve = o.router.observe({ decision: (d) => o.metrics.decision(d.policy, d.chosen) });
+    this.hashPrompts = o.prompts !== undefined && policyNeedsPrompt({ policy: o.router.policy.name });
+    this.unobserve = o.router.observe({
+      decision: (d) => {
+        o.metrics.decision(d.policy, d.chosen);
+        if (d.timings?.match_ms !== undefined) o.metrics.routingStage("match", d.timings.match_ms / 1000);
+        if (d.timings?.score_ms !== undefined) o.metrics.routingStage("score", d.timings.score_ms / 1000);
+      },
+    });
     this.routes();
   }
 
@@ -214,14 +234,16 @@ export class Frontend {
       if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
       const headerId = c.req.header("x-request-id");
       const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
+      const prepared = this.hashPrompts ? await this.preparePrompt(checked) : null;
+      const route = {
+        model: checked.model,
+        sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
+        promptTokens: Math.ceil(checked.promptChars / 4),
+      };
       return await dispatch(this.deps, {
         checked,
         bodyText: checked.stripped.length > 0 ? JSON.stringify(checked.body) : text,
-        route: {
-          model: checked.model,
-          sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
-          promptTokens: Math.ceil(checked.promptChars / 4),
-        },
+        route: prepared ? { ...route, ...routeFields(prepared) } : route,
         clientSignal: c.req.raw.signal,
         requestId,
         arrivedAtMs,
@@ -236,6 +258,31 @@ export class Frontend {
       else if (err.status === 503) metrics.reject("no_worker");
       done(err.status, null);
       return errorResponse(err);
+    }
+  }
+
+  /**
+   * Token count and block hashes of a request's prompt, timed per stage. A failure never refuses
+   * the request here: the engine judges the prompt itself (a 400 is its to give), and a busy or
+   * broken tokenizer only costs this request its cache-aware placement (it routes on load).
+   */
+  private async preparePrompt(checked: CheckedRequest): Promise<PreparedPrompt | null> {
+    const { metrics, log } = this.o;
+    try {
+      const p = await this.o.prompts!.prepare(checked.model, checked.body as PromptInput);
+      metrics.routingStage("tokenize", (p.timings.render_ms + p.timings.tokenize_ms) / 1000);
+      metrics.routingStage("hash", p.timings.hash_ms / 1000);
+      return p;
+    } catch (e) {
+      const status = e instanceof HerdError ? e.status : 500;
+      if (status === 400 || status === 404) log.debug("prompt not preprocessed; routing on load", { model: checked.model, err: errorMessage(e) });
+      else if (this.o.clock.now() - this.prepWarnedAtMs >= PREP_WARN_EVERY_MS) {
+        // Bounded: a full tokenizer queue under load would otherwise log once per request.
+        log.warn("prompt preprocessing failed; routing on load", { model: checked.model, err: errorMessage(e), suppressed: this.prepWarnSuppressed });
+        this.prepWarnedAtMs = this.o.clock.now();
+        this.prepWarnSuppressed = 0;
+      } else this.prepWarnSuppressed++;
+      return null;
     }
   }
 

@@ -17,6 +17,7 @@ import type { Failure, FailureKind } from "../router/retry.ts";
 import type { RouteRequest } from "../router/types.ts";
 import { AbortCause, type InFlightTracker } from "./inflight.ts";
 import { relayStream, type ChunkReader, type RelayEnd } from "./relay.ts";
+import { lastCachedTokens } from "./sse.ts";
 import type { CheckedRequest } from "./validate.ts";
 
 export interface DispatchDeps {
@@ -68,15 +69,19 @@ export async function dispatch(deps: DispatchDeps, input: DispatchInput): Promis
   for (let attempt = 0; ; attempt++) {
     let worker: Readonly<Worker>;
     let lease: Lease;
+    let predicted: number | null;
     try {
-      // route() and book() in one tick, so no other request can slip between them.
-      ({ worker, lease } = router.routeAndBook({ ...input.route, exclude }));
+      // route() and book() in one tick, so no other request can slip between them. With block
+      // hashes in the route the lease also counts the prompt's blocks active on the worker.
+      const r = router.routeAndBook({ ...input.route, exclude });
+      ({ worker, lease } = r);
+      predicted = r.decision.predictedCachedTokens ?? null;
     } catch (e) {
       // No (other) worker: after a failed attempt report that failure, it is the real cause.
       if (lastFailure) return finalFailure(input, lastFailure);
       throw e;
     }
-    const result = await attemptOn(deps, input, worker, lease);
+    const result = await attemptOn(deps, input, worker, lease, predicted);
     if (result.kind !== "retryable") return result.response;
     metrics.upstreamError(worker.id, result.reason);
     lastFailure = { reason: result.reason, message: result.message, worker: worker.id };
@@ -94,9 +99,13 @@ function finalFailure(input: DispatchInput, f: { reason: UpstreamErrorKind; mess
   return errorResponse(err);
 }
 
-async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Readonly<Worker>, lease: Lease): Promise<Attempt> {
+async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Readonly<Worker>, lease: Lease, predicted: number | null): Promise<Attempt> {
   const { clock, metrics } = deps;
   const { checked } = input;
+  // Predicted vs engine-reported cached tokens, counted together so their ratio compares like with like.
+  const cachedReport = (cached: number | null) => {
+    if (cached !== null) metrics.cachedTokens(checked.model, predicted, cached);
+  };
   const ac = new AbortController();
   const onClientAbort = () => ac.abort(new AbortCause("client", "client disconnected"));
   if (input.clientSignal.aborted) onClientAbort();
@@ -187,6 +196,7 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
     }
     cleanup();
     metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
+    cachedReport(lastCachedTokens(new TextDecoder().decode(bytes)));
     input.onDone(200, worker.id);
     return {
       kind: "committed",
@@ -227,7 +237,10 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
       else if (end.kind === "failed") {
         metrics.upstreamError(worker.id, end.reason);
         deps.log.warn("upstream failed mid-stream", { worker: worker.id, reason: end.reason, err: end.message });
-      } else metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
+      } else {
+        metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
+        cachedReport(end.cachedTokens);
+      }
       input.onDone(200, worker.id);
     },
   });

@@ -11,10 +11,11 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import { AbortCause } from "./inflight.ts";
-import { SseScanner, sseErrorEvent } from "./sse.ts";
+import { SseScanner, UsageTail, sseErrorEvent } from "./sse.ts";
 
 export type RelayEnd =
-  | { kind: "complete" }
+  /** cachedTokens: usage.prompt_tokens_details.cached_tokens the engine reported, null when none passed by. */
+  | { kind: "complete"; cachedTokens: number | null }
   | { kind: "client_abort" }
   | { kind: "failed"; reason: UpstreamErrorKind; message: string };
 
@@ -43,6 +44,8 @@ export interface RelayOpts {
 
 export function relayStream(o: RelayOpts): ReadableStream<Uint8Array> {
   const scanner = o.sse ? new SseScanner() : null;
+  // A piped JSON answer: its usage is looked for in the bytes as they pass (a short tail only).
+  const tail = o.sse ? null : new UsageTail();
   let pending = o.first;
   let lastChunkAtMs = o.clock.now();
   let timer: TimerHandle | null = null;
@@ -75,6 +78,7 @@ export function relayStream(o: RelayOpts): ReadableStream<Uint8Array> {
   const scan = (chunk: Uint8Array) => {
     lastChunkAtMs = o.clock.now();
     if (scanner && scanner.push(chunk)) o.onFirstToken();
+    tail?.push(chunk);
   };
   const failure = (e: unknown): RelayEnd => {
     const cause = o.ac.signal.reason;
@@ -123,7 +127,7 @@ export function relayStream(o: RelayOpts): ReadableStream<Uint8Array> {
             return;
           }
           ctrl.close();
-          end({ kind: "complete" });
+          end({ kind: "complete", cachedTokens: scanner ? scanner.cachedTokens : (tail?.cachedTokens ?? null) });
           return;
         }
         scan(r.value);

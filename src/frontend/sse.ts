@@ -1,10 +1,43 @@
-// A minimal incremental scanner over an OpenAI SSE byte stream, so the relay knows three facts
+// A minimal incremental scanner over an OpenAI SSE byte stream, so the relay knows four facts
 // without holding the stream: when the first token went by (TTFT), whether the stream ended
-// properly (`data: [DONE]`, or an upstream error event which is itself an end), and nothing else.
-// After the first token only event boundaries and their first bytes are looked at, so the cost
-// per chunk stays tiny. Pure: feed it text, read its fields.
+// properly (`data: [DONE]`, or an upstream error event which is itself an end), and the cached
+// prompt tokens the engine reported in its usage chunk (for the index-staleness metrics).
+// After the first token only event boundaries, their first bytes and a substring test for
+// `"cached_tokens"` are looked at, so the cost per chunk stays tiny. Pure: feed it text, read its fields.
 
 const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null;
+
+// A JSON key with an unescaped closing quote cannot occur inside a JSON string value (there every
+// quote is `\"`), so this matches only the real usage field, never generated text that mentions it.
+const CACHED_TOKENS = /"cached_tokens"\s*:\s*(\d+)/g;
+
+/** The last `usage.prompt_tokens_details.cached_tokens` in a piece of JSON text, or null. */
+export function lastCachedTokens(text: string): number | null {
+  let out: number | null = null;
+  if (!text.includes('"cached_tokens"')) return null;
+  CACHED_TOKENS.lastIndex = 0;
+  for (let m = CACHED_TOKENS.exec(text); m !== null; m = CACHED_TOKENS.exec(text)) out = Number(m[1]);
+  return out;
+}
+
+/**
+ * The cached tokens of a non-streaming JSON answer, fed chunk by chunk as it passes: only a short
+ * tail is kept across chunks (a match may straddle two), never the body.
+ */
+export class UsageTail {
+  cachedTokens: number | null = null;
+  private carry = "";
+  private readonly decoder = new TextDecoder();
+
+  push(bytes: Uint8Array): void {
+    const text = this.carry + this.decoder.decode(bytes, { stream: true });
+    const v = lastCachedTokens(text);
+    if (v !== null) this.cachedTokens = v;
+    // Long enough for `"cached_tokens" : 1234567890` with some whitespace; a match wholly inside it
+    // is found again next time with the same value, which is harmless.
+    this.carry = text.slice(-96);
+  }
+}
 
 /** True when a parsed chunk carries generated output (text, content, reasoning, tool call) or a finish. */
 export function chunkHasToken(data: unknown): boolean {
@@ -30,6 +63,8 @@ export class SseScanner {
   sawDone = false;
   /** The upstream sent its own error event (vLLM's create_streaming_error_response). */
   sawError = false;
+  /** usage.prompt_tokens_details.cached_tokens of the last usage chunk seen (include_usage), else null. */
+  cachedTokens: number | null = null;
   private carry = "";
   private readonly decoder = new TextDecoder();
 
@@ -65,6 +100,8 @@ export class SseScanner {
         this.sawError = true;
         continue;
       }
+      const cached = lastCachedTokens(data);
+      if (cached !== null) this.cachedTokens = cached;
       if (this.sawToken) continue;
       try {
         const parsed: unknown = JSON.parse(data);

@@ -10,9 +10,13 @@ import { METRIC } from "./names.ts";
 export type ClientAbortPhase = "before_first_token" | "streaming";
 export type UpstreamErrorKind = "connect" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
 export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found";
+/** Stages of a routing decision: tokenize (chat template + encoding), hash (block hashes), match (cache overlap), score (filters, scorers, pick). */
+export type RoutingStage = "tokenize" | "hash" | "match" | "score";
 
 const TTFT_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
 const E2E_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320];
+// A warm decision stage takes microseconds; a cold 32k-token prompt's tokenization ~0.1-0.3 s.
+const STAGE_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
 
 export class HerdMetrics {
   readonly registry = new Registry();
@@ -27,6 +31,12 @@ export class HerdMetrics {
   private readonly upstreamErrors: Counter<"worker" | "kind">;
   private readonly rejected: Counter<"reason">;
   private readonly frontendInFlight: Gauge;
+  private readonly stages: Histogram<"stage">;
+  private readonly predictedCached: Counter<"model">;
+  private readonly reportedCached: Counter<"model">;
+  private readonly cachedRatio: Gauge<"model">;
+  /** Per model: [predicted, reported] cached tokens summed since start (the ratio gauge's source). */
+  private readonly cachedSums = new Map<string, [number, number]>();
   private readonly restartsSeen = new Map<string, number>();
 
   /** `workers` is read at scrape time for the per-worker gauges and the restart counter. */
@@ -86,6 +96,31 @@ export class HerdMetrics {
     this.frontendInFlight = new Gauge({
       name: METRIC.frontendInFlight,
       help: "Requests admitted by the frontend and not yet finished.",
+      registers,
+    });
+    this.stages = new Histogram({
+      name: METRIC.routingStageSeconds,
+      help: "Time spent per routing decision stage: tokenize (chat template + token ids), hash (KV block hashes), match (cache overlap lookup), score (filters, scorers, pick).",
+      labelNames: ["stage"],
+      buckets: STAGE_BUCKETS_S,
+      registers,
+    });
+    this.predictedCached = new Counter({
+      name: METRIC.predictedCachedTokensTotal,
+      help: "Prompt tokens the KV-aware policy expected the chosen worker to have cached (GPU overlap x block size), for requests whose engine reported usage.",
+      labelNames: ["model"],
+      registers,
+    });
+    this.reportedCached = new Counter({
+      name: METRIC.reportedCachedTokensTotal,
+      help: "Prompt tokens the engines reported as served from their prefix cache (usage.prompt_tokens_details.cached_tokens).",
+      labelNames: ["model"],
+      registers,
+    });
+    this.cachedRatio = new Gauge({
+      name: METRIC.cachedTokensRatio,
+      help: "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
+      labelNames: ["model"],
       registers,
     });
     const restartsSeen = this.restartsSeen;
@@ -159,6 +194,24 @@ export class HerdMetrics {
   }
   setFrontendInFlight(n: number): void {
     this.frontendInFlight.set(n);
+  }
+  routingStage(stage: RoutingStage, seconds: number): void {
+    this.stages.observe({ stage }, seconds);
+  }
+  /**
+   * An engine reported `reported` cached prompt tokens for a request the policy predicted
+   * `predicted` for (null: the policy makes no prediction; only the reported side counts).
+   */
+  cachedTokens(model: string, predicted: number | null, reported: number): void {
+    const m = this.model(model);
+    this.reportedCached.inc({ model: m }, reported);
+    if (predicted === null) return;
+    this.predictedCached.inc({ model: m }, predicted);
+    const sums = this.cachedSums.get(m) ?? [0, 0];
+    sums[0] += predicted;
+    sums[1] += reported;
+    this.cachedSums.set(m, sums);
+    if (sums[0] > 0) this.cachedRatio.set({ model: m }, sums[1] / sums[0]);
   }
 
   contentType(): string {

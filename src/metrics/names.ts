@@ -14,6 +14,10 @@ export const METRIC = {
   upstreamErrorsTotal: "herd_upstream_errors_total",
   rejectedTotal: "herd_rejected_requests_total",
   workerState: "herd_worker_state",
+  routingStageSeconds: "herd_routing_stage_seconds",
+  predictedCachedTokensTotal: "herd_predicted_cached_tokens_total",
+  reportedCachedTokensTotal: "herd_reported_cached_tokens_total",
+  cachedTokensRatio: "herd_cached_tokens_prediction_ratio",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];
