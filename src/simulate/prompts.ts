@@ -4,12 +4,12 @@
 //
 // Speed: a simulated hour is tens of thousands of prompts of thousands of tokens, mostly shared
 // prefixes. Like src/preprocess, the rendered text is split on the tokenizer's added tokens (each piece
-// then encodes independently) and each piece's ids are memoised in a byte-bounded LRU; the split is
+// then encodes independently) and each piece's ids are memoised (gen-cache.ts, byte-bounded); the split is
 // checked against whole-text encoding at load (verifySplitter) and memoisation is off when it differs.
 // Block hashes are chained along the pieces with src/preprocess's chain memo, as the router's
 // preprocessor does, so a shared prefix (a document, a system prompt) is hashed once.
 import { blockHashes } from "../kv/hash.ts";
-import { ByteLru } from "../preprocess/lru.ts";
+import { GenCache } from "./gen-cache.ts";
 import { type ChainState, childKey, collect, extend, rootState, stateBytes } from "../preprocess/chain.ts";
 import { type Piece, Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "../preprocess/segments.ts";
 import { parsePrompt, renderChat } from "../engine/sim/openai.ts";
@@ -25,9 +25,9 @@ export interface EncodedPrompt {
 }
 
 export class PromptEncoder {
-  private readonly memo: ByteLru<bigint, number[]>;
+  private readonly memo: GenCache<bigint, number[]>;
   /** Hash-chain state after each piece sequence (preprocess/chain.ts): a shared prefix is hashed once. */
-  private readonly chains: ByteLru<bigint, ChainState>;
+  private readonly chains: GenCache<bigint, ChainState>;
   private readonly root: ChainState;
 
   private constructor(
@@ -37,13 +37,13 @@ export class PromptEncoder {
     readonly blockSize: number,
     memoBytes: number,
   ) {
-    this.memo = new ByteLru(memoBytes);
-    this.chains = new ByteLru(memoBytes / 2);
+    this.memo = new GenCache(memoBytes);
+    this.chains = new GenCache(memoBytes / 2);
     this.root = rootState(blockSize, undefined);
   }
 
   /** dir null/"" = the built-in fallback tokenizer (what sim engines use without --tokenizer). */
-  static async load(dir: string | null, blockSize: number, memoBytes = 128 * 2 ** 20): Promise<PromptEncoder> {
+  static async load(dir: string | null, blockSize: number, memoBytes = 64 * 2 ** 20): Promise<PromptEncoder> {
     const tok = await loadTokenizer(dir);
     const added = await loadAddedTokens(dir ?? "", tok);
     const splitter = new Splitter(added);

@@ -7,6 +7,8 @@
 //   ago (kv.ts). An LRU CPU tier of X blocks fed by GPU evictions still holds a block iff that
 //   distance < X, so the extra prefix it would serve for each X is counted here.
 
+import { U64Table, hi32, lo32 } from "../kv/u64-table.ts";
+
 /** CPU-tier sizes considered, as multiples of one engine's GPU KV capacity. */
 export const CPU_TIERS = [0.5, 1, 2, 4, 8] as const;
 /** Histogram edges of eviction distance, in GPU capacities (evictions are remembered up to 8× back). */
@@ -16,7 +18,8 @@ export const DISTANCE_EDGES = [0.25, 0.5, 1, 2, 4] as const;
 const SHARING_MAX_HASHES = 4_000_000;
 
 export class SharingStats {
-  private readonly seen = new Set<bigint>();
+  // A compact u64 set (a Set<bigint> of millions of hashes was a tenth of a long run's time).
+  private readonly seen = new U64Table(0, 4096);
   blocks = 0;
   seenBefore = 0;
   /** True once the bound was hit: later first-time blocks were not remembered (the share is then a lower bound). */
@@ -25,8 +28,10 @@ export class SharingStats {
   add(hashes: readonly bigint[]): void {
     for (const h of hashes) {
       this.blocks++;
-      if (this.seen.has(h)) this.seenBefore++;
-      else if (this.seen.size < SHARING_MAX_HASHES) this.seen.add(h);
+      const lo = lo32(h);
+      const hi = hi32();
+      if (this.seen.find(lo, hi) >= 0) this.seenBefore++;
+      else if (this.seen.count < SHARING_MAX_HASHES) this.seen.insert(lo, hi);
       else this.saturated = true;
     }
   }
