@@ -478,10 +478,8 @@ getent passwd herd >/dev/null || echo "PURGED user"
   }, 60_000);
 
   // issue 6 "safe by default": with the installed config only the frontend may listen beyond
-  // loopback (and the installed frontend is on loopback too). KNOWN BUG, hence test.failing: the
-  // sim engines' KV-event ZMQ sockets bind tcp://*:<port> (all interfaces). When the engine side
-  // binds them to the engine host, this test starts failing: turn it back into a plain `test`.
-  test.failing("with the installed config every listener of herd and its engines is on loopback", async () => {
+  // loopback, and the installed frontend is on loopback too, so every listener must be.
+  test("with the installed config every listener of herd and its engines is on loopback", async () => {
     const bin = join(dist, "herd");
     const conf = join(work, "listeners.yaml");
     const state = join(work, "listeners-state");
