@@ -45,7 +45,8 @@ export function toEntry(load: RunLoad, policy: string, replicas: number, summary
 }
 
 const ms = (s: number | undefined | null) => (s === undefined || s === null ? "-" : fmtNum(s * 1000));
-const pct = (x: number | null | undefined) => (x === null || x === undefined ? "n/a" : `${(x * 100).toFixed(1)}%`);
+const pct = (x: number | null | undefined) =>
+  x === null || x === undefined ? "n/a" : `${(x * 100).toFixed(x !== 0 && Math.abs(x) < 0.01 ? 2 : 1)}%`;
 
 export function sloText(slo: Slo): string {
   return Object.entries(slo).map(([k, v]) => `${k.replace(/_s$/, "")}≤${fmtNum((v as number) * 1000)}ms`).join(",") || "none";
@@ -103,8 +104,11 @@ export function answers(entries: readonly SimEntry[], o: AnswerOptions): Record<
     }
   }
   out.kv_routing_gain = gains;
-  // The CPU-tier question from the kv run when there is one (the cache the router would exploit), else the first.
-  const tierRun = entries.find((e) => e.policy === "kv") ?? first;
+  // The CPU-tier question for the deployment one would run: a kv run when there is one (the cache the
+  // router would exploit), the smallest replica count meeting the SLO, else the largest tried.
+  const pool = entries.some((e) => e.policy === "kv") ? entries.filter((e) => e.policy === "kv") : entries;
+  const passing = pool.filter((e) => e.meets_slo).sort((a, b) => a.replicas - b.replicas);
+  const tierRun = passing[0] ?? [...pool].sort((a, b) => b.replicas - a.replicas)[0]!;
   out.cpu_tier = { policy: tierRun.policy, replicas: tierRun.replicas, load: loadLabel(tierRun.load), ...tierRun.reuse };
   const need: Record<string, unknown>[] = [];
   const groups = new Map<string, SimEntry[]>();
