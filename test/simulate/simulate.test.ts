@@ -7,7 +7,8 @@ import { join } from "node:path";
 import { defaultConfig } from "../../src/config/index.ts";
 import type { PolicyName } from "../../src/config/types.ts";
 import { DEFAULT_OPTIONS } from "../../src/engine/sim/options.ts";
-import { parseSyntheticWorkload } from "../../src/bench/plan.ts";
+import { parseSyntheticWorkload, plan } from "../../src/bench/plan.ts";
+import { parseTrace, toJsonl } from "../../src/bench/trace.ts";
 import { summarize } from "../../src/bench/stats.ts";
 import { PromptEncoder } from "../../src/simulate/prompts.ts";
 import { type RunSpec, simulateRun } from "../../src/simulate/run.ts";
@@ -57,6 +58,24 @@ describe("herd simulate", () => {
     const rr = hit("round-robin");
     const kv = hit("kv");
     expect(kv).toBeGreaterThan(rr + 0.1);
+  }, 20_000);
+
+  test("a trace frozen from a synthetic plan (toJsonl) replays to the same records at its own times", () => {
+    const s = spec("hot-prefix:prefixes=5,prefix_tokens=200,suffix_tokens=30,output=8", 15, 50);
+    const synthetic = simulateRun(cluster({ policy: "kv" }), s, encoder);
+    const trace = parseTrace(toJsonl(plan(s.workload, s.arrivals, s.limit, 1)));
+    const replay = simulateRun(cluster({ policy: "kv" }), { ...s, workload: { kind: "trace", file: "mem", requests: trace }, arrivals: { kind: "recorded" } }, encoder);
+    expect(replay.records.map((r) => [r.at_s, r.prompt_tokens, r.cached_tokens, r.ttft_s])).toEqual(synthetic.records.map((r) => [r.at_s, r.prompt_tokens, r.cached_tokens, r.ttft_s]));
+  }, 20_000);
+
+  test("KV events that reach the index late cost kv prefix hits (no predictions to cover the gap)", () => {
+    const s = spec("doc-qa:documents=8,doc_tokens=1000,system_tokens=100,question_tokens=20,output=16", 20, 200);
+    const router = { ...base.router, kv: { ...base.router.kv, predicted_ttl_ms: 0 } };
+    const hit = (delay: number) => summary(simulateRun(cluster({ policy: "kv", replicas: 4, kvBlocks: 200, kvEventDelayMs: delay, router }), s, encoder)).cached_tokens_ratio!;
+    const prompt = hit(0);
+    const late = hit(5_000);
+    console.log(`kv prefix hit: events at once ${prompt.toFixed(3)}, 5 s late ${late.toFixed(3)}`);
+    expect(late).toBeLessThan(prompt - 0.02);
   }, 20_000);
 
   test("leases balance: every in-flight count returns to zero; ordered sessions never overlap", () => {
