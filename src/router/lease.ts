@@ -33,6 +33,13 @@ export interface BookedPrompt {
   /** Sequence hashes of the prompt's full blocks. */
   blockHashes: readonly bigint[];
   blockSize: number;
+  /**
+   * Prompt tokens the chosen worker is expected to hold already (the policy's predicted overlap):
+   * only the rest counts as prefill load, as Dynamo's "new prefill tokens = input − overlap ×
+   * block size". Default 0. Counting a cached document's tokens as prefill work made a worker busy
+   * with questions on its document look costlier than a cold idle one, scattering the document.
+   */
+  cachedTokens?: number;
 }
 
 /** Block size assumed for requests booked without one (the config's default block_size). */
@@ -49,20 +56,21 @@ export class LoadBook {
 
   book(workerId: string, promptTokens = 0, prompt?: BookedPrompt): Lease {
     const tokens = Math.max(0, Math.floor(promptTokens));
+    const prefillTokens = Math.max(0, tokens - Math.floor(prompt?.cachedTokens ?? 0));
     const blockSize = prompt?.blockSize ?? DEFAULT_BLOCK_SIZE;
     const blocks = Math.max(Math.ceil(tokens / blockSize), prompt?.blockHashes.length ?? 0);
     const { tracked: sampled, covered } = prompt ? this.active.track(prompt.blockHashes) : { tracked: [], covered: 0 };
     // Blocks not stood for by a tracked hash (the tail, the partial last block; all without hashes).
     const estimated = blocks - covered;
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
-    this.addPrefill(workerId, 1, tokens);
+    this.addPrefill(workerId, 1, prefillTokens);
     this.active.add(workerId, sampled, estimated);
     let prefilling = true;
     let released = false;
     const endPrefill = () => {
       if (!prefilling) return;
       prefilling = false;
-      this.addPrefill(workerId, -1, -tokens);
+      this.addPrefill(workerId, -1, -prefillTokens);
     };
     return {
       workerId,

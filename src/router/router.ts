@@ -122,7 +122,9 @@ export class Router {
   /** route() then book() in one call, so no await can slip between them. */
   routeAndBook(req: RouteRequest): RouteResult & { lease: Lease } {
     const r = this.route(req);
-    const prompt = req.blockHashes ? { blockHashes: req.blockHashes, blockSize: req.blockSize ?? 16 } : undefined;
+    // Prefill load is what the chosen worker still has to compute: its predicted overlap is not.
+    const cachedTokens = r.decision.predictedCachedTokens ?? 0;
+    const prompt = req.blockHashes ? { blockHashes: req.blockHashes, blockSize: req.blockSize ?? 16, cachedTokens } : undefined;
     return { ...r, lease: this.book(r.worker.id, req.promptTokens, prompt) };
   }
 

@@ -238,9 +238,11 @@ describe("leases carry the prompt's blocks", () => {
     const two = router.routeAndBook(req({ promptTokens: 10 * 16, blockHashes: [...shared, ...H(2, 50)], blockSize: 16 }));
     expect(one.lease.promptBlocks).toBe(9);
     expect(router.activeBlocks("a")).toBe(8 + 1 + 2); // shared 8 once, one partial block, two's own 2
-    expect(router.prefilling("a")).toEqual({ requests: 2, tokens: 133 + 160 });
+    // two's first 8 blocks are predicted on a (one's decision): only its other 32 tokens are prefill work (Dynamo's new tokens).
+    expect(two.decision.predictedCachedTokens).toBe(128);
+    expect(router.prefilling("a")).toEqual({ requests: 2, tokens: 133 + 32 });
     one.lease.firstToken();
-    expect(router.prefilling("a")).toEqual({ requests: 1, tokens: 160 });
+    expect(router.prefilling("a")).toEqual({ requests: 1, tokens: 32 });
     expect(router.activeBlocks("a")).toBe(11);
     one.lease.release();
     expect(router.activeBlocks("a")).toBe(10);
