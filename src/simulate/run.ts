@@ -1,12 +1,15 @@
 // One simulated run: the workload's requests (bench's plan(): same generators, same seed, same
 // arrival times) enter a SimCluster at their offered times (open loop) or as closed-loop workers free
 // up, and each goes through what the frontend does for a streamed request: admission
-// (frontend.max_in_flight → 429), routeAndBook (route + lease in one tick), submit to the engine, the
+// (frontend.max_in_flight → 429), request validation, routeAndBook (route + lease in one tick; token
+// count and block hashes for kv/prefix, a size estimate otherwise), submit to the engine, the
 // first-token deadline, lease.firstToken() at the first token, lease.release() when it ends, and a
 // retry on another worker for a 5xx/429 before the first byte when router.allowRetry says so.
 // Requests are timed the way `herd bench` times them (TTFT from send, every inter-token gap, E2E to
 // the last token), as RequestRecords for bench's summarize().
 import { HerdError } from "../core/errors.ts";
+import { policyNeedsPrompt } from "../frontend/prompts.ts";
+import { checkRequest } from "../frontend/validate.ts";
 import type { Lease } from "../router/lease.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
 import type { FinishInfo } from "../engine/sim/scheduler.ts";
@@ -76,6 +79,7 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
   let frontendInFlight = 0;
   let outstanding = 0;
   let arrivalsLeft = true;
+  const hashPrompts = policyNeedsPrompt({ policy: cfg.policy });
 
   const finish = (rec: RequestRecord, admitted: boolean, r: BenchRequest) => {
     records.push(rec);
@@ -103,7 +107,13 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
     }
     frontendInFlight++;
     let prompt;
+    let promptChars: number;
     try {
+      // The frontend's own validation (400s) and prompt-size estimate, on the body bench would send.
+      const body = r.messages !== undefined
+        ? { model: cfg.model, messages: r.messages, max_tokens: r.max_tokens, stream: true }
+        : { model: cfg.model, prompt: r.prompt ?? "", max_tokens: r.max_tokens, stream: true };
+      promptChars = checkRequest(r.messages !== undefined ? "chat" : "completions", body).promptChars;
       prompt = encoder.encode(r);
     } catch (err) {
       rec.error = `http_${err instanceof HerdError ? err.status : 500}`;
@@ -115,10 +125,13 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
       let worker: string;
       let lease: Lease;
       try {
-        const routed = router.routeAndBook({
-          model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, exclude,
-          blockHashes: prompt.blockHashes, blockSize: e.blockSize,
-        });
+        // As the frontend: kv/prefix route on the prompt's token count and block hashes (its
+        // preprocessor's output, which the encoder reproduces); other policies on a size estimate.
+        const routed = router.routeAndBook(
+          hashPrompts
+            ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, exclude, blockHashes: prompt.blockHashes, blockSize: e.blockSize }
+            : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4), exclude },
+        );
         worker = routed.worker.id;
         lease = routed.lease;
       } catch (err) {
