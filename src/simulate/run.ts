@@ -91,7 +91,8 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
       if (next) send(next);
       else sessions.delete(r.session);
     }
-    if (spec.concurrency !== null) pull();
+    // Deferred to the same instant: a run of requests failing at once must not recurse without bound.
+    if (spec.concurrency !== null) clock.setTimer(0, pull);
   };
 
   const send = (r: BenchRequest) => {

@@ -78,6 +78,14 @@ describe("herd simulate", () => {
     expect(late).toBeLessThan(prompt - 0.02);
   }, 20_000);
 
+  test("requests the engine refuses (400) are records with errors; a closed loop of them does not recurse", () => {
+    const c = cluster({ policy: "least-loaded" });
+    const run = simulateRun({ ...c, engine: { ...c.engine, maxModelLen: 100 } }, spec("fixed:input=200,output=8", 1, 3000, { arrivals: { kind: "closed" }, concurrency: 2 }), encoder);
+    expect(run.records.length).toBe(3000);
+    expect(run.records.every((r) => r.error === "http_400")).toBe(true);
+    expect(run.in_flight_left).toBe(0);
+  }, 20_000);
+
   test("leases balance: every in-flight count returns to zero; ordered sessions never overlap", () => {
     const s = spec("multi-turn:sessions=4,turns=3,system_tokens=100,user_tokens=40,output=8", 50, 40, { ordered: true });
     const run = simulateRun(cluster({ policy: "session", replicas: 2 }), s, encoder);
