@@ -11,6 +11,8 @@ import { Router } from "../../src/router/index.ts";
 import { Frontend } from "../../src/frontend/app.ts";
 import { listen, type Listening } from "../../src/frontend/server.ts";
 import type { AdminBackend } from "../../src/admin/routes.ts";
+import type { PromptPreparer } from "../../src/frontend/prompts.ts";
+import type { KvIndex } from "../../src/kv/indexer.ts";
 
 export const MODEL = "m1";
 
@@ -38,12 +40,19 @@ export async function startHerd(opts: {
   frontend?: Partial<FrontendConfig>;
   policy?: PolicyName;
   admin?: AdminBackend;
+  /** Prompt preprocessing for kv/prefix (the daemon's SharedPreprocessor). */
+  prompts?: PromptPreparer;
+  /** Block index for the kv policy. */
+  kvIndex?: KvIndex;
+  /** Adjust the router config (after the policy is set). */
+  router?: (r: Config["router"]) => void;
 }): Promise<Herd> {
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
   config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0 }];
   config.engines = [];
   config.router.policy = opts.policy ?? "round-robin";
   config.router.seed = 7;
+  opts.router?.(config.router);
   Object.assign(config.frontend, { listen: "127.0.0.1:0" }, opts.frontend ?? {});
   const registry = new WorkerRegistry();
   for (const w of opts.workers) {
@@ -61,9 +70,9 @@ export async function startHerd(opts: {
   }
   const clock = new RealClock();
   const log = memoryLogger();
-  const router = new Router({ config: config.router, registry, clock, log });
+  const router = new Router({ config: config.router, registry, clock, log, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
   const metrics = new HerdMetrics([MODEL], () => registry.list());
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log, ...(opts.admin ? { admin: opts.admin } : {}) });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log, ...(opts.admin ? { admin: opts.admin } : {}), ...(opts.prompts ? { prompts: opts.prompts } : {}) });
   const listening = listen(frontend, "127.0.0.1", 0, config.frontend.max_body_bytes);
   return {
     url: listening.url,
