@@ -181,3 +181,24 @@ test("kv routing raises the engines' prefix-cache hit rate over round-robin on s
   expect(one("herd_cached_tokens_prediction_ratio")).toBeCloseTo(reported / predicted, 6);
   console.log(`kv run: predicted cached tokens ${predicted}, engine-reported ${reported} (ratio ${(reported / predicted).toFixed(3)})`);
 }, 30_000);
+
+test("with a hash-reading policy, a tokenizer that cannot load stops the start (engines stopped, port freed)", async () => {
+  const { startDaemon } = await import("../../src/daemon.ts");
+  const { defaultConfig } = await import("../../src/config/index.ts");
+  const { memoryLogger } = await import("../../src/core/log.ts");
+  const dir = mkdtempSync(join(tmpdir(), "herd-kv-tok-"));
+  try {
+    const config = defaultConfig({ hostname: "kvt", dataDir: join(dir, "data") });
+    config.models = [{ name: MODEL, path: MODEL, tokenizer: join(dir, "no-such-tokenizer"), block_size: 16, max_model_len: 0 }];
+    config.engines = [];
+    config.router.policy = "kv";
+    config.frontend.listen = "127.0.0.1:0";
+    await expect(startDaemon(config, { configPath: null, logger: memoryLogger() })).rejects.toThrow(/router.policy kv needs each model's tokenizer/);
+    // The same config under a load-only policy starts (explain would load the tokenizer lazily).
+    config.router.policy = "round-robin";
+    const d = await startDaemon(config, { configPath: null, logger: memoryLogger() });
+    expect(await d.shutdown(true)).toBe(0);
+  } finally {
+    rmSync(dir, { recursive: true, force: true });
+  }
+});
