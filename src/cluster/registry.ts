@@ -100,8 +100,12 @@ export class WorkerRegistry {
   updateLoad(id: string, patch: ScrapedLoad): void {
     const w = this.workers.get(id);
     if (!w) return;
-    const { in_flight: _ignored, ...rest } = patch as Partial<WorkerLoad>;
+    const { in_flight: _ignored, in_flight_at_scrape: _stamped, ...rest } = patch as Partial<WorkerLoad>;
     Object.assign(w.load, rest);
+    // Stamp herd's own count at the moment of the scrape, so the engine's figures can later be
+    // split into herd's requests and outside traffic (router/load.ts).
+    if ("running" in rest || "waiting" in rest)
+      w.load.in_flight_at_scrape = w.load.running === null && w.load.waiting === null ? null : (this.inFlight.get(id) ?? 0);
     this.emit({ type: "load", worker: w });
   }
 

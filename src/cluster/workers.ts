@@ -18,6 +18,12 @@ export interface WorkerLoad {
   kv_usage: number | null;
   /** Wall-clock ms of the last successful scrape; null if never. */
   scraped_at_ms: number | null;
+  /**
+   * herd's own in_flight when running/waiting were last scraped (set by the registry; null/absent
+   * when unknown). running + waiting beyond it is traffic herd did not send; without it a stale
+   * scrape would count herd's requests that finished since as load.
+   */
+  in_flight_at_scrape?: number | null;
 }
 
 export interface Worker {

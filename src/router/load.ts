@@ -4,14 +4,31 @@
 //   traffic and never stale, but blind to traffic that reaches the engine another way.
 // - running + waiting: the engine's own queue from its /metrics. Sees all traffic, but lags by up
 //   to one scrape interval (null when never scraped or the last scrape failed).
-// load = max(in_flight, running + waiting): right after a burst herd's count is ahead of the last
-// scrape; with outside traffic the engine's count is ahead. Taking the larger never under-counts.
+// load = in_flight + outside, outside = (running + waiting − in_flight_at_scrape)⁺: the registry
+// stamps herd's own count at each scrape, so the engine's figures split into herd's requests (whose
+// current count in_flight already is) and traffic herd did not send. Comparing a scrape with the
+// *current* in_flight instead would count herd's requests that finished since the scrape (up to one
+// interval of them) as load: the routing quality benchmark showed that stale figure pushing
+// requests off the workers holding their prefix (docs/benchmarks.md, "Routing quality").
+// Without a stamp (figures set by hand), load = max(in_flight, running + waiting), which never
+// under-counts.
 import type { Worker, WorkerLoad } from "../cluster/workers.ts";
 import type { Rng } from "../core/rng.ts";
 
 export function effectiveLoad(load: Readonly<WorkerLoad>): number {
   if (load.running === null && load.waiting === null) return load.in_flight;
+  if (typeof load.in_flight_at_scrape === "number") return load.in_flight + outsideRequests(load);
   return Math.max(load.in_flight, (load.running ?? 0) + (load.waiting ?? 0));
+}
+
+/**
+ * Requests on the engine herd did not send (as of the last scrape): running + waiting beyond herd's
+ * in_flight at that scrape, or, without that stamp, beyond the current in_flight. 0 when never scraped.
+ */
+export function outsideRequests(load: Readonly<WorkerLoad>): number {
+  if (load.running === null && load.waiting === null) return 0;
+  const herd = typeof load.in_flight_at_scrape === "number" ? load.in_flight_at_scrape : load.in_flight;
+  return Math.max(0, (load.running ?? 0) + (load.waiting ?? 0) - herd);
 }
 
 /** The load terms shown in explain output for one worker. */

@@ -1,17 +1,17 @@
 // Pipeline scorers: each returns a cost in KV blocks (lower wins) and the terms it used.
 //
 // kv-cost — Dynamo's cost (../cost.ts) with load from herd's own leases, corrected by the last
-//   scrape: requests the engine reports beyond herd's in-flight count ("outside" traffic, or herd's
-//   own not yet visible) are assumed to be the size of this request; those still waiting add their
-//   prompt to the prefill term, all of them add their blocks to the decode term.
-// load — the effective load in requests (max(in_flight, running + waiting), ../load.ts).
+//   scrape: requests the engine reported beyond herd's in-flight count at that scrape ("outside"
+//   traffic, ../load.ts outsideRequests) are assumed to be the size of this request; those still
+//   waiting add their prompt to the prefill term, all of them add their blocks to the decode term.
+// load — the effective load in requests (in_flight + outside, ../load.ts).
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
 //   more than w × the request's blocks ("prefer the session's worker unless clearly worse").
 import type { KvPolicyConfig } from "../../config/types.ts";
 import type { Overlap } from "../../kv/indexer.ts";
 import { kvCost } from "../cost.ts";
-import { effectiveLoad } from "../load.ts";
+import { effectiveLoad, outsideRequests } from "../load.ts";
 import type { Scorer } from "./types.ts";
 
 const NO_OVERLAP: Overlap = { gpu: 0, cpu: 0, disk: 0 };
@@ -24,9 +24,8 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
       const o = f.overlap.get(w.id) ?? NO_OVERLAP;
       const pre = f.load.prefilling(w.id);
       const { running, waiting, in_flight } = w.load;
-      const scraped = running !== null || waiting !== null;
-      const outside = scraped ? Math.max(0, (running ?? 0) + (waiting ?? 0) - in_flight) : 0;
-      const outsideWaiting = scraped ? Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests)) : 0;
+      const outside = outsideRequests(w.load);
+      const outsideWaiting = Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests));
       const activeOverlap = f.activeOverlap.get(w.id) ?? 0;
       const herdBlocks = f.load.activeBlocks(w.id);
       const newBlocks = Math.max(0, f.requestBlocks - activeOverlap);
