@@ -62,7 +62,9 @@ const router = obj("How requests are spread across engines.", {
   }),
   metrics_scrape_interval_ms: ms("How often engine /metrics are scraped to correct herd's own load accounting.", 1000),
   kv: obj("Cost knobs of the `kv` and `prefix` policies (Dynamo's form: prefill_load_scale × blocks to prefill + active decode blocks).", {
-    prefill_load_scale: num("Weight of the prefill term (blocks still to compute after overlap credit) against active decode blocks.", 1, {
+    // 8, not Dynamo's 1: a block still to prefill delays the next first token far more than an
+    // active decode block does; the routing quality benchmark (docs/benchmarks.md) picked it.
+    prefill_load_scale: num("Weight of the prefill term (blocks still to compute after overlap credit) against active decode blocks.", 8, {
       min: 0,
       max: 1000,
     }),

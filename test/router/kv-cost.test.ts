@@ -23,7 +23,8 @@ function fakeLoad(byWorker: Record<string, { prefillRequests?: number; prefillTo
 function kvPolicy(index: BlockIndex, load: LoadView, over: Parameters<typeof routerConfig>[0] = {}) {
   const base = routerConfig();
   return kv.create(
-    routerConfig({ kv: { ...base.kv, predicted_ttl_ms: 0 }, pipeline: { ...base.pipeline, filters: [] }, ...over }),
+    // Hand-computed cases use Dynamo's prefill_load_scale 1 (herd's default is tuned by bench/routing-quality.ts).
+    routerConfig({ kv: { ...base.kv, prefill_load_scale: 1, predicted_ttl_ms: 0 }, pipeline: { ...base.pipeline, filters: [] }, ...over }),
     { kvIndex: index, load },
   );
 }
