@@ -17,7 +17,7 @@ function flag(name: string): string | undefined {
 }
 
 const seeds = (flag("seeds") ?? "1,2,3").split(",").map(Number);
-const keys = (flag("workloads") ?? "a,b,c,d").split(",");
+const keys = (flag("workloads") ?? "a,b,c,c2,d").split(",");
 const scale = Number(flag("requests-scale") ?? 1);
 const jsonFile = flag("json");
 const scenarios = SCENARIOS.filter((s) => keys.includes(s.key) || keys.includes(s.name));

@@ -53,6 +53,11 @@ export const SCENARIOS: readonly Scenario[] = [
     workload: { kind: "rag", chunks: 1000, chunk_tokens: 512, k: 4, question_tokens: 30, output: 128 },
   },
   {
+    key: "c2", name: "rag@40", ordered: false, rate: 40, requests: 5000, warmup_s: 20,
+    about: "the same RAG workload just past round-robin's knee",
+    workload: { kind: "rag", chunks: 1000, chunk_tokens: 512, k: 4, question_tokens: 30, output: 128 },
+  },
+  {
     key: "d", name: "hot-prefix", ordered: false, rate: 42, requests: 6000, warmup_s: 20,
     about: "Zipf-skewed system prompts: the hottest one alone would overload the engine that caches it",
     workload: { kind: "hot-prefix", prefixes: 100, prefix_tokens: 4000, suffix_tokens: 200, zipf: 1.5, users: 200, output: 128 },

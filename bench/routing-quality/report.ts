@@ -45,7 +45,7 @@ export function checkTargets(rows: readonly Row[], scenarios: readonly Scenario[
       const rr = part.find((r) => r.variant === "round-robin")?.summary.ttft?.p95;
       const ratio = herd / bestP95;
       const vs = `kv (herd) TTFT p95 ${ms(herd)} ms vs best other ${best.variant} ${ms(bestP95)} ms (${ratio.toFixed(3)}×)`;
-      if (s.key === "c") out.push({ scenario: s.name, seed, ok: ratio <= 1.05, text: `(c) ${s.name} seed ${seed}: ${vs}, target ≤ 1.05×` });
+      if (s.key.startsWith("c")) out.push({ scenario: s.name, seed, ok: ratio <= 1.05, text: `(${s.key}) ${s.name} seed ${seed}: ${vs}, target ≤ 1.05×` });
       else out.push({ scenario: s.name, seed, ok: ratio < 1, text: `(${s.key}) ${s.name} seed ${seed}: ${vs}, target < 1×` });
       if (s.key === "a" && rr !== undefined) {
         const gain = rr / herd;
