@@ -4,59 +4,30 @@
 // by health probes (its stream gets an error) and returns after SIGCONT; SIGTERM drains and exits 0.
 // The tests share one herd process and run in order.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import OpenAI from "openai";
+import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = process.execPath;
 const MODEL = "e2e-sim";
 
 let dir = "";
-let proc: ReturnType<typeof Bun.spawn> | null = null;
+let herd: HerdProc | null = null;
 let url = "";
-let logText = "";
 
-async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      onLine(buf.slice(0, i));
-      buf = buf.slice(i + 1);
-    }
-  }
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000): Promise<T> {
-  const t0 = performance.now();
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}\n--- herd log ---\n${logText.slice(-4000)}`);
-    await Bun.sleep(50);
-  }
-}
-
+const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 20_000) => waitForLog(what, fn, timeoutMs, () => herd?.log() ?? "");
 const cluster = async (): Promise<any> => (await fetch(`${url}/admin/cluster`)).json();
 const metricsText = async () => (await fetch(`${url}/metrics`)).text();
 const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0, timeout: 20_000 });
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "herd-e2e-"));
-  // Below the kernel's ephemeral range (32768+), so outgoing connections never hold an engine's port.
-  const portBase = 21_000 + Math.floor(Math.random() * 11_000);
-  const cfg = join(dir, "herd.yaml");
-  writeFileSync(
-    cfg,
+  dir = tempDir("herd-e2e-");
+  herd = await startHerd(
+    dir,
     `node: { name: e2e, data_dir: ${JSON.stringify(join(dir, "data"))} }
 frontend: { drain_timeout_ms: 10000, first_token_timeout_ms: 10000, idle_timeout_ms: 5000 }
 router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
 supervisor:
-  port_range_start: ${portBase}
+  port_range_start: ${portBase()}
   health_interval_ms: 100
   health_timeout_ms: 300
   restart_backoff_initial_ms: 100
@@ -69,24 +40,13 @@ engines:
     args: ["--time-scale", "4", "--output-len", "0"]
 `,
   );
-  proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  let resolveUrl: (u: string) => void = () => {};
-  const urlP = new Promise<string>((r) => (resolveUrl = r));
-  const onLine = (l: string) => {
-    logText += l + "\n";
-    const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
-    if (m) resolveUrl(m[1]!);
-  };
-  void readLines(proc.stderr as ReadableStream<Uint8Array>, onLine);
-  void readLines(proc.stdout as ReadableStream<Uint8Array>, onLine);
-  url = await Promise.race([urlP, Bun.sleep(20_000).then(() => "")]);
-  if (!url) throw new Error(`herd did not become ready\n${logText}`);
+  url = herd.url;
   await waitFor("both workers ready", async () => (await cluster()).workers.every((w: any) => w.state === "ready"), 30_000);
 }, 60_000);
 
-afterAll(() => {
-  if (proc && proc.exitCode === null) proc.kill("SIGKILL");
-  if (dir) rmSync(dir, { recursive: true, force: true });
+afterAll(async () => {
+  await herd?.stop(5_000);
+  if (dir) cleanup(dir);
 });
 
 test("serves OpenAI traffic on both workers, survives an engine SIGKILLed mid-stream, metrics tell it", async () => {
@@ -254,7 +214,7 @@ test("SIGTERM drains: health 503, livez 200, new requests 503, the open stream f
   const open = await c.chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "finish me" }], max_tokens: 400, stream: true });
   const it = open[Symbol.asyncIterator]();
   await it.next();
-  proc!.kill("SIGTERM");
+  herd!.proc.kill("SIGTERM");
   await waitFor("health 503", async () => (await fetch(`${url}/health`)).status === 503, 2000);
   expect((await fetch(`${url}/livez`)).status).toBe(200);
   const refused = await fetch(`${url}/v1/chat/completions`, {
@@ -272,7 +232,7 @@ test("SIGTERM drains: health 503, livez 200, new requests 503, the open stream f
   }
   expect(finish).toBe("length");
   expect(rest).toBeGreaterThan(10);
-  const code = await Promise.race([proc!.exited, Bun.sleep(15_000).then(() => "timeout")]);
+  const code = await Promise.race([herd!.proc.exited, Bun.sleep(15_000).then(() => "timeout")]);
   expect(code).toBe(0);
-  expect(logText).toContain("herd stopped");
+  expect(herd!.log()).toContain("herd stopped");
 }, 90_000);

@@ -3,41 +3,14 @@
 // prompt blocks it holds. Model "kv-m" has two clean engines (sim-0, sim-1); model "kv-drop" has one
 // engine dropping half its live batches (sim-2), which herd must repair through replay.
 import { afterAll, beforeAll, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
-
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = process.execPath;
+import { join } from "node:path";
+import { cleanup, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
 
 let dir = "";
-let proc: ReturnType<typeof Bun.spawn> | null = null;
+let herd: HerdProc | null = null;
 let url = "";
-let logText = "";
 
-async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      onLine(buf.slice(0, i));
-      buf = buf.slice(i + 1);
-    }
-  }
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000): Promise<T> {
-  const t0 = performance.now();
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}\n--- herd log ---\n${logText.slice(-4000)}`);
-    await Bun.sleep(50);
-  }
-}
-
+const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 15_000) => waitForLog(what, fn, timeoutMs, () => herd?.log() ?? "");
 const cluster = async (): Promise<any> => (await fetch(`${url}/admin/cluster`)).json();
 const workerOf = async (id: string): Promise<any> => (await cluster()).workers.find((w: any) => w.id === id);
 
@@ -65,11 +38,10 @@ async function explain(body: unknown): Promise<any> {
 const gpuOf = (e: any, worker: string): number => e.candidates.find((c: any) => c.worker === worker)?.overlap.gpu ?? -1;
 
 beforeAll(async () => {
-  dir = mkdtempSync(join(tmpdir(), "herd-kv-e2e-"));
+  dir = tempDir("herd-kv-e2e-");
   const portBase = 30_000 + Math.floor(Math.random() * 20_000);
-  const cfg = join(dir, "herd.yaml");
-  writeFileSync(
-    cfg,
+  herd = await startHerd(
+    dir,
     `node: { name: kv, data_dir: ${JSON.stringify(join(dir, "data"))} }
 frontend: { drain_timeout_ms: 2000 }
 router: { policy: round-robin, metrics_scrape_interval_ms: 500 }
@@ -90,18 +62,7 @@ engines:
     args: ["--zero-delay", "--output-len", "0", "--kv-events-drop-fraction", "0.5", "--kv-events-encoding", "array", "--seed", "5"]
 `,
   );
-  proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  let resolveUrl: (u: string) => void = () => {};
-  const urlP = new Promise<string>((r) => (resolveUrl = r));
-  const onLine = (l: string) => {
-    logText += l + "\n";
-    const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
-    if (m) resolveUrl(m[1]!);
-  };
-  void readLines(proc.stderr as ReadableStream<Uint8Array>, onLine);
-  void readLines(proc.stdout as ReadableStream<Uint8Array>, onLine);
-  url = await Promise.race([urlP, Bun.sleep(20_000).then(() => "")]);
-  if (!url) throw new Error(`herd did not become ready\n${logText}`);
+  url = herd.url;
   await waitFor("all workers ready and subscribed", async () => {
     const ws = (await cluster()).workers;
     return ws.length === 3 && ws.every((w: any) => w.state === "ready" && w.kv_events?.connected);
@@ -109,12 +70,8 @@ engines:
 }, 30_000);
 
 afterAll(async () => {
-  if (proc && proc.exitCode === null) {
-    proc.kill("SIGTERM");
-    await Promise.race([proc.exited, Bun.sleep(5000)]);
-    if (proc.exitCode === null) proc.kill("SIGKILL");
-  }
-  if (dir) rmSync(dir, { recursive: true, force: true });
+  await herd?.stop(5_000);
+  if (dir) cleanup(dir);
 });
 
 test("explain shows the leading prompt blocks each worker holds, per medium", async () => {

@@ -3,44 +3,22 @@
 // must replay from 0), one in the older shape (array events, 3-frame replay, empty topic). herd
 // takes their KV endpoints from engines[].kv_events, and /admin/route/explain reports what each holds.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { ROOT, cleanup, readLines, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
 import { PYTHON, hasPyZmq } from "../helpers/peers.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
 const FIXTURE = join(ROOT, "test/fixtures/kv/fake_vllm_publisher.py");
-const BUN = process.execPath;
 const run = hasPyZmq();
 
 let dir = "";
-let herd: ReturnType<typeof Bun.spawn> | null = null;
+let herd: HerdProc | null = null;
 const fakes: ReturnType<typeof Bun.spawn>[] = [];
 let url = "";
-let logText = "";
+/** The fake publishers' stderr, shown with herd's log when a wait times out. */
+let fakeLog = "";
 
-async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      onLine(buf.slice(0, i));
-      buf = buf.slice(i + 1);
-    }
-  }
-}
-
-async function waitFor<T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000): Promise<T> {
-  const t0 = performance.now();
-  for (;;) {
-    const v = await fn().catch(() => null);
-    if (v) return v;
-    if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}\n--- log ---\n${logText.slice(-4000)}`);
-    await Bun.sleep(50);
-  }
-}
+const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000) =>
+  waitForLog(what, fn, timeoutMs, () => fakeLog + (herd?.log() ?? ""));
 
 interface Ports {
   pub: number;
@@ -51,12 +29,12 @@ interface Ports {
 async function startFake(args: string[]): Promise<Ports> {
   const p = Bun.spawn([PYTHON, FIXTURE, ...args, "--seconds", "30"], { stdin: "pipe", stdout: "pipe", stderr: "pipe" });
   fakes.push(p);
-  void readLines(p.stderr as ReadableStream<Uint8Array>, (l) => (logText += `fake: ${l}\n`));
+  void readLines(p.stderr as ReadableStream<Uint8Array>, (l) => (fakeLog += `fake: ${l}\n`));
   let resolvePorts: (x: Ports) => void = () => {};
   const ports = new Promise<Ports>((r) => (resolvePorts = r));
   void readLines(p.stdout as ReadableStream<Uint8Array>, (l) => resolvePorts(JSON.parse(l)));
   const got = await Promise.race([ports, Bun.sleep(10_000).then(() => null)]);
-  if (!got) throw new Error(`fake vLLM publisher did not start\n${logText}`);
+  if (!got) throw new Error(`fake vLLM publisher did not start\n${fakeLog}`);
   return got;
 }
 
@@ -67,15 +45,14 @@ const ids = (first: number, len: number) => Array.from({ length: len }, (_, i) =
 
 describe.skipIf(!run)("external vLLM worker (libzmq publisher)", () => {
   beforeAll(async () => {
-    dir = mkdtempSync(join(tmpdir(), "herd-kv-ext-"));
+    dir = tempDir("herd-kv-ext-");
     const a = await startFake([
       "--first-token", String(A.first), "--prompt-len", String(A.len), "--cpu-blocks", String(A.cpu), "--encoding", "map",
       "--replay-layout", "new", "--topic", "kv@fake-a@ext-m", "--skip-live", "2", "--model", "ext-m",
     ]);
     const b = await startFake(["--first-token", String(B.first), "--prompt-len", String(B.len), "--encoding", "array", "--replay-layout", "old", "--model", "ext-m"]);
-    const cfg = join(dir, "herd.yaml");
-    writeFileSync(
-      cfg,
+    herd = await startHerd(
+      dir,
       `node: { name: x, data_dir: ${JSON.stringify(join(dir, "data"))} }
 router: { policy: least-loaded, metrics_scrape_interval_ms: 500 }
 supervisor: { health_interval_ms: 100 }
@@ -91,29 +68,15 @@ engines:
     url: http://127.0.0.1:${b.http}
     kv_events: { endpoint: "tcp://127.0.0.1:${b.pub}", replay_endpoint: "tcp://127.0.0.1:${b.replay}", topic: "" }
 `,
+      { readyTimeoutMs: 15_000 },
     );
-    herd = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-    let resolveUrl: (u: string) => void = () => {};
-    const urlP = new Promise<string>((r) => (resolveUrl = r));
-    const onLine = (l: string) => {
-      logText += l + "\n";
-      const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
-      if (m) resolveUrl(m[1]!);
-    };
-    void readLines(herd.stderr as ReadableStream<Uint8Array>, onLine);
-    void readLines(herd.stdout as ReadableStream<Uint8Array>, onLine);
-    url = await Promise.race([urlP, Bun.sleep(15_000).then(() => "")]);
-    if (!url) throw new Error(`herd did not become ready\n${logText}`);
+    url = herd.url;
   }, 30_000);
 
   afterAll(async () => {
-    if (herd && herd.exitCode === null) {
-      herd.kill("SIGTERM");
-      await Promise.race([herd.exited, Bun.sleep(5000)]);
-      if (herd.exitCode === null) herd.kill("SIGKILL");
-    }
+    await herd?.stop(5_000);
     for (const f of fakes) if (f.exitCode === null) f.kill("SIGKILL");
-    if (dir) rmSync(dir, { recursive: true, force: true });
+    if (dir) cleanup(dir);
   });
 
   const explain = async (prompt: number[]): Promise<any> => {

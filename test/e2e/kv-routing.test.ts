@@ -6,58 +6,32 @@
 // (Σ vllm:prefix_cache_hits_total / Σ queries_total) must rise clearly; both figures are printed.
 // Also checked on the kv run: herd's routing-stage histogram and predicted vs reported cached tokens.
 import { afterEach, expect, test } from "bun:test";
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
 import { plan } from "../../src/bench/plan.ts";
 import { runOnce } from "../../src/bench/runner.ts";
 import { DEFAULTS } from "../../src/bench/workloads.ts";
 import { parsePromText } from "../../src/router/prom-text.ts";
+import { cleanup, startHerd as startHerdProc, tempDir, type HerdProc } from "../helpers/herd.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
-const BUN = process.execPath;
 const MODEL = "kv-m";
 const ENGINES = 4;
 
-interface Herd {
-  url: string;
-  proc: ReturnType<typeof Bun.spawn>;
-  dir: string;
-  log: () => string;
-}
-
-let running: Herd | null = null;
+let running: HerdProc | null = null;
 
 afterEach(async () => {
   if (running) await stop(running);
   running = null;
 });
 
-async function readLines(stream: ReadableStream<Uint8Array>, onLine: (l: string) => void) {
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of stream) {
-    buf += dec.decode(chunk, { stream: true });
-    let i: number;
-    while ((i = buf.indexOf("\n")) >= 0) {
-      onLine(buf.slice(0, i));
-      buf = buf.slice(i + 1);
-    }
-  }
-}
-
-async function startHerd(policy: string): Promise<Herd> {
-  const dir = mkdtempSync(join(tmpdir(), "herd-kv-routing-"));
+async function startHerd(policy: string): Promise<HerdProc> {
+  const dir = tempDir("herd-kv-routing-");
   const portBase = 30_000 + Math.floor(Math.random() * 20_000);
-  const cfg = join(dir, "herd.yaml");
   // 120 blocks of 16 tokens per engine: the system prompt (~20 blocks), one ~63-block document and
   // the questions in flight fit; a second document does not, so it evicts the first.
   // The engines run 25x faster than real time but herd's clocks do not: kv's predicted entries (the
   // blocks of its own recent decisions, counted as cached until the engine's events arrive) get the
   // default 2 s of engine time, 80 ms here, or they would outlive the evictions they stand in for.
-  writeFileSync(
-    cfg,
-    `node: { name: kvr, data_dir: ${JSON.stringify(join(dir, "data"))} }
+  const yaml = `node: { name: kvr, data_dir: ${JSON.stringify(join(dir, "data"))} }
 frontend: { drain_timeout_ms: 1000 }
 router: { policy: ${policy}, seed: 7, metrics_scrape_interval_ms: 250, kv: { predicted_ttl_ms: 80 } }
 supervisor:
@@ -70,45 +44,33 @@ engines:
     model: ${MODEL}
     count: ${ENGINES}
     args: ["--time-scale", "25", "--kv-blocks", "120", "--seed", "3"]
-`,
-  );
-  let logText = "";
-  const proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { cwd: ROOT, stdout: "pipe", stderr: "pipe" });
-  const herd: Herd = { url: "", proc, dir, log: () => logText };
+`;
+  let herd: HerdProc;
+  try {
+    herd = await startHerdProc(dir, yaml, { readyTimeoutMs: 10_000 });
+  } catch (e) {
+    cleanup(dir);
+    throw e;
+  }
   running = herd;
-  let resolveUrl: (u: string) => void = () => {};
-  const urlP = new Promise<string>((r) => (resolveUrl = r));
-  const onLine = (l: string) => {
-    logText += l + "\n";
-    const m = /herd ready: listening on (http:\/\/\S+)/.exec(l);
-    if (m) resolveUrl(m[1]!);
-  };
-  void readLines(proc.stderr as ReadableStream<Uint8Array>, onLine);
-  void readLines(proc.stdout as ReadableStream<Uint8Array>, onLine);
-  herd.url = await Promise.race([urlP, Bun.sleep(10_000).then(() => "")]);
-  if (!herd.url) throw new Error(`herd did not become ready\n${logText}`);
   // Every engine ready and its KV event stream subscribed, or the first requests would see a partial cluster.
   const t0 = performance.now();
   for (;;) {
     const ws: any[] = ((await (await fetch(`${herd.url}/admin/cluster`)).json()) as any).workers;
     if (ws.length === ENGINES && ws.every((w) => w.state === "ready" && w.kv_events?.connected)) break;
-    if (performance.now() - t0 > 10_000) throw new Error(`workers not ready: ${JSON.stringify(ws.map((w) => [w.id, w.state]))}\n${logText}`);
+    if (performance.now() - t0 > 10_000) throw new Error(`workers not ready: ${JSON.stringify(ws.map((w) => [w.id, w.state]))}\n${herd.log()}`);
     await Bun.sleep(50);
   }
   return herd;
 }
 
-async function stop(h: Herd): Promise<void> {
-  if (h.proc.exitCode === null) {
-    h.proc.kill("SIGTERM");
-    await Promise.race([h.proc.exited, Bun.sleep(5000)]);
-    if (h.proc.exitCode === null) h.proc.kill("SIGKILL");
-  }
-  rmSync(h.dir, { recursive: true, force: true });
+async function stop(h: HerdProc): Promise<void> {
+  await h.stop(5_000);
+  cleanup(h.dir);
 }
 
 /** Per engine, a counter summed over its label sets, from the engine's own /metrics (vLLM names). */
-async function perEngine(h: Herd, name: string): Promise<number[]> {
+async function perEngine(h: HerdProc, name: string): Promise<number[]> {
   const ws: any[] = ((await (await fetch(`${h.url}/admin/cluster`)).json()) as any).workers;
   const out: number[] = [];
   for (const w of ws) {
@@ -132,7 +94,7 @@ interface RunFigures {
 const WORKLOAD = { ...DEFAULTS["doc-qa"], documents: 4, doc_tokens: 1000, system_tokens: 300, question_tokens: 30, users: 64, output: 8 };
 const REQUESTS = 240;
 
-async function runWorkload(h: Herd): Promise<RunFigures> {
+async function runWorkload(h: HerdProc): Promise<RunFigures> {
   const target = { url: h.url, model: MODEL, apiKey: null, ignoreEos: true, timeout_s: 20, sessionHeader: "x-session-id" };
   const requests = [...plan(WORKLOAD, { kind: "closed" }, { requests: REQUESTS, duration_s: null }, 11)];
   const { records } = await runOnce({ target, requests, concurrency: 8, duration_s: null, ordered: false, maxInflight: 64 });
@@ -186,7 +148,7 @@ test("with a hash-reading policy, a tokenizer that cannot load stops the start (
   const { startDaemon } = await import("../../src/daemon.ts");
   const { defaultConfig } = await import("../../src/config/index.ts");
   const { memoryLogger } = await import("../../src/core/log.ts");
-  const dir = mkdtempSync(join(tmpdir(), "herd-kv-tok-"));
+  const dir = tempDir("herd-kv-tok-");
   try {
     const config = defaultConfig({ hostname: "kvt", dataDir: join(dir, "data") });
     config.models = [{ name: MODEL, path: MODEL, tokenizer: join(dir, "no-such-tokenizer"), block_size: 16, max_model_len: 0 }];
@@ -199,6 +161,6 @@ test("with a hash-reading policy, a tokenizer that cannot load stops the start (
     const d = await startDaemon(config, { configPath: null, logger: memoryLogger() });
     expect(await d.shutdown(true)).toBe(0);
   } finally {
-    rmSync(dir, { recursive: true, force: true });
+    cleanup(dir);
   }
 });

@@ -2,12 +2,11 @@
 // is ready, STOPPING=1 on SIGTERM, exits 0 — and engines do not inherit NOTIFY_SOCKET. A python3
 // datagram socket stands in for systemd (real systemd-notify is used to send).
 import { expect, test } from "bun:test";
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { existsSync, readFileSync } from "node:fs";
+import { join } from "node:path";
+import { cleanup, portBase, startHerd, tempDir, type HerdProc } from "../helpers/herd.ts";
 import { PYTHON, peer } from "../helpers/peers.ts";
 
-const ROOT = resolve(import.meta.dir, "../..");
 const LISTENER = `
 import socket, sys, time
 s = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
@@ -26,53 +25,39 @@ while time.time() < end:
 const hasNotify = peer("systemd-notify", ["systemd-notify", "--help"]);
 
 test.skipIf(!hasNotify)("READY=1 after the first ready worker, SIGHUP survives, STOPPING=1 on SIGTERM, exit 0", async () => {
-  const dir = mkdtempSync(join(tmpdir(), "herd-notify-"));
-  let herdProc: { kill(sig?: string | number): void; exitCode: number | null } | null = null;
+  const dir = tempDir("herd-notify-");
+  let h: HerdProc | null = null;
+  let listener: ReturnType<typeof Bun.spawn> | null = null;
   try {
     const sock = join(dir, "notify.sock");
-    const listener = Bun.spawn([PYTHON, "-c", LISTENER, sock, "30"], { stdout: "pipe", stderr: "inherit" });
+    listener = Bun.spawn([PYTHON, "-c", LISTENER, sock, "30"], { stdout: "pipe", stderr: "inherit" });
     for (let i = 0; i < 200 && !existsSync(sock); i++) await Bun.sleep(25);
     expect(existsSync(sock)).toBe(true);
-    const cfg = join(dir, "herd.yaml");
-    writeFileSync(
-      cfg,
+    h = await startHerd(
+      dir,
       `node: { name: nt, data_dir: ${JSON.stringify(join(dir, "data"))} }
-supervisor: { port_range_start: ${21_000 + Math.floor(Math.random() * 11_000)}, health_interval_ms: 100 }
+supervisor: { port_range_start: ${portBase()}, health_interval_ms: 100 }
 models: [{ name: nt-sim }]
 engines: [{ kind: sim, model: nt-sim, count: 1, args: ["--time-scale", "50"] }]
 `,
+      { env: { NOTIFY_SOCKET: sock } },
     );
-    const herd = Bun.spawn([process.execPath, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], {
-      cwd: ROOT,
-      stdout: "ignore",
-      stderr: "pipe",
-      env: { ...process.env, NOTIFY_SOCKET: sock },
-    });
-    herdProc = herd;
-    let log = "";
-    const dec = new TextDecoder();
-    const reading = (async () => {
-      for await (const c of herd.stderr as ReadableStream<Uint8Array>) log += dec.decode(c);
-    })();
-    const t0 = performance.now();
-    while (!log.includes("herd ready") && performance.now() - t0 < 20_000) await Bun.sleep(25);
-    expect(log).toContain("herd ready");
+    const herd = h.proc;
+    const log = h.log;
     // The engine's environment must not carry NOTIFY_SOCKET (it could otherwise speak for the unit).
-    const pid = Number(/engine started worker=\S+ pid=(\d+)/.exec(log)?.[1]);
+    const pid = Number(/engine started worker=\S+ pid=(\d+)/.exec(log())?.[1]);
     expect(pid).toBeGreaterThan(0);
     expect(readFileSync(`/proc/${pid}/environ`, "utf8").split("\0").some((v) => v.startsWith("NOTIFY_SOCKET="))).toBe(false);
     // SIGHUP (a config reload) is logged and herd keeps serving.
     herd.kill("SIGHUP");
     const t1 = performance.now();
-    while (!log.includes("SIGHUP") && performance.now() - t1 < 5000) await Bun.sleep(25);
-    expect(log).toContain("received SIGHUP");
-    const url = /herd ready: listening on (http:\/\/\S+)/.exec(log)![1]!;
-    expect((await fetch(`${url}/livez`)).status).toBe(200);
+    while (!log().includes("SIGHUP") && performance.now() - t1 < 5000) await Bun.sleep(25);
+    expect(log()).toContain("received SIGHUP");
+    expect((await fetch(`${h.url}/livez`)).status).toBe(200);
     expect(herd.exitCode).toBeNull();
     await Bun.sleep(300); // let systemd-notify deliver READY=1
     herd.kill("SIGTERM");
     expect(await herd.exited).toBe(0);
-    await reading;
     await Bun.sleep(300);
     listener.kill();
     const got = await new Response(listener.stdout as ReadableStream<Uint8Array>).text();
@@ -83,7 +68,8 @@ engines: [{ kind: sim, model: nt-sim, count: 1, args: ["--time-scale", "50"] }]
     expect(stopping).toBeGreaterThan(ready);
   } finally {
     // A failed assertion must not leave herd (and its engines) running after the test.
-    if (herdProc && herdProc.exitCode === null) herdProc.kill("SIGTERM");
-    rmSync(dir, { recursive: true, force: true });
+    await h?.stop();
+    listener?.kill();
+    cleanup(dir);
   }
 }, 40_000);

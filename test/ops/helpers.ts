@@ -1,20 +1,9 @@
 // `herd run` as a subprocess (sim engines, loopback, random ports) and `herd <command>` runs, for
 // the day-2, signal, reload and upgrade tests. Every process started here is killed in stop().
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
-import { tmpdir } from "node:os";
-import { join, resolve } from "node:path";
+import { join } from "node:path";
+import { BUN, ROOT, portBase, startHerd as startHerdWith, type HerdProc } from "../helpers/herd.ts";
 
-export const ROOT = resolve(import.meta.dir, "../..");
-export const BUN = process.execPath;
-
-/** Below the kernel's ephemeral range (32768+), so outgoing connections never hold an engine's port. */
-export function portBase(): number {
-  return 21_000 + Math.floor(Math.random() * 11_000);
-}
-
-export function tempDir(prefix: string): string {
-  return mkdtempSync(join(tmpdir(), prefix));
-}
+export { BUN, ROOT, cleanup, portBase, tempDir, type HerdProc } from "../helpers/herd.ts";
 
 /** A config with `count` sim engines of model `model` on loopback; extra YAML sections appended. */
 export function simConfigYaml(o: { dir: string; node: string; model?: string; count?: number; listen?: string; extra?: string; simArgs?: string[]; portBase?: number; env?: Record<string, string> }): string {
@@ -28,70 +17,9 @@ engines: [{ kind: sim, model: ${model}, count: ${o.count ?? 1}, args: ${args}, e
 ${o.extra ?? ""}`;
 }
 
-export interface HerdProc {
-  proc: ReturnType<typeof Bun.spawn>;
-  url: string;
-  dir: string;
-  configPath: string;
-  log(): string;
-  /** Resolve when the log matches `re` (searching from `from`, a log length); reject after timeoutMs. */
-  waitLog(re: RegExp, timeoutMs?: number, from?: number): Promise<RegExpExecArray>;
-  stop(): Promise<void>;
-}
-
-export async function startHerd(dir: string, yaml: string, extraArgs: string[] = ["--listen", "127.0.0.1:0"]): Promise<HerdProc> {
-  const configPath = join(dir, "herd.yaml");
-  writeFileSync(configPath, yaml);
-  const proc = Bun.spawn([BUN, "src/cli.ts", "run", "--config", configPath, ...extraArgs], { cwd: ROOT, stdout: "pipe", stderr: "pipe", stdin: "ignore" });
-  let text = "";
-  const dec = new TextDecoder();
-  const pump = async (s: ReadableStream<Uint8Array>) => {
-    for await (const c of s) text += dec.decode(c, { stream: true });
-  };
-  void pump(proc.stderr as ReadableStream<Uint8Array>);
-  void pump(proc.stdout as ReadableStream<Uint8Array>);
-  const waitLog = async (re: RegExp, timeoutMs = 20_000, from = 0): Promise<RegExpExecArray> => {
-    const end = performance.now() + timeoutMs;
-    for (;;) {
-      const m = re.exec(text.slice(from));
-      if (m) return m;
-      if (performance.now() > end) throw new Error(`herd log never matched ${re} within ${timeoutMs} ms\n--- herd log ---\n${text.slice(-4000)}`);
-      if (proc.exitCode !== null && !re.exec(text.slice(from))) {
-        await Bun.sleep(100); // the last lines may still be in the pipe
-        const late = re.exec(text.slice(from));
-        if (late) return late;
-        throw new Error(`herd exited (${proc.exitCode}) before its log matched ${re}\n--- herd log ---\n${text.slice(-4000)}`);
-      }
-      await Bun.sleep(25);
-    }
-  };
-  const h: HerdProc = {
-    proc,
-    url: "",
-    dir,
-    configPath,
-    log: () => text,
-    waitLog,
-    async stop() {
-      if (proc.exitCode === null) {
-        proc.kill("SIGTERM");
-        const t = setTimeout(() => proc.kill("SIGKILL"), 8_000);
-        await proc.exited;
-        clearTimeout(t);
-      }
-    },
-  };
-  try {
-    h.url = (await waitLog(/herd ready: listening on (http:\/\/\S+)/))[1]!;
-  } catch (e) {
-    if (proc.exitCode === null) proc.kill("SIGKILL");
-    throw e;
-  }
-  return h;
-}
-
-export function cleanup(dir: string): void {
-  rmSync(dir, { recursive: true, force: true });
+/** The shared starter (test/helpers/herd.ts) with this folder's positional `extraArgs`. */
+export function startHerd(dir: string, yaml: string, extraArgs: string[] = ["--listen", "127.0.0.1:0"]): Promise<HerdProc> {
+  return startHerdWith(dir, yaml, { args: extraArgs });
 }
 
 export interface CliRun {
