@@ -143,7 +143,10 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
       const rep = c.replica(worker);
       rep.routed++;
       const id = `r${rec.index}.${attempt}`;
-      const out = vocab.stream(e.seed, prompt.tokens, spec.ignoreEos ? 0 : e.outputLen);
+      // Ids only: nothing here reads the output text.
+      const out = vocab.stream(e.seed, prompt.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
+      // One object per request, not per token: the scheduler reads it before asking for the next.
+      const tok = { id: 0, eos: false };
       let lastMs = 0;
       let timedOut = false;
       const deadline = clock.setTimer(cfg.frontend.first_token_timeout_ms, () => {
@@ -155,8 +158,9 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
         rep.scheduler.submit({
           id, promptTokens: prompt.tokens, maxTokens: r.max_tokens, ignoreEos: spec.ignoreEos,
           nextToken: (i) => {
-            const t = out.token(i);
-            return { id: t.id, eos: t.eos };
+            tok.id = out.tokenId(i);
+            tok.eos = out.isEos(i);
+            return tok;
           },
           handlers: {
             onToken: (_tok, i, nowMs) => {

@@ -21,6 +21,8 @@ export class OutputVocabulary {
   /** Per word: its tokens with the text each one adds. */
   private readonly words: Piece[][];
   readonly eosId: number;
+  /** The prompt as u32s for the hash (reused: copying each prompt with map() was ~10 % of `herd simulate`). */
+  private scratch = new Uint32Array(1024);
 
   constructor(tok: Tokenizer) {
     this.words = WORDS.map((w) => {
@@ -37,14 +39,28 @@ export class OutputVocabulary {
     this.eosId = tok.eosTokenIds[0] ?? 0;
   }
 
-  /** An output stream for one request. `naturalLen` is where the model would emit EOS (0 = never). */
-  stream(seed: number, promptTokens: readonly number[], naturalLen: number): OutputStream {
-    let h = Bun.hash.xxHash32(new Uint32Array(promptTokens.map((x) => x >>> 0)), seed >>> 0);
+  /**
+   * An output stream for one request. `naturalLen` is where the model would emit EOS (0 = never).
+   * `withText` false: token ids only (`tokenId`), for callers that never read the text (`herd simulate`).
+   */
+  stream(seed: number, promptTokens: ArrayLike<number>, naturalLen: number, withText = true): OutputStream {
+    let h = Bun.hash.xxHash32(this.promptWords(promptTokens), seed >>> 0);
     const start = h % this.words.length;
     h = Math.imul(h ^ (h >>> 16), 0x45d9f3b) >>> 0;
     // An odd stride visits every word before repeating when the list length is even; any stride works.
     const stride = 1 + 2 * (h % 7);
-    return new OutputStream(this.words, start, stride, naturalLen, this.eosId);
+    return new OutputStream(this.words, start, stride, naturalLen, this.eosId, withText);
+  }
+
+  /** The prompt's ids as u32 (a Uint32Array store is ToUint32, the same as `x >>> 0`). */
+  private promptWords(tokens: ArrayLike<number>): Uint32Array {
+    if (tokens instanceof Uint32Array) return tokens;
+    const n = tokens.length;
+    if (this.scratch.length < n) this.scratch = new Uint32Array(Math.max(n, 2 * this.scratch.length));
+    const s = this.scratch;
+    if (Array.isArray(tokens)) s.set(tokens);
+    else for (let i = 0; i < n; i++) s[i] = tokens[i]!;
+    return s.subarray(0, n);
   }
 }
 
@@ -59,21 +75,39 @@ export class OutputStream {
     private readonly stride: number,
     private readonly naturalLen: number,
     private readonly eosId: number,
+    private readonly withText = true,
   ) {
     this.word = start;
   }
 
   /** The index-th output token; the EOS token's text is "" (special tokens are skipped in output). */
   token(index: number): { id: number; text: string; eos: boolean } {
-    if (this.naturalLen > 0 && index === this.naturalLen - 1) return { id: this.eosId, text: "", eos: true };
+    if (!this.withText) throw new Error("OutputStream: created without text (withText false)");
+    if (this.isEos(index)) return { id: this.eosId, text: "", eos: true };
+    this.fill(index);
+    return { id: this.ids[index]!, text: this.texts[index]!, eos: false };
+  }
+
+  /** The index-th token's id only (no object, no text). */
+  tokenId(index: number): number {
+    if (this.isEos(index)) return this.eosId;
+    this.fill(index);
+    return this.ids[index]!;
+  }
+
+  /** Whether the index-th token is the model's EOS. */
+  isEos(index: number): boolean {
+    return this.naturalLen > 0 && index === this.naturalLen - 1;
+  }
+
+  private fill(index: number): void {
     while (this.ids.length <= index) {
       for (const p of this.words[this.word]!) {
         this.ids.push(p.id);
-        this.texts.push(p.text);
+        if (this.withText) this.texts.push(p.text);
       }
       this.word = (this.word + this.stride) % this.words.length;
     }
-    return { id: this.ids[index]!, text: this.texts[index]!, eos: false };
   }
 }
 

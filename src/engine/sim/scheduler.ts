@@ -9,7 +9,7 @@
 
 import type { Clock, TimerHandle } from "../../core/clock.ts";
 import { HerdError, badRequest } from "../../core/errors.ts";
-import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlock } from "./blocks.ts";
+import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlockOf } from "./blocks.ts";
 import { type CostParams, chunkPairs, stepCostMs } from "./cost.ts";
 
 const MAX_LAG_MS = 10;
@@ -51,7 +51,8 @@ export interface RequestHandlers {
 
 export interface SubmitRequest {
   id: string;
-  promptTokens: readonly number[];
+  /** Token ids (a number[] or, cheaper to build and to hold, a Uint32Array). */
+  promptTokens: ArrayLike<number>;
   maxTokens: number;
   /** The index-th output token; eos=true finishes the request with "stop" unless ignoreEos. */
   nextToken(index: number): { id: number; eos: boolean };
@@ -76,7 +77,7 @@ export interface SchedulerStats {
 
 interface Req {
   sub: SubmitRequest;
-  prompt: readonly number[];
+  prompt: ArrayLike<number>;
   promptLen: number;
   out: number[]; // output token ids so far (the sequence is prompt ‖ out)
   sched: number; // tokens scheduled in the current step
@@ -98,10 +99,12 @@ const seqLen = (r: Req) => r.promptLen + r.out.length;
 /** Token ids of the i-th block of a request's sequence (prompt ‖ outputs). */
 function blockTokens(r: Req, i: number, bs: number): number[] {
   const from = i * bs;
-  const to = from + bs;
-  if (to <= r.promptLen) return r.prompt.slice(from, to);
-  if (from >= r.promptLen) return r.out.slice(from - r.promptLen, to - r.promptLen);
-  return [...r.prompt.slice(from), ...r.out.slice(0, to - r.promptLen)];
+  const out = new Array<number>(bs);
+  for (let k = 0; k < bs; k++) {
+    const j = from + k;
+    out[k] = j < r.promptLen ? r.prompt[j]! : r.out[j - r.promptLen]!;
+  }
+  return out;
 }
 
 export class SimScheduler {
@@ -303,13 +306,13 @@ export class SimScheduler {
   private prefixHit(r: Req): Block[] {
     const maxBlocks = Math.floor((seqLen(r) - 1) / this.cfg.blockSize);
     this.extendHashes(r, maxBlocks);
-    return this.pool.matchPrefix(r.hashes.slice(0, maxBlocks));
+    return this.pool.matchPrefix(r.hashes, maxBlocks);
   }
 
   private extendHashes(r: Req, upTo: number): void {
     const bs = this.cfg.blockSize;
     for (let i = r.hashes.length; i < upTo; i++) {
-      r.hashes.push(hashBlock(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, blockTokens(r, i, bs)));
+      r.hashes.push(hashBlockOf(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, r.prompt, r.out, i * bs, (i + 1) * bs));
     }
   }
 
