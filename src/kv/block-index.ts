@@ -19,6 +19,8 @@ export class BlockIndex implements KvIndex {
   private entries = 0;
   /** Written by findMatches' prefetch loads so they are not optimised away. */
   private sink = 0;
+  /** apply()'s hashes as u32 halves (reused). */
+  private pairs = new Uint32Array(64);
 
   constructor(initialCapacity = 1024) {
     this.table = new U64Table(NM, initialCapacity);
@@ -52,18 +54,30 @@ export class BlockIndex implements KvIndex {
   }
 
   apply(worker: string, ev: IndexEvent, unchanged?: (i: number) => void): void {
-    const ws = this.slotFor(worker);
-    if (ev.kind === "cleared") return this.clearSlot(ws);
-    const W = this.words;
-    const off = MEDIUM_INDEX[ev.medium] * W + (ws >>> 5);
-    const bit = 1 << (ws & 31);
+    if (ev.kind === "cleared") return this.clearSlot(this.slotFor(worker));
     const hs = ev.hashes;
+    if (this.pairs.length < 2 * hs.length) this.pairs = new Uint32Array(2 * hs.length);
+    const p = this.pairs;
+    for (let i = 0; i < hs.length; i++) {
+      p[2 * i] = lo32(hs[i]!);
+      p[2 * i + 1] = hi32();
+    }
+    this.applyPairs(worker, ev.kind, ev.medium, p, hs.length, unchanged);
+  }
+
+  /**
+   * apply() for hashes given as u32 halves (`pairs[2i]` low, `pairs[2i + 1]` high; the first `n`),
+   * the allocation-free form used by event ingest (worker-blocks.ts).
+   */
+  applyPairs(worker: string, kind: "stored" | "removed", medium: Medium, pairs: Uint32Array, n: number, unchanged?: (i: number) => void): void {
+    const ws = this.slotFor(worker);
+    const W = this.words;
+    const off = MEDIUM_INDEX[medium] * W + (ws >>> 5);
+    const bit = 1 << (ws & 31);
     const t = this.table;
-    if (ev.kind === "stored") {
-      for (let i = 0; i < hs.length; i++) {
-        const lo = lo32(hs[i]!);
-        const hi = hi32();
-        const idx = t.at(t.insert(lo, hi)) + off;
+    if (kind === "stored") {
+      for (let i = 0; i < n; i++) {
+        const idx = t.at(t.insert(pairs[2 * i]!, pairs[2 * i + 1]!)) + off;
         const v = t.data; // read after insert: it may have grown the table
         if ((v[idx]! & bit) === 0) {
           v[idx] = v[idx]! | bit;
@@ -74,10 +88,8 @@ export class BlockIndex implements KvIndex {
       }
       return;
     }
-    for (let i = 0; i < hs.length; i++) {
-      const lo = lo32(hs[i]!);
-      const hi = hi32();
-      const slot = t.find(lo, hi);
+    for (let i = 0; i < n; i++) {
+      const slot = t.find(pairs[2 * i]!, pairs[2 * i + 1]!);
       const v = t.data;
       const idx = t.at(slot) + off;
       if (slot < 0 || (v[idx]! & bit) === 0) {

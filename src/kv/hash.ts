@@ -51,7 +51,10 @@ function hashSeeded(words: Uint32Array, seed: bigint): bigint {
     : xxh3_64(new Uint8Array(words.buffer, words.byteOffset, words.byteLength), seed);
 }
 
+// [parent, local] as u64le: the chaining input. Its u32 view reads a sequence hash's halves
+// without BigInt arithmetic (a BigInt store into a typed array costs ~30 ns, a shift+Number ~100).
 const pair = new BigUint64Array(2);
+const pairU32 = new Uint32Array(pair.buffer);
 const pairBytes = new Uint8Array(pair.buffer);
 /** Chain a block's local hash onto its parent's sequence hash. */
 export function nextSequenceHash(parent: bigint, local: bigint): bigint {
@@ -59,6 +62,59 @@ export function nextSequenceHash(parent: bigint, local: bigint): bigint {
   pair[1] = local;
   return Bun.hash.xxHash3(pairBytes, XXH3_SEED);
 }
+
+function checkBlockSize(blockSize: number): void {
+  if (!(blockSize > 0) || !Number.isInteger(blockSize)) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
+}
+
+/**
+ * The hot path of event ingest: sequence hashes of up to `maxBlocks` full blocks of `tokens`,
+ * written as u32 halves `out[2i] = lo, out[2i + 1] = hi` (out must hold 2·blocks words). The chain
+ * continues from the parent (parentLo, parentHi) when `hasParent`. BigInt appears only as the
+ * native hash's return value: one per local hash, one per chained hash. Returns the block count.
+ */
+export function chainHashesU32(
+  tokens: ArrayLike<number>,
+  blockSize: number,
+  hasParent: boolean,
+  parentLo: number,
+  parentHi: number,
+  lora: string | null | undefined,
+  maxBlocks: number,
+  out: Uint32Array,
+): number {
+  checkBlockSize(blockSize);
+  const seed = cachedSeed(lora);
+  const native = seed < 0x1_0000_0000n;
+  const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
+  if (out.length < 2 * n) throw new RangeError(`output holds ${out.length >> 1} hashes, ${n} needed`);
+  // Each block is copied into one reused u32 buffer (little-endian host) and hashed: no
+  // allocation per block (a subarray view per block costs more than the 16-word copy).
+  if (scratch.length !== blockSize) scratch = new Uint32Array(blockSize);
+  const words = scratch;
+  let chained = hasParent;
+  pairU32[0] = parentLo;
+  pairU32[1] = parentHi;
+  for (let i = 0; i < n; i++) {
+    const base = i * blockSize;
+    for (let k = 0; k < blockSize; k++) words[k] = tokens[base + k]!;
+    const local = native ? Bun.hash.xxHash3(words, seed) : xxh3_64(new Uint8Array(words.buffer, 0, words.byteLength), seed);
+    if (chained) {
+      pair[1] = local;
+      pair[0] = Bun.hash.xxHash3(pairBytes, XXH3_SEED);
+    } else {
+      pair[0] = local;
+      chained = true;
+    }
+    out[2 * i] = pairU32[0]!;
+    out[2 * i + 1] = pairU32[1]!;
+  }
+  return n;
+}
+
+let chainOut = new Uint32Array(64);
+const joinBuf = new BigUint64Array(1);
+const joinU32 = new Uint32Array(joinBuf.buffer);
 
 /**
  * Sequence hashes of the full blocks of `tokens`, continuing from `parent` (the sequence hash of
@@ -71,21 +127,22 @@ export function chainHashes(
   lora?: string | null,
   maxBlocks = Infinity,
 ): bigint[] {
-  if (!(blockSize > 0) || !Number.isInteger(blockSize)) throw new RangeError(`block size must be a positive integer, got ${blockSize}`);
-  const seed = cachedSeed(lora);
+  checkBlockSize(blockSize);
   const n = Math.min(Math.floor(tokens.length / blockSize), maxBlocks);
-  // Each block is copied into one reused u32 buffer (little-endian host) and hashed: no
-  // allocation per block.
-  if (scratch.length !== blockSize) scratch = new Uint32Array(blockSize);
-  const words = scratch;
+  if (chainOut.length < 2 * n) chainOut = new Uint32Array(2 * n);
+  let plo = 0;
+  let phi = 0;
+  if (parent !== null) {
+    joinBuf[0] = parent;
+    plo = joinU32[0]!;
+    phi = joinU32[1]!;
+  }
+  chainHashesU32(tokens, blockSize, parent !== null, plo, phi, lora, n, chainOut);
   const out = new Array<bigint>(n);
-  let prev = parent;
   for (let i = 0; i < n; i++) {
-    const base = i * blockSize;
-    for (let k = 0; k < blockSize; k++) words[k] = tokens[base + k]!;
-    const local = hashSeeded(words, seed);
-    prev = prev === null ? local : nextSequenceHash(prev, local);
-    out[i] = prev;
+    joinU32[0] = chainOut[2 * i]!;
+    joinU32[1] = chainOut[2 * i + 1]!;
+    out[i] = joinBuf[0]!;
   }
   return out;
 }

@@ -160,19 +160,24 @@ export class U64Table {
     const old = this.data;
     const s = this.stride;
     const oldCap = this.cap;
-    this.cap = Math.max(MIN_CAP, Math.ceil(newCap), Math.ceil(this.count / MAX_LOAD) + 1);
-    this.scale = this.cap / 4294967296;
-    this.data = new Uint32Array(this.cap * s);
-    const keep = this.count;
-    this.count = 0;
-    if (keep === 0) return;
+    const cap = Math.max(MIN_CAP, Math.ceil(newCap), Math.ceil(this.count / MAX_LOAD) + 1);
+    this.cap = cap;
+    this.scale = cap / 4294967296;
+    const d = new Uint32Array(cap * s);
+    this.data = d;
+    if (this.count === 0) return; // clear() empties by count: the old records are garbage
+    // Keys are distinct and the load is below MAX_LOAD: place each record in the first empty slot
+    // from its home, without insert()'s duplicate check and growth test. Old slots are walked in
+    // order and homes scale monotonically, so the writes go mostly forward through the new array.
     for (let i = 0; i < oldCap; i++) {
-      const lo = old[i * s]!;
-      const hi = old[i * s + 1]!;
+      const from = i * s;
+      const lo = old[from]!;
+      const hi = old[from + 1]!;
       if ((lo | hi) === 0) continue;
-      const to = this.insert(lo, hi) * s;
-      const d = this.data;
-      for (let k = 2; k < s; k++) d[to + k] = old[i * s + k]!;
+      let j = this.home(lo, hi);
+      while ((d[j * s]! | d[j * s + 1]!) !== 0) j = j + 1 === cap ? 0 : j + 1;
+      const to = j * s;
+      for (let k = 0; k < s; k++) d[to + k] = old[from + k]!;
     }
   }
 

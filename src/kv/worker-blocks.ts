@@ -5,7 +5,8 @@
 // (whose parent is an engine hash) can be resolved. Filtering follows Dynamo's normalizer
 // (engines.md §7): REMOTE-locality events and non-main-attention KV groups are dropped.
 import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.ts";
-import { chainHashes } from "./hash.ts";
+import { BlockIndex } from "./block-index.ts";
+import { chainHashesU32 } from "./hash.ts";
 import type { KvIndex, Medium } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
 import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
@@ -114,6 +115,10 @@ export class WorkerBlockMap {
     return known === undefined ? groupIdx === 0 : MAIN_ATTENTION.has(known);
   }
 
+  /** Herd hashes of the current event's blocks, then the ones to index, as u32 halves (reused). */
+  private ours = new Uint32Array(64);
+  private added = new Uint32Array(64);
+
   private stored(ev: BlockStored): void {
     if (!this.accepted(ev.groupIdx, ev.kvCacheSpecKind, ev.locality)) return void this.counters.filtered++;
     const medium = normalizeMedium(ev.medium);
@@ -121,50 +126,74 @@ export class WorkerBlockMap {
     if (this.blockSize === null) this.blockSize = ev.blockSize;
     // Prompts are hashed with the worker's block size; blocks of another size can never match.
     if (ev.blockSize !== this.blockSize) return void this.counters.filtered++;
-    let parent: bigint | null = null;
+    let hasParent = false;
+    let plo = 0;
+    let phi = 0;
     if (ev.parentBlockHash !== null) {
-      const plo = lo32(ev.parentBlockHash);
-      const phi = hi32();
-      const ps = this.map.find(plo, phi);
+      const ps = this.map.find(lo32(ev.parentBlockHash), hi32());
       if (ps < 0) return void this.counters.parentMissing++;
-      parent = join64(this.map.data[this.map.at(ps) + W_LO]!, this.map.data[this.map.at(ps) + W_HI]!);
+      hasParent = true;
+      plo = this.map.data[this.map.at(ps) + W_LO]!;
+      phi = this.map.data[this.map.at(ps) + W_HI]!;
     }
-    const ours = chainHashes(ev.tokenIds, ev.blockSize, parent, ev.loraName, ev.blockHashes.length);
-    this.counters.truncatedBlocks += ev.blockHashes.length - ours.length;
+    const want = Math.min(Math.floor(ev.tokenIds.length / ev.blockSize), ev.blockHashes.length);
+    if (this.ours.length < 2 * want) {
+      this.ours = new Uint32Array(2 * want);
+      this.added = new Uint32Array(2 * want);
+    }
+    const ours = this.ours;
+    const added = this.added;
+    const n = chainHashesU32(ev.tokenIds, ev.blockSize, hasParent, plo, phi, ev.loraName, want, ours);
+    this.counters.truncatedBlocks += ev.blockHashes.length - n;
     const mi = MEDIUM_INDEX[medium];
     const mbit = 1 << mi;
-    const added: bigint[] = [];
-    for (let i = 0; i < ours.length; i++) {
-      const ourHash = ours[i]!;
+    let nAdded = 0;
+    for (let i = 0; i < n; i++) {
+      const olo = ours[2 * i]!;
+      const ohi = ours[2 * i + 1]!;
       const lo = lo32(ev.blockHashes[i]!);
       const hi = hi32();
       let slot = this.map.insert(lo, hi);
       if (!this.map.inserted) {
+        const at = this.map.at(slot);
         const v = this.map.data;
-        if (join64(v[this.map.at(slot) + W_LO]!, v[this.map.at(slot) + W_HI]!) === ourHash) {
-          if ((v[this.map.at(slot) + W_MEDIA]! & mbit) !== 0) continue; // already held there
+        if (v[at + W_LO] === olo && v[at + W_HI] === ohi) {
+          if ((v[at + W_MEDIA]! & mbit) !== 0) continue; // already held there
         } else {
           // Same engine hash, different content: the engine reused the id. Drop the old meaning.
           this.dropEngineEntry(slot);
           slot = this.map.insert(lo, hi);
         }
       }
+      const at = this.map.at(slot);
       const v = this.map.data;
-      v[this.map.at(slot) + W_LO] = lo32(ourHash);
-      v[this.map.at(slot) + W_HI] = hi32();
-      v[this.map.at(slot) + W_MEDIA] = v[this.map.at(slot) + W_MEDIA]! | mbit;
-      added.push(ourHash);
+      v[at + W_LO] = olo;
+      v[at + W_HI] = ohi;
+      v[at + W_MEDIA] = v[at + W_MEDIA]! | mbit;
+      added[2 * nAdded] = olo;
+      added[2 * nAdded + 1] = ohi;
+      nAdded++;
     }
-    if (added.length === 0) return;
+    if (nAdded === 0) return;
     let already = 0;
     const extra = this.extra[mi]!;
     // A block the worker already holds on this medium under another engine hash (cache_salt,
     // multimodal inputs): the index bit stays set until every engine hash naming it is removed.
-    this.index.apply(this.worker, { kind: "stored", medium, hashes: added }, (k) => {
+    const unchanged = (k: number) => {
       already++;
-      extra.set(added[k]!, (extra.get(added[k]!) ?? 0) + 1);
-    });
-    this.counters.blocksStored += added.length - already;
+      const h = join64(added[2 * k]!, added[2 * k + 1]!);
+      extra.set(h, (extra.get(h) ?? 0) + 1);
+    };
+    this.indexPairs("stored", medium, added, nAdded, unchanged);
+    this.counters.blocksStored += nAdded - already;
+  }
+
+  /** Hand u32-pair hashes to the index: allocation-free for BlockIndex, bigint[] for any other. */
+  private indexPairs(kind: "stored" | "removed", medium: Medium, pairs: Uint32Array, n: number, unchanged?: (i: number) => void): void {
+    if (this.index instanceof BlockIndex) return this.index.applyPairs(this.worker, kind, medium, pairs, n, unchanged);
+    const hashes = new Array<bigint>(n);
+    for (let i = 0; i < n; i++) hashes[i] = join64(pairs[2 * i]!, pairs[2 * i + 1]!);
+    this.index.apply(this.worker, { kind, medium, hashes }, unchanged);
   }
 
   private removed(ev: BlockRemoved): void {
@@ -172,7 +201,9 @@ export class WorkerBlockMap {
     const medium = normalizeMedium(ev.medium);
     if (medium === null) return void this.counters.unknownMedium++;
     const mi = MEDIUM_INDEX[medium];
-    const gone: bigint[] = [];
+    if (this.added.length < 2 * ev.blockHashes.length) this.added = new Uint32Array(2 * ev.blockHashes.length);
+    const gone = this.added;
+    let nGone = 0;
     for (const eh of ev.blockHashes) {
       const lo = lo32(eh);
       const hi = hi32();
@@ -181,41 +212,52 @@ export class WorkerBlockMap {
         this.counters.unknownRemovals++;
         continue;
       }
-      const h = this.release(slot, mi);
-      if (h !== null) gone.push(h);
+      const at = this.map.at(slot);
+      const olo = this.map.data[at + W_LO]!;
+      const ohi = this.map.data[at + W_HI]!;
+      if (this.release(slot, mi, olo, ohi)) {
+        gone[2 * nGone] = olo;
+        gone[2 * nGone + 1] = ohi;
+        nGone++;
+      }
     }
-    if (gone.length > 0) {
-      this.counters.blocksRemoved += gone.length;
-      this.index.apply(this.worker, { kind: "removed", medium, hashes: gone });
+    if (nGone > 0) {
+      this.counters.blocksRemoved += nGone;
+      this.indexPairs("removed", medium, gone, nGone);
     }
   }
 
-  /** Clear medium `mi` from the entry at `slot`; the herd hash to remove from the index, if any. */
-  private release(slot: number, mi: number): bigint | null {
+  /**
+   * Clear medium `mi` from the entry at `slot` (herd hash olo/ohi); whether that herd hash is to
+   * be removed from the index (false while another engine hash still names it there).
+   */
+  private release(slot: number, mi: number, olo: number, ohi: number): boolean {
     const v = this.map.data;
-    const ourHash = join64(v[this.map.at(slot) + W_LO]!, v[this.map.at(slot) + W_HI]!);
     const media = v[this.map.at(slot) + W_MEDIA]! & ~(1 << mi);
     if (media === 0) this.map.removeAt(slot);
     else v[this.map.at(slot) + W_MEDIA] = media;
     const extra = this.extra[mi]!;
-    if (extra.size === 0) return ourHash; // the common case: one engine hash per block
+    if (extra.size === 0) return true; // the common case: one engine hash per block
+    const ourHash = join64(olo, ohi);
     const n = extra.get(ourHash);
-    if (n === undefined) return ourHash;
+    if (n === undefined) return true;
     if (n <= 1) extra.delete(ourHash);
     else extra.set(ourHash, n - 1);
-    return null;
+    return false;
   }
 
   private dropEngineEntry(slot: number): void {
-    const media = this.map.data[this.map.at(slot) + W_MEDIA]!;
+    const at = this.map.at(slot);
+    const media = this.map.data[at + W_MEDIA]!;
+    const olo = this.map.data[at + W_LO]!;
+    const ohi = this.map.data[at + W_HI]!;
     for (let mi = 0; mi < 3; mi++) {
       if ((media & (1 << mi)) === 0) continue;
       // release() deletes the entry only when its last medium goes, i.e. on the last iteration.
-      const h = this.release(slot, mi);
-      if (h !== null) {
+      if (this.release(slot, mi, olo, ohi)) {
         this.counters.blocksRemoved++;
         const m = (["gpu", "cpu", "disk"] as const)[mi]!;
-        this.index.apply(this.worker, { kind: "removed", medium: m, hashes: [h] });
+        this.index.apply(this.worker, { kind: "removed", medium: m, hashes: [join64(olo, ohi)] });
       }
     }
   }
