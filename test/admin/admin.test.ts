@@ -1,16 +1,9 @@
 // Admin API: access rules (loopback, token, Host/Origin), /admin/cluster, /admin/route/explain,
 // logs and drain through a backend, and no configured secret in any response.
-import { afterEach, describe, expect, test } from "bun:test";
-import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, type Herd, type Upstream } from "../frontend/harness.ts";
+import { describe, expect, test } from "bun:test";
+import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, trackForCleanup, type Herd } from "../frontend/harness.ts";
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.splice(0)) await c();
-});
-function track<T extends Herd | Upstream>(x: T): T {
-  cleanup.push(() => x.stop());
-  return x;
-}
+const track = trackForCleanup();
 
 const SECRETS = { api_keys: ["sk-api-secret"], admin_token: "adm-secret-token" };
 

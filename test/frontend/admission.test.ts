@@ -1,16 +1,9 @@
 // Admission: auth, limits, validation, health/liveness and drain, /v1/models.
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, streamingReply, until, type Herd, type Upstream } from "./harness.ts";
+import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, streamingReply, trackForCleanup, until, type Herd } from "./harness.ts";
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.splice(0)) await c();
-});
-function track<T extends Herd | Upstream>(x: T): T {
-  cleanup.push(() => x.stop());
-  return x;
-}
+const track = trackForCleanup();
 async function caught(p: PromiseLike<unknown>): Promise<unknown> {
   try {
     await p;

@@ -1,5 +1,6 @@
 // Test harness: a real Frontend (hono on Bun.serve, port 0) over a hand-filled WorkerRegistry and the
 // real Router, in front of tiny fake upstreams that speak OpenAI SSE the way vLLM does.
+import { afterEach } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
@@ -206,4 +207,19 @@ export async function until(cond: () => boolean, timeoutMs = 3000, what = "condi
     if (performance.now() - t0 > timeoutMs) throw new Error(`timed out waiting for ${what}`);
     await Bun.sleep(5);
   }
+}
+
+/**
+ * Registers an afterEach in the calling test file that stops everything passed to the returned
+ * `track` (herds, upstreams, raw servers), so a failed assertion leaves nothing listening.
+ */
+export function trackForCleanup(): <T extends { stop(): unknown }>(x: T) => T {
+  const stops: (() => unknown)[] = [];
+  afterEach(async () => {
+    for (const stop of stops.splice(0)) await stop();
+  });
+  return (x) => {
+    stops.push(() => x.stop());
+    return x;
+  };
 }

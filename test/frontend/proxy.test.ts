@@ -1,16 +1,9 @@
 // Frontend relay behaviour against fake upstreams, driven by the official openai client and raw fetch.
-import { afterEach, describe, expect, test } from "bun:test";
+import { describe, expect, test } from "bun:test";
 import OpenAI from "openai";
-import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, streamingReply, until, type Herd, type Upstream } from "./harness.ts";
+import { MODEL, chatBody, chatCompletion, post, startHerd, startUpstream, streamingReply, trackForCleanup, until, type Herd } from "./harness.ts";
 
-const cleanup: (() => Promise<void>)[] = [];
-afterEach(async () => {
-  for (const c of cleanup.splice(0)) await c();
-});
-function track<T extends Herd | Upstream>(x: T): T {
-  cleanup.push(() => x.stop());
-  return x;
-}
+const track = trackForCleanup();
 const client = (h: Herd, extra: Partial<ConstructorParameters<typeof OpenAI>[0]> = {}) =>
   new OpenAI({ baseURL: `${h.url}/v1`, apiKey: "unused", maxRetries: 0, ...extra });
 
@@ -204,7 +197,7 @@ describe("failures", () => {
         },
       },
     });
-    cleanup.push(async () => raw.stop(true));
+    track({ stop: () => raw.stop(true) });
     const good = track(startUpstream(() => streamingReply({ tokens: 2 })));
     const h = track(await startHerd({ workers: [{ id: "a", url: `http://127.0.0.1:${raw.port}` }, { id: "b", url: good.url }] }));
     const res = await post(`${h.url}/v1/chat/completions`, chatBody({ stream: true }));
