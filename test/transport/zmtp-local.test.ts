@@ -41,11 +41,13 @@ describe("ZMTP over loopback (ours <-> ours)", () => {
     sub.connect(pub.bind("tcp://127.0.0.1:0"));
     await sub.whenReady();
     while (pub.send(["x"]) === 0) await Bun.sleep(5);
+    // send() is synchronous, so "never blocks" means: past the high-water mark messages are dropped
+    // (counted) instead of queued without bound. No wall-clock bound here: CI boxes are shared.
     const big = new Uint8Array(64 * 1024);
-    const t0 = performance.now();
-    for (let i = 0; i < 5000; i++) pub.send(["y", big]);
-    expect(performance.now() - t0).toBeLessThan(3000);
+    let queued = 0;
+    for (let i = 0; i < 5000; i++) queued += pub.send(["y", big]);
     expect(pub.stats.dropped).toBeGreaterThan(0);
+    expect(queued).toBeLessThan(5000);
     pub.close();
     sub.close();
   });
