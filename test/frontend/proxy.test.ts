@@ -110,7 +110,7 @@ describe("relay", () => {
     ac.abort();
     await until(() => cancelled > 0 || up.aborted > 0, 2000, "upstream abort");
     const abortMs = performance.now() - t0;
-    expect(abortMs).toBeLessThan(500);
+    expect(abortMs).toBeLessThan(1500); // the upstream would stream for 20 s; slack for a loaded CI box
     await until(() => h.registry.get("w0")!.load.in_flight === 0 && h.frontend.inFlightCount === 0, 2000, "in-flight back to 0");
     expect(await h.metrics.render()).toMatch(/herd_client_aborts_total\{model="m1",phase="streaming"\} 1/);
   });
