@@ -43,86 +43,79 @@ export class HerdMetrics {
   constructor(models: readonly string[], workers: () => readonly Worker[]) {
     this.knownModels = new Set(models);
     const registers = [this.registry];
-    this.requests = new Counter({
-      name: METRIC.requestsTotal,
-      help: "Requests answered by the frontend, by model, worker (empty when none was chosen) and HTTP status.",
-      labelNames: ["model", "worker", "status"],
-      registers,
-    });
-    this.ttft = new Histogram({
-      name: METRIC.ttftSeconds,
-      help: "Time from request arrival at the frontend to the first upstream chunk carrying a token.",
-      labelNames: ["model"],
-      buckets: TTFT_BUCKETS_S,
-      registers,
-    });
-    this.e2e = new Histogram({
-      name: METRIC.e2eSeconds,
-      help: "Time from request arrival at the frontend to the end of the response.",
-      labelNames: ["model"],
-      buckets: E2E_BUCKETS_S,
-      registers,
-    });
-    this.decisions = new Counter({
-      name: METRIC.routingDecisionsTotal,
-      help: "Routing decisions by policy and chosen worker.",
-      labelNames: ["policy", "worker"],
-      registers,
-    });
-    this.retries = new Counter({
-      name: METRIC.retriesTotal,
-      help: "Requests re-sent to another worker after a failure before the first byte.",
-      labelNames: ["model", "reason"],
-      registers,
-    });
-    this.aborts = new Counter({
-      name: METRIC.clientAbortsTotal,
-      help: "Requests the client abandoned (disconnect), by phase.",
-      labelNames: ["model", "phase"],
-      registers,
-    });
-    this.upstreamErrors = new Counter({
-      name: METRIC.upstreamErrorsTotal,
-      help: "Upstream (engine) failures seen by the frontend, by worker and kind.",
-      labelNames: ["worker", "kind"],
-      registers,
-    });
-    this.rejected = new Counter({
-      name: METRIC.rejectedTotal,
-      help: "Requests refused before routing, by reason.",
-      labelNames: ["reason"],
-      registers,
-    });
-    this.frontendInFlight = new Gauge({
-      name: METRIC.frontendInFlight,
-      help: "Requests admitted by the frontend and not yet finished.",
-      registers,
-    });
-    this.stages = new Histogram({
-      name: METRIC.routingStageSeconds,
-      help: "Time spent per routing decision stage: tokenize (chat template + token ids), hash (KV block hashes), match (cache overlap lookup), score (filters, scorers, pick).",
-      labelNames: ["stage"],
-      buckets: STAGE_BUCKETS_S,
-      registers,
-    });
-    this.predictedCached = new Counter({
-      name: METRIC.predictedCachedTokensTotal,
-      help: "Prompt tokens the KV-aware policy expected the chosen worker to have cached (GPU overlap x block size), for requests whose engine reported usage.",
-      labelNames: ["model"],
-      registers,
-    });
-    this.reportedCached = new Counter({
-      name: METRIC.reportedCachedTokensTotal,
-      help: "Prompt tokens the engines reported as served from their prefix cache (usage.prompt_tokens_details.cached_tokens).",
-      labelNames: ["model"],
-      registers,
-    });
-    this.cachedRatio = new Gauge({
-      name: METRIC.cachedTokensRatio,
-      help: "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
-      labelNames: ["model"],
-      registers,
-    });
+    // The plain series: name, help, labels (and buckets); the scrape-time ones follow below.
+    const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Counter<L>({ name, help, labelNames, registers });
+    const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Gauge<L>({ name, help, labelNames, registers });
+    const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
+      new Histogram<L>({ name, help, labelNames, buckets, registers });
+    this.requests = counter(
+      METRIC.requestsTotal,
+      "Requests answered by the frontend, by model, worker (empty when none was chosen) and HTTP status.",
+      ["model", "worker", "status"],
+    );
+    this.ttft = histogram(
+      METRIC.ttftSeconds,
+      "Time from request arrival at the frontend to the first upstream chunk carrying a token.",
+      ["model"],
+      TTFT_BUCKETS_S,
+    );
+    this.e2e = histogram(
+      METRIC.e2eSeconds,
+      "Time from request arrival at the frontend to the end of the response.",
+      ["model"],
+      E2E_BUCKETS_S,
+    );
+    this.decisions = counter(
+      METRIC.routingDecisionsTotal,
+      "Routing decisions by policy and chosen worker.",
+      ["policy", "worker"],
+    );
+    this.retries = counter(
+      METRIC.retriesTotal,
+      "Requests re-sent to another worker after a failure before the first byte.",
+      ["model", "reason"],
+    );
+    this.aborts = counter(
+      METRIC.clientAbortsTotal,
+      "Requests the client abandoned (disconnect), by phase.",
+      ["model", "phase"],
+    );
+    this.upstreamErrors = counter(
+      METRIC.upstreamErrorsTotal,
+      "Upstream (engine) failures seen by the frontend, by worker and kind.",
+      ["worker", "kind"],
+    );
+    this.rejected = counter(
+      METRIC.rejectedTotal,
+      "Requests refused before routing, by reason.",
+      ["reason"],
+    );
+    this.frontendInFlight = gauge(
+      METRIC.frontendInFlight,
+      "Requests admitted by the frontend and not yet finished.",
+      [],
+    );
+    this.stages = histogram(
+      METRIC.routingStageSeconds,
+      "Time spent per routing decision stage: tokenize (chat template + token ids), hash (KV block hashes), match (cache overlap lookup), score (filters, scorers, pick).",
+      ["stage"],
+      STAGE_BUCKETS_S,
+    );
+    this.predictedCached = counter(
+      METRIC.predictedCachedTokensTotal,
+      "Prompt tokens the KV-aware policy expected the chosen worker to have cached (GPU overlap x block size), for requests whose engine reported usage.",
+      ["model"],
+    );
+    this.reportedCached = counter(
+      METRIC.reportedCachedTokensTotal,
+      "Prompt tokens the engines reported as served from their prefix cache (usage.prompt_tokens_details.cached_tokens).",
+      ["model"],
+    );
+    this.cachedRatio = gauge(
+      METRIC.cachedTokensRatio,
+      "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
+      ["model"],
+    );
     const restartsSeen = this.restartsSeen;
     this.restarts = new Counter({
       name: METRIC.engineRestartsTotal,
