@@ -13,6 +13,7 @@ import type { Logger } from "../core/log.ts";
 import { loadTokenizer } from "../tokenizer/index.ts";
 import { ModelPreprocessor, type InlineEncode, type PreparedPrompt, type PromptInput } from "./model.ts";
 import { TokenizerPool } from "./pool.ts";
+import { verifySkeleton } from "./fast-render.ts";
 import { Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "./segments.ts";
 import { loadRender, type Render } from "./template.ts";
 import type { WorkerInfo } from "./worker.ts";
@@ -30,6 +31,8 @@ export interface PreprocessOptions {
   chainCacheBytes?: number;
   /** Cold characters a request may encode on the event loop before the rest goes to workers. Default 256. */
   inlineMaxChars?: number;
+  /** Chat prompts through the template skeleton when its self-check passes (fast-render.ts). Default true. */
+  skeleton?: boolean;
   log?: Logger;
 }
 
@@ -137,6 +140,8 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
           segment: s.segment,
           affixes: s.affixes,
           splitter: s.splitter,
+          // Checked once per model: the skeleton depends on the template and the splitter only.
+          skeleton: opts.skeleton !== false && s.segment && verifySkeleton(s.render, s.splitter),
           ...(opts.tokenCacheBytes !== undefined ? { tokenCacheBytes: opts.tokenCacheBytes } : {}),
           ...(opts.chainCacheBytes !== undefined ? { chainCacheBytes: opts.chainCacheBytes } : {}),
           ...(opts.inlineMaxChars !== undefined ? { inlineMaxChars: opts.inlineMaxChars } : {}),

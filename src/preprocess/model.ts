@@ -12,6 +12,7 @@ import type { ChatMessage } from "../tokenizer/index.ts";
 import { childKey, collect, extend, extendWith, rootState, stateBytes, type ChainState } from "./chain.ts";
 import { ByteLru } from "./lru.ts";
 import type { TokenizerPool } from "./pool.ts";
+import { partsKey, pieceText, skeletonPieces, type SkeletonPiece } from "./fast-render.ts";
 import { Splitter, type Piece } from "./segments.ts";
 import type { Render } from "./template.ts";
 
@@ -33,6 +34,10 @@ export interface ModelPreprocessorOptions {
   /** Ids the tokenizer adds with addSpecialTokens (completions), or null when not a fixed affix. */
   affixes: { prefix: number[]; suffix: number[] } | null;
   splitter: Splitter;
+  /** Chat prompts through the template skeleton (fast-render.ts); true only when its self-check passed. */
+  skeleton?: boolean;
+  /** Byte budget of the memo of flat hash arrays at resumption states (default 16 MiB). */
+  flatCacheBytes?: number;
 }
 
 /** The request fields preprocessing reads (already validated by the frontend). */
@@ -55,8 +60,8 @@ export interface PreparedPrompt {
   blockSize: number;
   /** ms per stage: render (template), tokenize (memo lookups + encoding, incl. waiting on workers), hash. */
   timings: { render_ms: number; tokenize_ms: number; hash_ms: number };
-  /** pieces: total; reused: skipped via the hash chain; memo: token memo hits; inline / pooled: encoded. */
-  pieces: { total: number; reused: number; memo: number; inline: number; pooled: number };
+  /** pieces: total; reused: skipped via the hash chain; memo: token memo hits; inline / pooled: encoded; skeleton: via fast-render.ts. */
+  pieces: { total: number; reused: number; memo: number; inline: number; pooled: number; skeleton: boolean };
 }
 
 const SPECIAL_TAG = 0x5350_4543_0000_0000n;
@@ -65,6 +70,7 @@ const now = () => performance.now();
 export class ModelPreprocessor {
   private readonly tokenMemo: ByteLru<bigint, Uint32Array>;
   private readonly chains: ByteLru<bigint, ChainState>;
+  private readonly flats: ByteLru<bigint, readonly bigint[]>;
   private readonly root: ChainState;
   private readonly inlineMaxChars: number;
 
@@ -77,6 +83,7 @@ export class ModelPreprocessor {
     if (encodeInline === null && o.pool === null) throw new Error("ModelPreprocessor needs an inline tokenizer or a worker pool");
     this.tokenMemo = new ByteLru(o.tokenCacheBytes ?? 64 * 2 ** 20);
     this.chains = new ByteLru(o.chainCacheBytes ?? 32 * 2 ** 20);
+    this.flats = new ByteLru(o.flatCacheBytes ?? 16 * 2 ** 20);
     this.root = rootState(o.blockSize, undefined);
     this.inlineMaxChars = o.inlineMaxChars ?? 256;
   }
@@ -108,6 +115,10 @@ export class ModelPreprocessor {
       if (this.o.affixes) return this.fromPieces([...this.o.affixes.prefix, ...pieces, ...this.o.affixes.suffix], t0, now());
       // No fixed affix: encode the whole prompt with its special tokens (off the loop when long), no memo.
       return this.fromPieces([first], t0, now(), true);
+    }
+    if (this.o.skeleton && !input.tools && !input.chat_template_kwargs && input.continue_final_message !== true) {
+      const sk = skeletonPieces(this.renderTemplate, this.o.splitter, input.messages, input.add_generation_prompt ?? true);
+      if (sk !== null) return this.fromPieces(sk, t0, now());
     }
     const text = this.render(input);
     return this.fromPieces(this.pieces(text), t0, now());
@@ -144,11 +155,11 @@ export class ModelPreprocessor {
       blockHashes: hashes,
       blockSize: this.o.blockSize,
       timings: { render_ms: 0, tokenize_ms: t1 - t0, hash_ms: now() - t1 },
-      pieces: { total: 0, reused: 0, memo: 0, inline: 0, pooled: 0 },
+      pieces: { total: 0, reused: 0, memo: 0, inline: 0, pooled: 0, skeleton: false },
     };
   }
 
-  private async fromPieces(pieces: Piece[], t0: number, t1: number, whole = false): Promise<PreparedPrompt> {
+  private async fromPieces(pieces: readonly SkeletonPiece[] | readonly Piece[], t0: number, t1: number, whole = false): Promise<PreparedPrompt> {
     // Resume from the deepest state the chain memo knows.
     const keys = pieces.map((p, k) => (whole ? BigInt(k) : this.pieceKey(p)));
     let state = this.root;
@@ -160,20 +171,30 @@ export class ModelPreprocessor {
         state = s;
       }
     }
-    const stats = { total: pieces.length, reused: i, memo: 0, inline: 0, pooled: 0 };
-    const rest = pieces.slice(i);
+    const resumed = state;
+    const stats = { total: pieces.length, reused: i, memo: 0, inline: 0, pooled: 0, skeleton: pieces.some((p) => typeof p === "object") };
+    // Only the pieces after the resumption point are ever flattened to text.
+    const rest: Piece[] = [];
+    for (let k = i; k < pieces.length; k++) {
+      const p = pieces[k]!;
+      rest.push(typeof p === "object" ? pieceText(p) : p);
+    }
     const known = this.localTokens(rest, stats, whole);
     const remote = missing(known);
     let hashMs = 0;
     let t2: number;
+    let prefix: readonly bigint[];
     if (remote.length > 0 && !whole) {
-      // Cold pieces left: the worker encodes them and hashes the whole rest, off the event loop.
-      const r = await this.o.pool!.chain({
+      // Cold pieces left: the worker encodes them and hashes the whole rest, off the event loop;
+      // meanwhile the loop lays out the resumed prefix's hashes.
+      const job = this.o.pool!.chain({
         last: state.last,
         tail: state.tail,
         blockSize: this.o.blockSize,
         items: rest.map((p, k) => known[k] ?? (p as string)),
       });
+      prefix = this.prefixHashes(resumed);
+      const r = await job;
       t2 = now();
       hashMs = r.hashMs;
       for (const k of remote) this.remember(rest[k] as string, r.ids[k]!, false);
@@ -190,12 +211,13 @@ export class ModelPreprocessor {
         stats.pooled += remote.length;
       }
       t2 = now();
+      prefix = this.prefixHashes(resumed);
       for (let k = 0; k < rest.length; k++) {
         state = extend(state, childKey(state, keys[i + k]!), known[k]!, this.o.blockSize);
         if (!whole) this.chains.set(state.key, state, stateBytes(state));
       }
     }
-    const hashes = collect(state);
+    const hashes = appendFrom(prefix, resumed, state);
     const t3 = now();
     return {
       tokens: state.tokens,
@@ -206,8 +228,24 @@ export class ModelPreprocessor {
     };
   }
 
-  private pieceKey(p: Piece): bigint {
-    return typeof p === "number" ? SPECIAL_TAG ^ BigInt(p) : Bun.hash.xxHash3(p);
+  /**
+   * The block hashes up to a resumption state, from a memo of flat arrays: walking the chain
+   * allocates one bigint per block (2,000 for 32k tokens) on every request, the memo none.
+   */
+  private prefixHashes(state: ChainState): readonly bigint[] {
+    if (state.blocks === 0) return [];
+    const hit = this.flats.get(state.key);
+    if (hit !== undefined) return hit;
+    const all = collect(state);
+    this.flats.set(state.key, all, 64 + all.length * 48);
+    return all;
+  }
+
+  private pieceKey(p: SkeletonPiece | Piece): bigint {
+    if (typeof p === "number") return SPECIAL_TAG ^ BigInt(p);
+    if (typeof p === "string") return Bun.hash.xxHash3(p);
+    // One part is the piece's whole text: the same key as the ordinary path, so memos are shared.
+    return p.parts.length === 1 ? Bun.hash.xxHash3(p.parts[0]!) : partsKey(p);
   }
 
   /** Ids of each piece: added tokens as themselves, text from the memo, inline, or the pool. */
@@ -261,6 +299,19 @@ export class ModelPreprocessor {
     if (!whole) this.tokenMemo.set(Bun.hash.xxHash3(text), ids, ids.byteLength + 96);
     return ids;
   }
+}
+
+/** `prefix` (the hashes up to `from`) followed by those of the states after it, down to `to`. */
+function appendFrom(prefix: readonly bigint[], from: ChainState, to: ChainState): bigint[] {
+  const out = new Array<bigint>(to.blocks);
+  for (let k = 0; k < prefix.length; k++) out[k] = prefix[k]!;
+  let end = to.blocks;
+  for (let s: ChainState | null = to; s !== null && s !== from && end > prefix.length; s = s.parent) {
+    const hs = s.hashes;
+    end -= hs.length;
+    for (let k = 0; k < hs.length; k++) out[end + k] = hs[k]!;
+  }
+  return out;
 }
 
 /** Indexes of the pieces still without ids (a loop: array methods skip the holes of `new Array(n)`). */
