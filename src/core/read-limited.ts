@@ -1,0 +1,30 @@
+// Reading an HTTP body (request or response) as text under a byte limit, enforced while reading:
+// a chunked or lying peer can send more than it declares, and nothing beyond the limit is ever
+// held in memory. Used by the frontend for client request bodies; src/router/scrape.ts reads engine
+// /metrics pages the same way (its own copy, owned by the router work; it can switch to this).
+
+/** Reads `body` to a UTF-8 string; past `limitBytes` it cancels the stream and throws `overLimit()`. */
+export async function readTextLimited(body: ReadableStream<Uint8Array> | null, limitBytes: number, overLimit: () => Error): Promise<string> {
+  if (!body) return "";
+  const reader = body.getReader();
+  const chunks: Uint8Array[] = [];
+  let total = 0;
+  for (;;) {
+    const { done, value } = await reader.read();
+    if (done) break;
+    total += value.byteLength;
+    if (total > limitBytes) {
+      void reader.cancel().catch(() => {});
+      throw overLimit();
+    }
+    chunks.push(value);
+  }
+  if (chunks.length === 1) return new TextDecoder().decode(chunks[0]);
+  const all = new Uint8Array(total);
+  let off = 0;
+  for (const c of chunks) {
+    all.set(c, off);
+    off += c.byteLength;
+  }
+  return new TextDecoder().decode(all);
+}
