@@ -26,7 +26,7 @@ export interface EncodedPrompt {
 }
 
 export class PromptEncoder {
-  private readonly memo: GenCache<bigint, number[]>;
+  private readonly memo: GenCache<bigint, Uint32Array>;
   /** Hash-chain state after each piece sequence (preprocess/chain.ts): a shared prefix is hashed once. */
   private readonly chains: GenCache<bigint, ChainState>;
   private readonly root: ChainState;
@@ -67,10 +67,10 @@ export class PromptEncoder {
       const tokens = parsePrompt(r.prompt ?? "", this.tokenizer);
       return { tokens: Uint32Array.from(tokens), blockHashes: blockHashes(tokens, this.blockSize) };
     }
-    const parts: number[][] = [];
+    const parts: ArrayLike<number>[] = [];
     let state = this.root;
     for (const p of pieces) {
-      let ids: number[];
+      let ids: ArrayLike<number>;
       let pieceKey: bigint;
       if (typeof p === "number") {
         ids = [p];
@@ -79,8 +79,9 @@ export class PromptEncoder {
         pieceKey = Bun.hash.xxHash3(p);
         let hit = this.memo.get(pieceKey);
         if (hit === undefined) {
-          hit = this.tokenizer.encode(p, { addSpecialTokens: false });
-          this.memo.set(pieceKey, hit, 8 * hit.length + 96);
+          // Typed: copying a piece into the prompt is then a memcpy (from a number[] it was ~7 % of a run).
+          hit = Uint32Array.from(this.tokenizer.encode(p, { addSpecialTokens: false }));
+          this.memo.set(pieceKey, hit, 4 * hit.length + 96);
         }
         ids = hit;
       }
