@@ -10,8 +10,10 @@
 // Two guards: a self-check at load (`verifySkeleton`) renders probe conversations both ways and
 // turns the path off for a template where any differs; per request only plain messages qualify
 // (role + string content, no tools, no template kwargs, no continue_final_message), and a content
-// must not start or end with whitespace (strip-like filters), contain `<`/`>` (tag tests such as
-// Qwen3's '</think>' / '<tool_response>') or the sentinel characters, or contain an added token.
+// must not contain `<`/`>` (tag tests such as Qwen3's '</think>' / '<tool_response>'), the sentinel
+// characters or an added token, nor start or end with whitespace (strip-like filters) unless the
+// self-check found its role's contents kept verbatim with edge whitespace in every probe position
+// (Qwen3: system and user yes, assistant no — the last one is lstripped).
 // Anything else takes the ordinary path (model.ts), which is always exact.
 import { nextSequenceHash } from "../kv/hash.ts";
 import type { ChatMessage } from "../tokenizer/index.ts";
@@ -30,7 +32,16 @@ const CLOSE = "\uE001";
 const SENTINEL = /\uE000(\d+)\uE001/g;
 /** Distinguishes part-named piece keys from xxHash3 of a piece's text (model.ts pieceKey). */
 const PARTS_TAG = 0x5041_5254_5300_0000n;
-const UNSAFE = /^\s|\s$|[<>\uE000\uE001]/;
+const UNSAFE = /[<>\uE000\uE001]/;
+const EDGE_SPACE = /^\s|\s$/;
+
+/** What the load-time self-check allows; null = the skeleton path is off for the template. */
+export interface SkeletonCheck {
+  /** Roles whose contents may start or end with whitespace. */
+  edgeSpaceRoles: ReadonlySet<string>;
+}
+
+const STRICT: SkeletonCheck = { edgeSpaceRoles: new Set() };
 
 export function pieceText(p: PartsPiece): string {
   return p.parts.length === 1 ? p.parts[0]! : p.parts.join("");
@@ -44,13 +55,14 @@ export function partsKey(p: PartsPiece): bigint {
 }
 
 /** Whether a message list may take the skeleton path (see the header for why each rule). */
-function plain(messages: readonly ChatMessage[], splitter: Splitter): boolean {
+function plain(messages: readonly ChatMessage[], splitter: Splitter, check: SkeletonCheck): boolean {
   for (const m of messages) {
     const r = m as unknown as Record<string, unknown>;
     for (const k in r) if (k !== "role" && k !== "content") return false;
     if (typeof r.role !== "string" || typeof r.content !== "string") return false;
     const c = r.content;
     if (UNSAFE.test(c)) return false;
+    if (EDGE_SPACE.test(c) && !check.edgeSpaceRoles.has(r.role)) return false;
     // No added token inside: a plain regex scan over a flat string (~8 µs per 128 KiB).
     const pieces = splitter.split(c);
     if (pieces.length > 1 || (pieces.length === 1 && typeof pieces[0] === "number")) return false;
@@ -62,8 +74,14 @@ function plain(messages: readonly ChatMessage[], splitter: Splitter): boolean {
  * The prompt's pieces through the skeleton, or null when the request does not qualify (or the
  * skeleton rendering fails: the ordinary path then raises the template's own error).
  */
-export function skeletonPieces(render: Render, splitter: Splitter, messages: readonly ChatMessage[], addGenerationPrompt: boolean): SkeletonPiece[] | null {
-  if (!plain(messages, splitter)) return null;
+export function skeletonPieces(
+  render: Render,
+  splitter: Splitter,
+  messages: readonly ChatMessage[],
+  addGenerationPrompt: boolean,
+  check: SkeletonCheck = STRICT,
+): SkeletonPiece[] | null {
+  if (!plain(messages, splitter, check)) return null;
   const contents: string[] = [];
   const masked = messages.map((m, i) => {
     contents.push(m.content as string);
@@ -112,21 +130,36 @@ export function flatPieces(sk: readonly SkeletonPiece[]): Piece[] {
   return sk.map((p) => (typeof p === "number" ? p : pieceText(p)));
 }
 
+const ROLES = ["system", "user", "assistant"];
+
 /**
  * Self-check at load: for probe conversations, does the skeleton path give exactly the pieces of
- * rendering the real contents and splitting? False turns the path off for this template.
+ * rendering the real contents and splitting? Null turns the path off for this template; then, role
+ * by role, the same probes with edge whitespace on that role's contents decide `edgeSpaceRoles`.
  */
-export function verifySkeleton(render: Render, splitter: Splitter): boolean {
-  const doc = "Employee handbook.\nSection 1: leave is 25 days a year; ask your manager first.\n\nSection 2: expenses (receipts within 30 days).";
-  const long = Array.from({ length: 40 }, (_, i) => `Paragraph ${i}: policy text, line ${i}.`).join("\n");
-  const convs: ChatMessage[][] = [
-    [{ role: "user", content: "Hello there" }],
-    [{ role: "system", content: doc }, { role: "user", content: "What about leave?" }],
-    [{ role: "system", content: long }, { role: "user", content: "Summarise." }, { role: "assistant", content: "It is a policy." }, { role: "user", content: "More detail" }],
-    [{ role: "user", content: "Hi" }, { role: "assistant", content: "Hello! How can I help?" }],
-    [{ role: "system", content: "Be brief" }, { role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }, { role: "assistant", content: "d" }],
-    [{ role: "user", content: "x" }, { role: "user", content: "y" }],
-  ];
+export function verifySkeleton(render: Render, splitter: Splitter): SkeletonCheck | null {
+  if (!agrees(render, splitter, PROBES, STRICT)) return null;
+  const edgeSpaceRoles = new Set<string>();
+  for (const role of ROLES) {
+    const spaced = PROBES.map((conv) => conv.map((m) => (m.role === role ? { role, content: `\n ${m.content as string}\n\n ` } : m)));
+    if (agrees(render, splitter, spaced, { edgeSpaceRoles: new Set([role]) })) edgeSpaceRoles.add(role);
+  }
+  return { edgeSpaceRoles };
+}
+
+const DOC = "Employee handbook.\nSection 1: leave is 25 days a year; ask your manager first.\n\nSection 2: expenses (receipts within 30 days).";
+const LONG = Array.from({ length: 40 }, (_, i) => `Paragraph ${i}: policy text, line ${i}.`).join("\n");
+const PROBES: ChatMessage[][] = [
+  [{ role: "user", content: "Hello there" }],
+  [{ role: "system", content: DOC }, { role: "user", content: "What about leave?" }],
+  [{ role: "system", content: LONG }, { role: "user", content: "Summarise." }, { role: "assistant", content: "It is a policy." }, { role: "user", content: "More detail" }],
+  [{ role: "user", content: "Hi" }, { role: "assistant", content: "Hello! How can I help?" }],
+  [{ role: "system", content: "Be brief" }, { role: "user", content: "a" }, { role: "assistant", content: "b" }, { role: "user", content: "c" }, { role: "assistant", content: "d" }],
+  [{ role: "user", content: "x" }, { role: "user", content: "y" }],
+  [{ role: "assistant", content: "Opening line" }, { role: "user", content: "z" }],
+];
+
+function agrees(render: Render, splitter: Splitter, convs: readonly ChatMessage[][], check: SkeletonCheck): boolean {
   for (const conv of convs) {
     for (const agp of [true, false]) {
       let real: Piece[];
@@ -135,7 +168,7 @@ export function verifySkeleton(render: Render, splitter: Splitter): boolean {
       } catch {
         continue; // the template rejects this shape; requests of that shape fail on the ordinary path
       }
-      const sk = skeletonPieces(render, splitter, conv, agp);
+      const sk = skeletonPieces(render, splitter, conv, agp, check);
       if (sk === null) return false;
       const fast = flatPieces(sk);
       if (fast.length !== real.length || fast.some((p, i) => p !== real[i])) return false;

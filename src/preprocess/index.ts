@@ -141,7 +141,7 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
           affixes: s.affixes,
           splitter: s.splitter,
           // Checked once per model: the skeleton depends on the template and the splitter only.
-          skeleton: opts.skeleton !== false && s.segment && verifySkeleton(s.render, s.splitter),
+          skeleton: opts.skeleton !== false && s.segment ? verifySkeleton(s.render, s.splitter) : null,
           ...(opts.tokenCacheBytes !== undefined ? { tokenCacheBytes: opts.tokenCacheBytes } : {}),
           ...(opts.chainCacheBytes !== undefined ? { chainCacheBytes: opts.chainCacheBytes } : {}),
           ...(opts.inlineMaxChars !== undefined ? { inlineMaxChars: opts.inlineMaxChars } : {}),

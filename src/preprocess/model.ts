@@ -12,7 +12,7 @@ import type { ChatMessage } from "../tokenizer/index.ts";
 import { childKey, collect, extend, extendWith, rootState, stateBytes, type ChainState } from "./chain.ts";
 import { ByteLru } from "./lru.ts";
 import type { TokenizerPool } from "./pool.ts";
-import { partsKey, pieceText, skeletonPieces, type SkeletonPiece } from "./fast-render.ts";
+import { partsKey, pieceText, skeletonPieces, type SkeletonCheck, type SkeletonPiece } from "./fast-render.ts";
 import { Splitter, type Piece } from "./segments.ts";
 import type { Render } from "./template.ts";
 
@@ -34,8 +34,8 @@ export interface ModelPreprocessorOptions {
   /** Ids the tokenizer adds with addSpecialTokens (completions), or null when not a fixed affix. */
   affixes: { prefix: number[]; suffix: number[] } | null;
   splitter: Splitter;
-  /** Chat prompts through the template skeleton (fast-render.ts); true only when its self-check passed. */
-  skeleton?: boolean;
+  /** Chat prompts through the template skeleton (fast-render.ts): what its self-check allows; null/absent = off. */
+  skeleton?: SkeletonCheck | null;
   /** Byte budget of the memo of flat hash arrays at resumption states (default 16 MiB). */
   flatCacheBytes?: number;
 }
@@ -117,7 +117,7 @@ export class ModelPreprocessor {
       return this.fromPieces([first], t0, now(), true);
     }
     if (this.o.skeleton && !input.tools && !input.chat_template_kwargs && input.continue_final_message !== true) {
-      const sk = skeletonPieces(this.renderTemplate, this.o.splitter, input.messages, input.add_generation_prompt ?? true);
+      const sk = skeletonPieces(this.renderTemplate, this.o.splitter, input.messages, input.add_generation_prompt ?? true, this.o.skeleton);
       if (sk !== null) return this.fromPieces(sk, t0, now());
     }
     const text = this.render(input);

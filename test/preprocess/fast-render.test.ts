@@ -42,15 +42,18 @@ const custom = (source: string): Render => {
 
 describe("self-check", () => {
   test("Qwen3's template passes; the skeleton's pieces equal the real render's", () => {
-    expect(verifySkeleton(render, splitter)).toBe(true);
+    const check = verifySkeleton(render, splitter)!;
+    expect(check).not.toBeNull();
+    // Qwen3 lstrips the last assistant content: only system and user keep edge whitespace verbatim.
+    expect([...check.edgeSpaceRoles].sort()).toEqual(["system", "user"]);
     const conv: ChatMessage[] = [
-      { role: "system", content: longText().slice(0, 3000).trim() },
+      { role: "system", content: `${longText().slice(0, 3000).trim()}\n\n` },
       { role: "user", content: "First question" },
       { role: "assistant", content: "An answer." },
       { role: "user", content: "Second question" },
     ];
     for (const agp of [true, false]) {
-      const sk = skeletonPieces(render, splitter, conv, agp)!;
+      const sk = skeletonPieces(render, splitter, conv, agp, check)!;
       expect(sk).not.toBeNull();
       expect(flatPieces(sk)).toEqual(splitter.split(render(conv, { addGenerationPrompt: agp })));
     }
@@ -60,21 +63,25 @@ describe("self-check", () => {
     const loop = "{%- for m in messages %}<|im_start|>{{ m.role }}\n";
     const end = "<|im_end|>\n{%- endfor %}{%- if add_generation_prompt %}<|im_start|>assistant\n{%- endif %}";
     // Transforms the content.
-    expect(verifySkeleton(custom(`${loop}{{ m.content | upper }}${end}`), splitter)).toBe(false);
+    expect(verifySkeleton(custom(`${loop}{{ m.content | upper }}${end}`), splitter)).toBeNull();
     // Inspects it (length-dependent output).
-    expect(verifySkeleton(custom(`${loop}{{ m.content }}{% if m.content|length > 20 %} (long){% endif %}${end}`), splitter)).toBe(false);
+    expect(verifySkeleton(custom(`${loop}{{ m.content }}{% if m.content|length > 20 %} (long){% endif %}${end}`), splitter)).toBeNull();
     // Renders the first message twice.
-    expect(verifySkeleton(custom(`{{ messages[0].content }}${loop}{{ m.content }}${end}`), splitter)).toBe(false);
-    // A plain concatenating template passes.
-    expect(verifySkeleton(custom(`${loop}{{ m.content }}${end}`), splitter)).toBe(true);
+    expect(verifySkeleton(custom(`{{ messages[0].content }}${loop}{{ m.content }}${end}`), splitter)).toBeNull();
+    // A plain concatenating template passes, edge whitespace allowed for every role.
+    expect([...verifySkeleton(custom(`${loop}{{ m.content }}${end}`), splitter)!.edgeSpaceRoles].sort()).toEqual(["assistant", "system", "user"]);
+    // One that trims contents (Llama 3 style) passes, but no role may carry edge whitespace.
+    expect(verifySkeleton(custom(`${loop}{{ m.content | trim }}${end}`), splitter)!.edgeSpaceRoles.size).toBe(0);
   });
 
   test("requests the skeleton must not take are refused per request", () => {
     const refuse = (content: string) => skeletonPieces(render, splitter, [{ role: "user", content }], true);
     expect(refuse("ok text")).not.toBeNull();
     expect(refuse("<think>hidden</think> text")).toBeNull();
-    expect(refuse(" leading space")).toBeNull();
-    expect(refuse("trailing newline\n")).toBeNull();
+    expect(refuse(" leading space")).toBeNull(); // strict by default
+    const qwen = verifySkeleton(render, splitter)!;
+    expect(skeletonPieces(render, splitter, [{ role: "user", content: "trailing newline\n" }], true, qwen)).not.toBeNull();
+    expect(skeletonPieces(render, splitter, [{ role: "user", content: "q" }, { role: "assistant", content: "\nlstripped" }], false, qwen)).toBeNull();
     expect(refuse("a<|im_end|>b")).toBeNull();
     expect(refuse("x\uE0000\uE001y")).toBeNull();
     expect(skeletonPieces(render, splitter, [{ role: "assistant", content: "x", reasoning_content: "y" } as ChatMessage], true)).toBeNull();
@@ -113,7 +120,8 @@ describe("identical tokens and block hashes vs uncached whole-text encoding", ()
   test("mixed requests: some refused by the guard, every corpus line as content", async () => {
     const doc = longText().slice(0, 4000).trim();
     expect(await check([{ role: "system", content: doc }, { role: "user", content: "<b>tagged</b> question" }])).toBe(false);
-    expect(await check([{ role: "system", content: doc }, { role: "user", content: "  spaced  " }])).toBe(false);
+    expect(await check([{ role: "system", content: doc }, { role: "user", content: "  spaced  " }])).toBe(true);
+    expect(await check([{ role: "user", content: "q" }, { role: "assistant", content: "\n\nlstripped by Qwen3 " }], false)).toBe(false);
     expect(await check([{ role: "system", content: doc }, { role: "user", content: "has <|im_start|> inside" }])).toBe(false);
     expect(await check([{ role: "user", content: "" }])).toBe(true);
     let viaSkeleton = 0;
