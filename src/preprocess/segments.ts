@@ -5,16 +5,9 @@
 // which is what lets the preprocessor memoise per piece. lstrip/rstrip/single_word are emulated in
 // the pattern; a self-check at load (`verifySplitter`) compares piece-wise with whole-text encoding
 // on probes and the caller turns memoisation off for a tokenizer where they disagree.
-import { join } from "node:path";
-import type { Tokenizer } from "../tokenizer/index.ts";
+import { type AddedToken, type Tokenizer, loadHfAddedTokens } from "../tokenizer/index.ts";
 
-export interface AddedToken {
-  id: number;
-  content: string;
-  lstrip?: boolean;
-  rstrip?: boolean;
-  single_word?: boolean;
-}
+export type { AddedToken } from "../tokenizer/index.ts";
 
 /** A piece of text between added tokens, or an added token's id. */
 export type Piece = string | number;
@@ -34,14 +27,7 @@ export async function loadAddedTokens(dir: string, tok: Tokenizer): Promise<Adde
     }
     return out;
   }
-  const json = (await Bun.file(join(dir, "tokenizer.json")).json()) as { added_tokens?: unknown };
-  const list = Array.isArray(json.added_tokens) ? json.added_tokens : [];
-  const out: AddedToken[] = [];
-  for (const t of list as Record<string, unknown>[]) {
-    if (typeof t?.id !== "number" || typeof t.content !== "string" || t.content === "") continue;
-    out.push({ id: t.id, content: t.content, lstrip: t.lstrip === true, rstrip: t.rstrip === true, single_word: t.single_word === true });
-  }
-  return out;
+  return loadHfAddedTokens(dir);
 }
 
 const escapeRe = (s: string) => s.replace(/[.*+?^${}()|[\]\\/]/g, "\\$&");

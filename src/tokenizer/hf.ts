@@ -6,7 +6,7 @@ import { Tokenizer as HfTokenizer } from "@huggingface/tokenizers";
 import { join } from "node:path";
 import { HerdError } from "../core/errors.ts";
 import { ChatTemplate, specialTokenVars, tokenContent } from "./chat.ts";
-import type { ChatMessage, ChatTemplateOptions, DecodeOptions, EncodeOptions, Tokenizer } from "./types.ts";
+import type { AddedToken, ChatMessage, ChatTemplateOptions, DecodeOptions, EncodeOptions, Tokenizer } from "./types.ts";
 
 async function readJson(path: string, required: boolean): Promise<Record<string, unknown> | null> {
   const f = Bun.file(path);
@@ -21,27 +21,47 @@ async function readJson(path: string, required: boolean): Promise<Record<string,
   }
 }
 
-/** The chat template may be a string or a list of named templates ({name, template}); "default" wins. */
-function pickTemplate(config: Record<string, unknown>, jinjaFile: string | null): string | null {
-  if (jinjaFile !== null) return jinjaFile;
-  const t = config.chat_template;
-  if (typeof t === "string") return t;
-  if (Array.isArray(t)) {
+/**
+ * A directory's chat template: chat_template.jinja wins; else tokenizer_config.json's chat_template
+ * (a string, or a list of named templates: "default" first). Null when it has none. Exported for
+ * src/preprocess/template.ts, which needs the template without loading the vocabulary; `config` is
+ * tokenizer_config.json when the caller has already read it.
+ */
+export async function loadChatTemplate(dir: string, config?: Record<string, unknown>): Promise<ChatTemplate | null> {
+  const cfg = config ?? (await readJson(join(dir, "tokenizer_config.json"), false)) ?? {};
+  const jinja = Bun.file(join(dir, "chat_template.jinja"));
+  let source: string | null = (await jinja.exists()) ? await jinja.text() : null;
+  const t = cfg.chat_template;
+  if (source === null && typeof t === "string") source = t;
+  if (source === null && Array.isArray(t)) {
     const named = t as { name?: string; template?: string }[];
-    return (named.find((x) => x.name === "default") ?? named[0])?.template ?? null;
+    source = (named.find((x) => x.name === "default") ?? named[0])?.template ?? null;
   }
-  return null;
+  return source === null ? null : new ChatTemplate(source, specialTokenVars(cfg));
+}
+
+/** What applying the chat template answers for a tokenizer without one. */
+export const noChatTemplate = (dir: string) =>
+  new HerdError(400, "invalid_request_error", `tokenizer ${dir} has no chat template; use /v1/completions`, "no_chat_template", "messages");
+
+/** tokenizer.json's `added_tokens` (special or not), in file order; entries without an id or content are skipped. */
+export async function loadAddedTokens(dir: string): Promise<AddedToken[]> {
+  const json = (await readJson(join(dir, "tokenizer.json"), true))!;
+  const list = Array.isArray(json.added_tokens) ? json.added_tokens : [];
+  const out: AddedToken[] = [];
+  for (const t of list as Record<string, unknown>[]) {
+    if (typeof t?.id !== "number" || typeof t.content !== "string" || t.content === "") continue;
+    out.push({ id: t.id, content: t.content, lstrip: t.lstrip === true, rstrip: t.rstrip === true, single_word: t.single_word === true });
+  }
+  return out;
 }
 
 export async function loadHfTokenizer(dir: string): Promise<Tokenizer> {
   const tokenizerJson = await readJson(join(dir, "tokenizer.json"), true);
   const config = (await readJson(join(dir, "tokenizer_config.json"), false)) ?? {};
   const genConfig = await readJson(join(dir, "generation_config.json"), false);
-  const jinjaPath = join(dir, "chat_template.jinja");
-  const jinjaFile = (await Bun.file(jinjaPath).exists()) ? await Bun.file(jinjaPath).text() : null;
   const tok = new HfTokenizer(tokenizerJson!, config);
-  const templateSource = pickTemplate(config, jinjaFile);
-  const template = templateSource === null ? null : new ChatTemplate(templateSource, specialTokenVars(config));
+  const template = await loadChatTemplate(dir, config);
 
   const eos = new Set<number>();
   const eosText = tokenContent(config.eos_token);
@@ -62,9 +82,7 @@ export async function loadHfTokenizer(dir: string): Promise<Tokenizer> {
     decode: (ids: readonly number[], opts?: DecodeOptions) =>
       ids.length === 0 ? "" : tok.decode(ids as number[], { skip_special_tokens: opts?.skipSpecialTokens ?? false }),
     applyChatTemplate: (messages: readonly ChatMessage[], opts: ChatTemplateOptions) => {
-      if (template === null) {
-        throw new HerdError(400, "invalid_request_error", `tokenizer ${dir} has no chat template; use /v1/completions`, "no_chat_template", "messages");
-      }
+      if (template === null) throw noChatTemplate(dir);
       return template.render(messages, opts);
     },
   };

@@ -6,7 +6,8 @@ import { createFallbackTokenizer } from "./fallback.ts";
 import { loadHfTokenizer } from "./hf.ts";
 import type { Tokenizer } from "./types.ts";
 
-export type { ChatMessage, ChatTemplateOptions, DecodeOptions, EncodeOptions, Tokenizer } from "./types.ts";
+export type { AddedToken, ChatMessage, ChatTemplateOptions, DecodeOptions, EncodeOptions, Tokenizer } from "./types.ts";
+export { loadAddedTokens as loadHfAddedTokens, loadChatTemplate, noChatTemplate } from "./hf.ts";
 export { createFallbackTokenizer, FALLBACK_VOCAB_SIZE } from "./fallback.ts";
 
 const cache = new Map<string, Promise<Tokenizer>>();

@@ -33,3 +33,12 @@ export interface Tokenizer {
   decode(ids: readonly number[], opts?: DecodeOptions): string;
   applyChatTemplate(messages: readonly ChatMessage[], opts: ChatTemplateOptions): string;
 }
+
+/** An entry of tokenizer.json's `added_tokens`: matched in raw text before normalisation, encoded as its own id. */
+export interface AddedToken {
+  id: number;
+  content: string;
+  lstrip?: boolean;
+  rstrip?: boolean;
+  single_word?: boolean;
+}
