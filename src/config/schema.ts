@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, ROLES, type Config } from "./types.ts";
+import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkUrl } from "./checks.ts";
 
@@ -75,6 +75,11 @@ const router = obj("How requests are spread across engines.", {
     }),
     temperature: num("0 = the cheapest worker (ties at random); > 0 = softmax sampling over min-max normalised cost.", 0, { min: 0, max: 100 }),
     predicted_ttl_ms: ms("`kv`: count a decision's blocks as cached on its worker this long, until the engine's events arrive; 0 = off.", 2000),
+    prefill_load_model: oneOf(
+      PREFILL_LOAD_MODELS,
+      "`progress`: a prompt still prefilling counts minus the tokens its worker computed since dispatch (rate learned from first tokens), so the worker whose prefill is nearly done looks nearly free; `none`: in full until its first token (Dynamo's default).",
+      "progress",
+    ),
   }),
   prefix: obj("The `prefix` policy's memory of which prompt blocks it sent to which worker (no engine events needed).", {
     ttl_ms: ms("A remembered block counts as cached for this long after the last request that sent it (Dynamo: 120 s).", 120_000),

@@ -73,6 +73,8 @@ export interface KvPolicyConfig {
   temperature: number;
   /** `kv` only: remember each decision's blocks this long as predicted GPU overlap until the engine's events arrive; 0 = off. */
   predicted_ttl_ms: number;
+  /** `none`: a prompt counts in full until its first token; `progress`: minus what the worker has computed since dispatch, at its learned prefill rate. */
+  prefill_load_model: PrefillLoadModel;
 }
 
 /** The `prefix` policy's memory of which blocks it sent where (no engine events). */
@@ -88,6 +90,9 @@ export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
 export const PIPELINE_SCORERS = ["kv-cost", "load", "session"] as const;
 export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
 export const PIPELINE_PICKERS = ["softmax", "min"] as const;
+/** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */
+export const PREFILL_LOAD_MODELS = ["none", "progress"] as const;
+export type PrefillLoadModel = (typeof PREFILL_LOAD_MODELS)[number];
 export type PipelinePickerName = (typeof PIPELINE_PICKERS)[number];
 
 export interface PipelineScorerConfig {

@@ -6,6 +6,15 @@
 // Prefill bookkeeping (requests and prompt tokens not yet past their first token) is kept here for
 // the KV-aware load terms (Dynamo's active prefill tokens), and so are the prompt's KV blocks
 // (active.ts: Dynamo's active decode blocks), added at book and freed at release.
+//
+// Prefill progress (`prefillRemaining`, router.kv.prefill_load_model `progress`): a prompt dispatched
+// a while ago is partly computed, so counting it in full until its first token makes a worker that
+// is about to finish look as busy as one that just started (round-robin, which sends to the worker
+// it served longest ago, beat the kv cost on prompts that share nothing because of this). Each
+// worker's prefill rate (tokens/ms) is learned from first tokens of prompts that had the worker's
+// prefill queue to themselves (EWMA; dispatch → first token, so queueing behind decode steps and
+// the engine's request overhead make it an underestimate, i.e. remaining work is overestimated);
+// the worker is taken to compute its queued prompts in dispatch order at that rate.
 import type { WorkerRegistry } from "../cluster/registry.ts";
 import { ActiveBlocks } from "./active.ts";
 
@@ -45,13 +54,27 @@ export interface BookedPrompt {
 /** Block size assumed for requests booked without one (the config's default block_size). */
 export const DEFAULT_BLOCK_SIZE = 16;
 
+/** Weight of a new sample in a worker's learned prefill rate. */
+const RATE_EWMA = 0.1;
+
+interface Prefilling {
+  atMs: number;
+  tokens: number;
+}
+
 export class LoadBook {
   private readonly prefill = new Map<string, PrefillLoad>();
   private readonly active = new ActiveBlocks();
+  /** Prompts before their first token, per worker, in dispatch order (Set keeps insertion order). */
+  private readonly queued = new Map<string, Set<Prefilling>>();
+  /** Learned prefill tokens per ms, per worker. */
+  private readonly rate = new Map<string, number>();
 
+  /** `now` (ms, monotonic) enables prefill progress; without it prefillRemaining = prefillOf. */
   constructor(
     private readonly registry: WorkerRegistry,
     private readonly onInFlight: (workerId: string, n: number) => void = () => {},
+    private readonly now: (() => number) | null = null,
   ) {}
 
   book(workerId: string, promptTokens = 0, prompt?: BookedPrompt): Lease {
@@ -65,11 +88,19 @@ export class LoadBook {
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, prefillTokens);
     this.active.add(workerId, sampled, estimated);
+    const entry: Prefilling = { atMs: this.now?.() ?? 0, tokens: prefillTokens };
+    let queue = this.queued.get(workerId);
+    if (!queue) this.queued.set(workerId, (queue = new Set()));
+    const alone = queue.size === 0;
+    queue.add(entry);
     let prefilling = true;
     let released = false;
-    const endPrefill = () => {
+    const endPrefill = (firstToken: boolean) => {
       if (!prefilling) return;
       prefilling = false;
+      queue.delete(entry);
+      if (queue.size === 0) this.queued.delete(workerId);
+      if (firstToken && alone && this.now && prefillTokens > 0) this.learnRate(workerId, prefillTokens / Math.max(1, this.now() - entry.atMs));
       this.addPrefill(workerId, -1, -prefillTokens);
     };
     return {
@@ -82,11 +113,11 @@ export class LoadBook {
       get released() {
         return released;
       },
-      firstToken: endPrefill,
+      firstToken: () => endPrefill(true),
       release: () => {
         if (released) return;
         released = true;
-        endPrefill();
+        endPrefill(false);
         this.active.remove(workerId, sampled, estimated);
         this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
       },
@@ -102,6 +133,31 @@ export class LoadBook {
     return p ? { ...p } : { requests: 0, tokens: 0 };
   }
 
+  /**
+   * prefillOf with each prompt's tokens reduced by what the worker has computed since dispatch, at
+   * its learned rate, earliest prompt first (see the header). Unlearned rate → prefillOf.
+   */
+  prefillRemaining(workerId: string): PrefillLoad {
+    const p = this.prefillOf(workerId);
+    const rate = this.rate.get(workerId);
+    const queue = this.queued.get(workerId);
+    if (rate === undefined || !this.now || !queue || p.requests === 0) return p;
+    const now = this.now();
+    let budget = -1;
+    let tokens = 0;
+    for (const e of queue) {
+      if (budget < 0) budget = Math.max(0, now - e.atMs) * rate; // the earliest dispatch starts the clock
+      tokens += Math.max(0, e.tokens - budget);
+      budget = Math.max(0, budget - e.tokens);
+    }
+    return { requests: p.requests, tokens };
+  }
+
+  /** The learned prefill rate of a worker in tokens per ms (undefined until a first sample). */
+  prefillRate(workerId: string): number | undefined {
+    return this.rate.get(workerId);
+  }
+
   /** Distinct KV blocks of the requests in flight on a worker (a shared prefix counts once). */
   activeBlocks(workerId: string): number {
     return this.active.blocks(workerId);
@@ -110,6 +166,11 @@ export class LoadBook {
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number> {
     return this.active.overlaps(hashes);
+  }
+
+  private learnRate(workerId: string, sample: number): void {
+    const old = this.rate.get(workerId);
+    this.rate.set(workerId, old === undefined ? sample : old + RATE_EWMA * (sample - old));
   }
 
   private addPrefill(workerId: string, requests: number, tokens: number): void {

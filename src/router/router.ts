@@ -78,7 +78,7 @@ export class Router {
     this.filters = opts.filters ?? DEFAULT_FILTERS;
     this.sessionHeader = opts.config.session.header.toLowerCase();
     this.retryBudget = new RetryBudget(opts.config.retry, opts.clock);
-    this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)));
+    this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)), () => opts.clock.now());
     if (opts.policy) this.policy = opts.policy;
     else {
       const f = policyFactory(opts.config.policy);
@@ -89,6 +89,7 @@ export class Router {
       const loads = this.loads;
       const load = {
         prefilling: (id: string) => loads.prefillOf(id),
+        prefillRemaining: (id: string) => loads.prefillRemaining(id),
         activeBlocks: (id: string) => loads.activeBlocks(id),
         activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
       };

@@ -89,6 +89,8 @@ export interface Policy {
 export interface LoadView {
   /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
   prefilling(workerId: string): PrefillLoad;
+  /** Same requests, tokens minus those the worker has computed since dispatch (lease.ts); absent = prefilling(). */
+  prefillRemaining?(workerId: string): PrefillLoad;
   /** Distinct KV blocks of the requests in flight on a worker. */
   activeBlocks(workerId: string): number;
   /** Leading blocks of a prompt already active on each worker (absent = none). */

@@ -8,6 +8,7 @@ import { BlockIndex } from "../../src/kv/block-index.ts";
 import { effectiveLoad, outsideRequests } from "../../src/router/load.ts";
 import { kv } from "../../src/router/policies/kv.ts";
 import { NO_LOAD } from "../../src/router/pipeline/runner.ts";
+import { LoadBook } from "../../src/router/lease.ts";
 import { req, routerConfig, worker } from "./fixtures.ts";
 
 describe("scrape stamp", () => {
@@ -69,5 +70,67 @@ describe("scrape stamp", () => {
     const terms = Object.fromEntries(p.candidates.map((c) => [c.worker, c.terms]));
     expect(terms.stale).toMatchObject({ outside_requests: 0, in_flight: 0, running: 4 });
     expect(terms.stale!.cost).toBe(terms.other!.cost);
+  });
+});
+
+describe("prefill progress (router.kv.prefill_load_model: progress)", () => {
+  test("the rate is learned from a prompt that had the queue to itself; queued prompts are computed in dispatch order", () => {
+    let now = 0;
+    const r = new WorkerRegistry();
+    r.upsert(worker("a"));
+    const book = new LoadBook(r, () => {}, () => now);
+    const first = book.book("a", 1000);
+    expect(book.prefillRemaining("a")).toEqual({ requests: 1, tokens: 1000 }); // no rate yet: in full
+    now = 50;
+    first.firstToken(); // 1000 tokens in 50 ms → 20 tokens/ms
+    expect(book.prefillRate("a")).toBe(20);
+    const b1 = book.book("a", 600); // t = 50
+    now = 60;
+    const b2 = book.book("a", 600); // t = 60, queued behind b1 (its sample will not count)
+    now = 80; // 30 ms since b1: 600 tokens done → b1 finished, b2 untouched
+    expect(book.prefillRemaining("a")).toEqual({ requests: 2, tokens: 600 });
+    expect(book.prefillOf("a")).toEqual({ requests: 2, tokens: 1200 });
+    now = 90; // 40 ms: 800 done → b2 has 400 left
+    expect(book.prefillRemaining("a")).toEqual({ requests: 2, tokens: 400 });
+    now = 200;
+    expect(book.prefillRemaining("a").tokens).toBe(0);
+    b1.firstToken(); // b1 had the queue to itself: 600 tokens / 150 ms = 4 tokens/ms, EWMA 0.1
+    b2.firstToken(); // b2 was queued behind b1: no sample
+    expect(book.prefillRate("a")).toBeCloseTo(20 + 0.1 * (4 - 20), 9);
+    expect(book.prefillRemaining("a")).toEqual({ requests: 0, tokens: 0 });
+  });
+});
+
+describe("kv-cost with prefill progress", () => {
+  const hashes = Array.from({ length: 10 }, (_, i) => BigInt(i + 100));
+  // Both workers have one 1600-token prompt prefilling; A's is nearly done, B's just started.
+  const load = {
+    ...NO_LOAD,
+    prefilling: () => ({ requests: 1, tokens: 1600 }),
+    prefillRemaining: (id: string) => ({ requests: 1, tokens: id === "A" ? 160 : 1600 }),
+  };
+  const pick = (model: "none" | "progress", worker0 = "A") => {
+    const base = routerConfig();
+    const policy = kv.create(
+      routerConfig({ kv: { ...base.kv, prefill_load_scale: 8, prefill_load_model: model, predicted_ttl_ms: 0 }, pipeline: { ...base.pipeline, filters: [] } }),
+      { kvIndex: new BlockIndex(), load },
+    );
+    const ws = worker0 === "A" ? [worker("A"), worker("B")] : [worker("B"), worker("A")];
+    return policy.pick(req({ promptTokens: 160, blockHashes: hashes, blockSize: 16 }), ws, { rng: new SeededRng(3), nowMs: 0, dryRun: true });
+  };
+  test("progress: the worker about to finish its prefill is cheaper, by the scaled tokens it has left", () => {
+    for (const order of ["A", "B"]) {
+      const p = pick("progress", order);
+      expect(p.chosen).toBe("A");
+      const t = Object.fromEntries(p.candidates.map((c) => [c.worker, c.terms]));
+      expect(t.A).toMatchObject({ active_prefill_tokens: 160 });
+      expect(t.B).toMatchObject({ active_prefill_tokens: 1600 });
+      expect((t.B!.cost as number) - (t.A!.cost as number)).toBeCloseTo((8 * (1600 - 160)) / 16, 6);
+    }
+  });
+  test("none (Dynamo): both count the full prompt, equal cost", () => {
+    const t = Object.fromEntries(pick("none").candidates.map((c) => [c.worker, c.terms]));
+    expect(t.A!.cost).toBe(t.B!.cost);
+    expect(t.A).toMatchObject({ active_prefill_tokens: 1600 });
   });
 });

@@ -4,6 +4,8 @@
 //   scrape: requests the engine reported beyond herd's in-flight count at that scrape ("outside"
 //   traffic, ../load.ts outsideRequests) are assumed to be the size of this request; those still
 //   waiting add their prompt to the prefill term, all of them add their blocks to the decode term.
+//   With router.kv.prefill_load_model `progress` the prefill term uses what herd's prompts still have
+//   to compute (../lease.ts prefillRemaining) instead of their full size.
 // load — the effective load in requests (in_flight + outside, ../load.ts).
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
@@ -18,11 +20,12 @@ const NO_OVERLAP: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 
 export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
   const knobs = { prefillLoadScale: cfg.prefill_load_scale, credit: cfg.overlap_credit };
+  const progress = cfg.prefill_load_model === "progress";
   return {
     type: "kv-cost",
     score(w, f) {
       const o = f.overlap.get(w.id) ?? NO_OVERLAP;
-      const pre = f.load.prefilling(w.id);
+      const pre = progress && f.load.prefillRemaining ? f.load.prefillRemaining(w.id) : f.load.prefilling(w.id);
       const { running, waiting, in_flight } = w.load;
       const outside = outsideRequests(w.load);
       const outsideWaiting = Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests));
