@@ -5,15 +5,18 @@
 // The envelope is `[ts, events, dp_rank?]` (a map is tolerated). Unknown event types and unknown
 // fields are skipped and counted, never fatal; a known event with a malformed field is skipped and
 // counted as invalid. Only a malformed envelope fails the whole batch (KvDecodeError).
-import { DEFAULT_LIMITS, readMsgpack, type MsgpackLimits } from "./msgpack-read.ts";
+import { DEFAULT_LIMITS, readMsgpack, type MsgpackLimits, type ReadOptions } from "./msgpack-read.ts";
 
 export interface BlockStored {
   type: "BlockStored";
   /** Engine block hashes as u64 (signed ints two's-complement; bytes → their low 64 bits). */
   blockHashes: bigint[];
   parentBlockHash: bigint | null;
-  /** All tokens of all blocks, concatenated. */
-  tokenIds: number[];
+  /**
+   * All tokens of all blocks, concatenated. Decoded lists of 8+ ids arrive as a Uint32Array (no JS
+   * value per token); convert with Array.from before re-encoding (msgpack writes typed arrays as bin).
+   */
+  tokenIds: number[] | Uint32Array;
   blockSize: number;
   loraId: number | null;
   /** As sent ("GPU", "CPU", "CPU_PINNED", "DISK", …); null when absent. */
@@ -68,16 +71,21 @@ export function decodeKvEventBatch(payload: Uint8Array, limits: MsgpackLimits = 
   let raw: unknown;
   try {
     // Strict reader: extension types, over-long declared lengths and deep nesting are refused.
-    raw = readMsgpack(payload, limits);
+    raw = readMsgpack(payload, limits, PACK_U32);
   } catch (e) {
     throw new KvDecodeError(`bad msgpack: ${e instanceof Error ? e.message : String(e)}`);
   }
   return batchFrom(raw);
 }
 
+// Lists of 8+ u32 ints (token ids, small engine hashes) come back packed; everything below accepts
+// a Uint32Array wherever it accepts an array, so decoding does not depend on the packing.
+const PACK_U32: ReadOptions = { packUint32MinLength: 8 };
+
 const BATCH_KEYS = new Set(["ts", "events", "data_parallel_rank", "attn_dp_rank", "dp_rank"]);
 
 function batchFrom(raw: unknown): KvEventBatch {
+  if (raw instanceof Uint32Array) raw = Array.from(raw);
   let ts: unknown, events: unknown, rank: unknown;
   let unknownFields = 0;
   if (Array.isArray(raw)) {
@@ -94,6 +102,7 @@ function batchFrom(raw: unknown): KvEventBatch {
   }
   const tsNum = typeof ts === "bigint" ? Number(ts) : ts;
   if (typeof tsNum !== "number" || !Number.isFinite(tsNum)) throw new KvDecodeError("event batch ts is not a number");
+  if (events instanceof Uint32Array) events = Array.from(events);
   if (!Array.isArray(events)) throw new KvDecodeError("event batch events is not an array");
   const dpRank = rank === undefined || rank === null ? null : intOrNull(rank);
   const out: KvEventBatch = { ts: tsNum, events: [], dpRank, unknownEvents: 0, unknownFields, invalidEvents: 0 };
@@ -249,7 +258,8 @@ const U64 = (1n << 64n) - 1n;
 
 /** An engine block hash as u64: ints (either sign), or bytes read big-endian keeping the low 64 bits. */
 export function hashValue(v: unknown): bigint {
-  if (typeof v === "bigint") return v & U64;
+  // uint64 decodes in range already: compare rather than mask (a mask allocates a new BigInt).
+  if (typeof v === "bigint") return v >= 0n && v <= U64 ? v : v & U64;
   if (typeof v === "number") {
     if (!Number.isSafeInteger(v)) throw new Invalid();
     return BigInt(v) & U64;
@@ -266,13 +276,15 @@ export function hashValue(v: unknown): bigint {
 }
 
 function hashList(v: unknown): bigint[] {
+  if (v instanceof Uint32Array) return Array.from(v, (x) => BigInt(x));
   if (!Array.isArray(v)) throw new Invalid();
   const out = new Array<bigint>(v.length);
   for (let i = 0; i < v.length; i++) out[i] = hashValue(v[i]);
   return out;
 }
 
-function tokenList(v: unknown): number[] {
+function tokenList(v: unknown): number[] | Uint32Array {
+  if (v instanceof Uint32Array) return v; // packed by the reader: every element is a u32 already
   if (!Array.isArray(v)) throw new Invalid();
   for (let i = 0; i < v.length; i++) {
     const t = v[i];
@@ -296,7 +308,7 @@ function strOrNull(v: unknown): string | null {
 }
 
 function isMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v) && !(v instanceof Uint8Array);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
 }
 
 function own(m: Record<string, unknown>, k: string): unknown {

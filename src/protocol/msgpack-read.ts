@@ -10,7 +10,9 @@
 //     that are not strings or numbers, "__proto__" keys, truncation and trailing bytes.
 // Values: nil → null, ints → number except uint64/int64 encodings → bigint (like
 // @msgpack/msgpack with useBigInt64), floats → number, str → string, bin → Uint8Array view, array
-// → Array, map → plain object.
+// → Array, map → plain object. With ReadOptions.packUint32MinLength, an array of at least that many
+// elements that are all unsigned ints below 2^32 in uint encodings (fixint, uint8/16/32) comes back
+// as a Uint32Array instead (token-id lists: no JS value per token, hashed straight from the words).
 
 export class MsgpackRejected extends Error {
   constructor(
@@ -26,6 +28,14 @@ export interface MsgpackLimits {
   /** Open containers at once (the outermost counts as 1). */
   maxDepth: number;
   maxBytes: number;
+}
+
+export interface ReadOptions {
+  /**
+   * Arrays of at least this many elements, all unsigned ints < 2^32 in uint encodings, are returned
+   * as a Uint32Array (0 or absent: never). Any other element makes the array decode as usual.
+   */
+  packUint32MinLength?: number;
 }
 
 export const DEFAULT_LIMITS: MsgpackLimits = { maxDepth: 32, maxBytes: 64 * 1024 * 1024 };
@@ -66,6 +76,7 @@ class Reader {
   constructor(
     private readonly b: Uint8Array,
     private readonly maxDepth: number,
+    private readonly packMin: number,
   ) {
     this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
   }
@@ -90,12 +101,54 @@ class Reader {
     return v;
   }
 
-  private array(n: number, depth: number): unknown[] {
+  private array(n: number, depth: number): unknown[] | Uint32Array {
     // Every element takes at least one byte: the count is bounded by what is left.
     this.need(n);
     if (depth >= this.maxDepth) throw new MsgpackRejected(`nesting deeper than ${this.maxDepth}`, this.pos);
+    if (this.packMin > 0 && n >= this.packMin) {
+      const packed = this.packedU32(n);
+      if (packed !== null) return packed;
+    }
     const out = new Array<unknown>(n);
     for (let i = 0; i < n; i++) out[i] = this.value(depth + 1);
+    return out;
+  }
+
+  /**
+   * The next n values as a Uint32Array if all are uint encodings below 2^32, else null with the
+   * position unchanged (the caller then decodes generically, and reports truncation exactly as it
+   * would have). n is already bounded by the bytes left, so the allocation is too.
+   */
+  private packedU32(n: number): Uint32Array | null {
+    const b = this.b;
+    const end = b.length;
+    let p = this.pos;
+    const h0 = b[p]!;
+    if (!(h0 <= 0x7f || h0 === 0xcc || h0 === 0xcd || h0 === 0xce)) return null; // before allocating
+    const out = new Uint32Array(n);
+    for (let i = 0; i < n; i++) {
+      if (p >= end) return null;
+      const h = b[p]!;
+      if (h <= 0x7f) {
+        out[i] = h;
+        p += 1;
+      } else if (h === 0xcd) {
+        if (p + 3 > end) return null;
+        out[i] = (b[p + 1]! << 8) | b[p + 2]!;
+        p += 3;
+      } else if (h === 0xce) {
+        if (p + 5 > end) return null;
+        out[i] = ((b[p + 1]! << 24) | (b[p + 2]! << 16) | (b[p + 3]! << 8) | b[p + 4]!) >>> 0;
+        p += 5;
+      } else if (h === 0xcc) {
+        if (p + 2 > end) return null;
+        out[i] = b[p + 1]!;
+        p += 2;
+      } else {
+        return null;
+      }
+    }
+    this.pos = p;
     return out;
   }
 
@@ -215,9 +268,9 @@ class Reader {
 }
 
 /** Decode exactly one msgpack value filling `bytes`. Throws MsgpackRejected. */
-export function readMsgpack(bytes: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS): unknown {
+export function readMsgpack(bytes: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS, opts: ReadOptions = {}): unknown {
   if (bytes.length > limits.maxBytes) throw new MsgpackRejected(`payload of ${bytes.length} bytes exceeds ${limits.maxBytes}`, 0);
-  const r = new Reader(bytes, limits.maxDepth);
+  const r = new Reader(bytes, limits.maxDepth, opts.packUint32MinLength ?? 0);
   const v = r.value(0);
   if (r.pos !== bytes.length) throw new MsgpackRejected(`${bytes.length - r.pos} trailing bytes`, r.pos);
   return v;

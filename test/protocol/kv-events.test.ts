@@ -13,7 +13,10 @@ function plain(b: KvEventBatch) {
   const ev = (e: KvEvent) => {
     if (e.type === "AllBlocksCleared") return { type: e.type };
     const base = { ...e, blockHashes: e.blockHashes.map(String) } as Record<string, unknown>;
-    if (e.type === "BlockStored") base.parentBlockHash = e.parentBlockHash === null ? null : String(e.parentBlockHash);
+    if (e.type === "BlockStored") {
+      base.parentBlockHash = e.parentBlockHash === null ? null : String(e.parentBlockHash);
+      base.tokenIds = Array.from(e.tokenIds); // lists of 8+ ids decode packed (Uint32Array)
+    }
     return base;
   };
   return {
