@@ -33,7 +33,9 @@ const SENTINEL = /\uE000(\d+)\uE001/g;
 /** Distinguishes part-named piece keys from xxHash3 of a piece's text (model.ts pieceKey). */
 const PARTS_TAG = 0x5041_5254_5300_0000n;
 const UNSAFE = /[<>\uE000\uE001]/;
-const EDGE_SPACE = /^\s|\s$/;
+const SPACE = /\s/;
+/** Only the two end characters: a regex like /^\s|\s$/ tries every position (0.2 ms per 128 KiB). */
+const edgeSpace = (c: string) => c.length > 0 && (SPACE.test(c[0]!) || SPACE.test(c[c.length - 1]!));
 
 /** What the load-time self-check allows; null = the skeleton path is off for the template. */
 export interface SkeletonCheck {
@@ -62,7 +64,7 @@ function plain(messages: readonly ChatMessage[], splitter: Splitter, check: Skel
     if (typeof r.role !== "string" || typeof r.content !== "string") return false;
     const c = r.content;
     if (UNSAFE.test(c)) return false;
-    if (EDGE_SPACE.test(c) && !check.edgeSpaceRoles.has(r.role)) return false;
+    if (edgeSpace(c) && !check.edgeSpaceRoles.has(r.role)) return false;
     // No added token inside: a plain regex scan over a flat string (~8 µs per 128 KiB).
     const pieces = splitter.split(c);
     if (pieces.length > 1 || (pieces.length === 1 && typeof pieces[0] === "number")) return false;
