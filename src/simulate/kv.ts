@@ -90,8 +90,9 @@ export class SimKv {
   private fanout(eng: EngineKv): KvIndex {
     const truth = this.truth;
     const router = this.routerIndex;
-    // delayMs = 0: the router reads the truth itself, nothing to forward.
-    const later = router === truth ? (_fn: () => void) => {} : (fn: () => void) => void this.clock.setTimer(this.delayMs, fn);
+    // delayMs = 0: the router reads the truth itself, nothing to forward (and no closure per event).
+    const delayed = router !== truth;
+    const later = (fn: () => void) => void this.clock.setTimer(this.delayMs, fn);
     const track = (event: IndexEvent) => {
       if (event.kind === "stored") for (const h of event.hashes) eng.evicted.stored(h);
       else if (event.kind === "removed") for (const h of event.hashes) eng.evicted.evicted(h);
@@ -101,15 +102,15 @@ export class SimKv {
       apply(worker: string, event: IndexEvent, unchanged?: (i: number) => void) {
         truth.apply(worker, event, unchanged);
         track(event);
-        later(() => router.apply(worker, event));
+        if (delayed) later(() => router.apply(worker, event));
       },
       clearWorker(worker: string) {
         truth.clearWorker(worker);
-        later(() => router.clearWorker(worker));
+        if (delayed) later(() => router.clearWorker(worker));
       },
       removeWorker(worker: string) {
         truth.removeWorker(worker);
-        later(() => router.removeWorker(worker));
+        if (delayed) later(() => router.removeWorker(worker));
       },
       findMatches: (hashes: readonly bigint[]): Map<string, Overlap> => truth.findMatches(hashes),
       holds: (worker: string, hash: bigint, medium: Medium) => truth.holds(worker, hash, medium),

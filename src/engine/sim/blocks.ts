@@ -196,6 +196,15 @@ export class BlockPool {
     }
   }
 
+  /** release() of a request's blocks in reverse order (tail first, as vLLM frees them), without a copy. */
+  releaseTailFirst(blocks: readonly Block[]): void {
+    for (let i = blocks.length - 1; i >= 0; i--) {
+      const b = blocks[i]!;
+      b.refCount--;
+      if (b.refCount === 0) this.pushFree(b.id);
+    }
+  }
+
   /** vLLM's reset_prefix_cache: only when no block is in use; emits AllBlocksCleared. */
   reset(): boolean {
     if (this.free !== this.numBlocks) return false;

@@ -278,13 +278,15 @@ export class SimScheduler {
       const cached = hit.length * bs;
       const n = Math.min(seqLen(r) - cached, budget);
       const need = Math.ceil((cached + n) / bs) - hit.length;
-      const hitFree = hit.filter((b) => b.refCount === 0).length;
+      let hitFree = 0;
+      for (const b of hit) if (b.refCount === 0) hitFree++;
       if (need > this.pool.numFree - hitFree) break; // head-of-line blocking, FCFS
       this.waiting.shift();
       this.pool.touch(hit);
-      r.blocks = [...hit, ...this.pool.allocate(need)!];
+      r.blocks = hit; // a fresh array from matchPrefix
+      for (const b of this.pool.allocate(need)!) hit.push(b);
       r.numComputed = cached;
-      r.numStored = hit.length;
+      r.numStored = cached / bs;
       if (!r.counted) {
         r.counted = true;
         r.cachedTokens = cached;
@@ -318,7 +320,7 @@ export class SimScheduler {
 
   private preempt(r: Req): void {
     this.running.splice(this.running.indexOf(r), 1);
-    this.pool.release([...r.blocks].reverse());
+    this.pool.releaseTailFirst(r.blocks);
     r.blocks = [];
     r.numComputed = 0;
     r.numStored = 0;
@@ -373,7 +375,7 @@ export class SimScheduler {
   private finish(r: Req, reason: FinishReason): void {
     r.state = "done";
     this.reqs.delete(r.sub.id);
-    if (r.blocks.length > 0) this.pool.release([...r.blocks].reverse());
+    if (r.blocks.length > 0) this.pool.releaseTailFirst(r.blocks);
     r.blocks = [];
     const info: FinishInfo = {
       reason,
