@@ -120,15 +120,28 @@ export class BlockIndex implements KvIndex {
   }
 
   findMatches(hashes: readonly bigint[]): Map<string, Overlap> {
-    const out = new Map<string, Overlap>();
     const n = hashes.length;
+    if (this.pairs.length < 2 * n) this.pairs = new Uint32Array(2 * n);
+    const p = this.pairs;
+    // Split the whole prompt up front: one sequential pass, then the walk reads u32 pairs only.
+    for (let i = 0; i < n; i++) {
+      p[2 * i] = lo32(hashes[i]!);
+      p[2 * i + 1] = hi32();
+    }
+    return this.findMatchesPairs(p, n);
+  }
+
+  /**
+   * findMatches() for hashes given as u32 halves (`pairs[2i]` low, `pairs[2i + 1]` high; the first
+   * `n`), e.g. from hash.ts chainHashesU32: no BigInt on the way.
+   */
+  findMatchesPairs(pairs: Uint32Array, n: number): Map<string, Overlap> {
+    const out = new Map<string, Overlap>();
     if (n === 0) return out;
     const t = this.table;
     const W = this.words;
     const stride = NM * W;
-    const lo0 = lo32(hashes[0]!);
-    const hi0 = hi32();
-    const first = t.find(lo0, hi0);
+    const first = t.find(pairs[0]!, pairs[1]!);
     if (first < 0) return out;
     const v = t.data; // findMatches never inserts, so the array stays put
     const alive = v.slice(t.at(first), t.at(first) + stride);
@@ -139,22 +152,15 @@ export class BlockIndex implements KvIndex {
     // Walk in chunks: first touch every home record of the chunk (independent loads the CPU
     // overlaps), then probe for real against a warm cache. Stop once no worker is left.
     const CHUNK = 64;
-    const keys = new Uint32Array(2 * CHUNK);
     let i = 1;
     while (i < n && live !== 0) {
       const start = i;
       const end = Math.min(n, start + CHUNK);
       let sink = 0;
-      for (let k = start; k < end; k++) {
-        const lo = lo32(hashes[k]!);
-        const hi = hi32();
-        keys[2 * (k - start)] = lo;
-        keys[2 * (k - start) + 1] = hi;
-        sink ^= t.touch(lo, hi);
-      }
+      for (let k = start; k < end; k++) sink ^= t.touch(pairs[2 * k]!, pairs[2 * k + 1]!);
       this.sink ^= sink;
       for (; i < end && live !== 0; i++) {
-        const slot = t.find(keys[2 * (i - start)]!, keys[2 * (i - start) + 1]!);
+        const slot = t.find(pairs[2 * i]!, pairs[2 * i + 1]!);
         const base = t.at(slot);
         live = 0;
         for (let j = 0; j < stride; j++) {
@@ -196,6 +202,11 @@ export class BlockIndex implements KvIndex {
       }
     }
     return out;
+  }
+
+  /** Size the table for `blocks` distinct blocks up front (e.g. from the engines' KV capacity). */
+  reserve(blocks: number): void {
+    this.table.reserve(blocks);
   }
 
   removeWorker(worker: string): void {

@@ -181,6 +181,11 @@ export class U64Table {
     }
   }
 
+  /** Make room for `entries` keys without growing on the way (one rebuild now, if any). */
+  reserve(entries: number): void {
+    if (entries > this.cap * MAX_LOAD) this.resize(Math.ceil(entries / MAX_LOAD) + 1);
+  }
+
   /** Shrink when mostly empty after deletions (keeps memory proportional to live entries). */
   maybeShrink(): void {
     if (this.cap > 1024 && this.count < this.cap * 0.2) this.resize(Math.max(64, this.count * 1.6));

@@ -98,6 +98,11 @@ export class WorkerBlockMap {
     for (const e of this.extra) e.clear();
   }
 
+  /** Size the engine-hash map for `blocks` blocks up front (e.g. the engine's num_gpu_blocks). */
+  reserve(blocks: number): void {
+    this.map.reserve(blocks);
+  }
+
   /** Engine block hashes currently mapped. */
   get size(): number {
     return this.map.count;

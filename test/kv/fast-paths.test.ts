@@ -158,3 +158,29 @@ describe("U64Table rebuild", () => {
     for (const [lo, hi] of live.values()) expect(t.find(lo, hi)).toBeGreaterThanOrEqual(0);
   });
 });
+
+describe("findMatchesPairs and reserve", () => {
+  test("findMatchesPairs equals findMatches; reserve keeps entries and answers", () => {
+    const rng = new SeededRng(21);
+    const ix = new BlockIndex(16);
+    const doc = Array.from({ length: 16 * 300 }, () => rng.int(5000));
+    const hs = blockHashes(doc, 16);
+    for (let w = 0; w < 40; w++) {
+      const upto = rng.int(hs.length + 1);
+      ix.apply(`w${w}`, { kind: "stored", medium: MEDIA[w % 3]!, hashes: hs.slice(0, upto) });
+      if (upto > 10) ix.apply(`w${w}`, { kind: "removed", medium: MEDIA[w % 3]!, hashes: [hs[rng.int(upto)]!] });
+    }
+    const pairs = new Uint32Array(2 * hs.length);
+    const n = chainHashesU32(doc, 16, false, 0, 0, null, Infinity, pairs);
+    const want = [...ix.findMatches(hs)].sort();
+    expect(want.length).toBeGreaterThan(10);
+    expect([...ix.findMatchesPairs(pairs, n)].sort()).toEqual(want);
+    expect(ix.findMatchesPairs(pairs, 0).size).toBe(0);
+    ix.reserve(100_000);
+    expect([...ix.findMatches(hs)].sort()).toEqual(want);
+    const m = new WorkerBlockMap("w", ix);
+    m.reserve(50_000);
+    m.apply(blockStored({ blockHashes: [1n, 2n], parentBlockHash: null, tokenIds: doc.slice(0, 32), blockSize: 16 }));
+    expect(ix.findMatches(hs).get("w")?.gpu).toBe(2);
+  });
+});
