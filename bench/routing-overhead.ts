@@ -73,18 +73,26 @@ async function decide(messages: { role: string; content: string }[], row: Row): 
   const t0 = performance.now();
   const p = await pre.prepare("m", { messages });
   const t1 = performance.now();
-  const { decision, lease } = router.routeAndBook({ model: "m", sessionId: null, promptTokens: p.tokens, exclude: new Set(), blockHashes: p.blockHashes, blockSize: p.blockSize });
+  // route + book as routeAndBook does them, timed apart.
+  const { decision, worker } = router.route({ model: "m", sessionId: null, promptTokens: p.tokens, exclude: new Set(), blockHashes: p.blockHashes, blockSize: p.blockSize });
+  const tRoute = performance.now();
+  const lease = router.book(worker.id, p.tokens, { blockHashes: p.blockHashes, blockSize: p.blockSize, cachedTokens: decision.predictedCachedTokens ?? 0 });
   const t2 = performance.now();
   row.total.push(t2 - t0);
   row.own.push(t2 - t0 - (runqueueWaitMs() - w0));
   lease.release();
+  const match = decision.timings!.match_ms!;
+  const score = decision.timings!.score_ms!;
   const parts = {
-    render: p.timings.render_ms,
-    tokenize: p.timings.tokenize_ms,
-    hash: p.timings.hash_ms,
-    match: decision.timings!.match_ms!,
-    score: decision.timings!.score_ms!,
-    "route+book": t2 - t1,
+    "render+split": p.timings.render_ms,
+    "keys+resume": p.timings.resume_ms ?? 0,
+    "thread wait": p.timings.wait_ms ?? 0,
+    // memo lookups, inline encoding, laying out the hashes, promise resumption
+    "prep other": t1 - t0 - p.timings.render_ms - (p.timings.resume_ms ?? 0) - (p.timings.wait_ms ?? 0),
+    match,
+    score,
+    "route other": tRoute - t1 - match - score,
+    book: t2 - tRoute,
     release: performance.now() - t2,
   };
   for (const [k, v] of Object.entries(parts)) (row.parts[k] ??= []).push(v);

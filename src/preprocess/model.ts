@@ -58,8 +58,12 @@ export interface PreparedPrompt {
   tokens: number;
   blockHashes: bigint[];
   blockSize: number;
-  /** ms per stage: render (template), tokenize (memo lookups + encoding, incl. waiting on workers), hash. */
-  timings: { render_ms: number; tokenize_ms: number; hash_ms: number };
+  /**
+   * ms per stage: render (template + split), tokenize (memo lookups + encoding, incl. waiting on
+   * workers), hash. Finer, within those: resume (piece keys + chain memo walk, part of tokenize),
+   * wait (awaiting the worker thread: hop + its encoding and hashing; 0 without a job).
+   */
+  timings: { render_ms: number; tokenize_ms: number; hash_ms: number; resume_ms?: number; wait_ms?: number };
   /** pieces: total; reused: skipped via the hash chain; memo: token memo hits; inline / pooled: encoded; skeleton: via fast-render.ts. */
   pieces: { total: number; reused: number; memo: number; inline: number; pooled: number; skeleton: boolean };
 }
@@ -172,6 +176,8 @@ export class ModelPreprocessor {
       }
     }
     const resumed = state;
+    const tResumed = now();
+    let waitMs = 0;
     const stats = { total: pieces.length, reused: i, memo: 0, inline: 0, pooled: 0, skeleton: pieces.some((p) => typeof p === "object") };
     // Only the pieces after the resumption point are ever flattened to text.
     const rest: Piece[] = [];
@@ -194,8 +200,10 @@ export class ModelPreprocessor {
         items: rest.map((p, k) => known[k] ?? (p as string)),
       });
       prefix = this.prefixHashes(resumed);
+      const tJob = now();
       const r = await job;
       t2 = now();
+      waitMs = t2 - tJob;
       hashMs = r.hashMs;
       for (const k of remote) this.remember(rest[k] as string, r.ids[k]!, false);
       for (let k = 0; k < rest.length; k++) {
@@ -223,7 +231,7 @@ export class ModelPreprocessor {
       tokens: state.tokens,
       blockHashes: hashes,
       blockSize: this.o.blockSize,
-      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1 - hashMs, hash_ms: t3 - t2 + hashMs },
+      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1 - hashMs, hash_ms: t3 - t2 + hashMs, resume_ms: tResumed - t1, wait_ms: waitMs },
       pieces: stats,
     };
   }
