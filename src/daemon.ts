@@ -11,9 +11,9 @@
 // "herd ready" is logged, and systemd gets READY=1, when the listener is up and the first worker is
 // ready. SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get
 // frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait — unless it
-// comes within 500 ms of the first, which is the same Ctrl-C delivered twice (src/ops/signals.ts).
-// SIGHUP reloads the config file: live keys apply at once, the rest are named as needing a restart
-// and kept (src/ops/reload.ts).
+// comes within 500 ms of the first, which is the same Ctrl-C delivered twice. SIGHUP reloads the
+// config file: live keys apply at once, the rest are named as needing a restart and kept. The signal
+// handling itself is in src/daemon/signals.ts, systemd notification in src/daemon/notify.ts.
 import { RealClock, type Clock } from "./core/clock.ts";
 import { errorMessage } from "./core/errors.ts";
 import { createLogger, type Logger } from "./core/log.ts";
@@ -30,10 +30,9 @@ import { kvAdminBackend } from "./admin/kv-explain.ts";
 import { KvConsumer } from "./kv/consumer.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "./frontend/prompts.ts";
 import type { Overrides } from "./config/load.ts";
-import { renderFindings } from "./config/findings.ts";
-import { reloadFromFile } from "./ops/reload.ts";
-import { StopSignals } from "./ops/signals.ts";
 import { exposureWarnings } from "./ops/exposure.ts";
+import { systemdNotifier } from "./daemon/notify.ts";
+import { DaemonSignals, reloadConfig } from "./daemon/signals.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -131,22 +130,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   }
   log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
 
-  // A stop signal while engines are being spawned is remembered and acted on once startup is done,
-  // so no engine is left behind by a herd that died half-started.
-  // SIGHUP too: its default action would kill herd mid-startup and orphan the engines just spawned.
-  let earlySignal: string | null = null;
-  let earlyHup = false;
-  const early = { term: () => void (earlySignal = "SIGTERM"), int: () => void (earlySignal = "SIGINT"), hup: () => void (earlyHup = true) };
-  if (opts.signals) {
-    process.on("SIGTERM", early.term);
-    process.on("SIGINT", early.int);
-    process.on("SIGHUP", early.hup);
-  }
-  const dropEarly = () => {
-    process.off("SIGTERM", early.term);
-    process.off("SIGINT", early.int);
-    process.off("SIGHUP", early.hup);
-  };
+  // Signals during startup are remembered and acted on once it is done (src/daemon/signals.ts).
+  const signals = new DaemonSignals(log, opts.signals === true);
   // Policies that read block hashes need the tokenizers before the first request: load them while
   // the engines start (a settled promise: the failure is handled below, never unhandled).
   const promptsReady = policyNeedsPrompt({ policy: router.policy.name })
@@ -158,7 +143,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   try {
     await supervisor.start();
   } catch (e) {
-    dropEarly();
+    signals.dropEarly();
     await promptsReady;
     prompts.close();
     await listening.stop(true);
@@ -167,7 +152,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   }
   const promptsFailed = await promptsReady;
   if (promptsFailed !== null) {
-    dropEarly();
+    signals.dropEarly();
     await supervisor.stop({ drainMs: 0 });
     prompts.close();
     await listening.stop(true);
@@ -254,120 +239,30 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       await listening.stop(true);
       frontend.close();
       prompts.close();
-      removeSignals();
+      signals.remove();
       log.info("herd stopped");
       resolveDone(0);
       return 0;
     })().catch((e) => {
       log.error("shutdown failed", { err: errorMessage(e) });
-      removeSignals();
+      signals.remove();
       resolveDone(1);
       return 1;
     });
     return shuttingDown;
   };
 
-  const stops = new StopSignals();
-  const onStop = (sig: string) => () => {
-    const verdict = stops.receive(performance.now());
-    if (verdict === "duplicate") {
-      const ms = Math.round(stops.sinceFirstMs(performance.now()));
-      log.info(`received ${sig} again ${ms} ms after the first: the same stop request delivered twice (e.g. by a wrapper forwarding Ctrl-C); still draining`);
-      return;
-    }
-    log.info(`received ${sig}${verdict === "force" ? " again: stopping without waiting for open requests" : ""}`);
-    void shutdown(verdict === "force");
+  const configPath = opts.configPath;
+  const maxBodyBytesLive = bodyBackstopBytes(config.frontend.max_body_bytes);
+  const apply = (next: Config) => {
+    running = next;
+    frontend.applyConfig(next);
   };
-  const onTerm = onStop("SIGTERM");
-  const onInt = onStop("SIGINT");
-  // SIGHUP: one reload at a time; signals during a reload fold into one more pass after it.
-  let reloading: Promise<void> | null = null;
-  let reloadAgain = false;
-  const reloadOnce = async (path: string) => {
-    log.info("received SIGHUP: reloading the config", { file: path });
-    const r = await reloadFromFile(path, opts.overrides ?? {}, running, { maxBodyBytesLive: bodyBackstopBytes(config.frontend.max_body_bytes) });
-    if (!r.ok) {
-      const errors = r.findings.filter((f) => f.severity === "error").length;
-      for (const line of renderFindings(r.findings, r.file).split("\n")) if (line) log.error(line);
-      log.error(`config reload failed: ${errors} error${errors === 1 ? "" : "s"} in ${r.file}; still running the previous config`);
-      return;
-    }
-    for (const line of renderFindings(r.findings, path).split("\n")) if (line) log.warn(line);
-    if (r.live.length === 0 && r.restart.length === 0) {
-      log.info("config reloaded: no changes");
-      return;
-    }
-    running = r.config;
-    frontend.applyConfig(r.config);
-    if (r.live.length) log.info(`config reloaded: applied ${r.live.join(", ")}`);
-    if (r.restart.length) log.warn(`config reload: restart required to apply ${r.restart.join(", ")} (running with the previous values)`);
-  };
-  const onHup = () => {
-    const path = opts.configPath;
-    if (path === null) return log.warn("received SIGHUP: herd runs the embedded default config; there is no file to reload");
-    if (shuttingDown) return log.info("received SIGHUP while stopping: ignored");
-    if (reloading) return void (reloadAgain = true);
-    reloading = (async () => {
-      do {
-        reloadAgain = false;
-        await reloadOnce(path).catch((e) => log.error("config reload failed", { err: errorMessage(e) }));
-      } while (reloadAgain);
-    })().finally(() => (reloading = null));
-  };
-  // Never crash the daemon on a stray async error: log it loudly and keep serving.
-  const onRejection = (e: unknown) => log.error("unhandled promise rejection (bug)", { err: e instanceof Error ? (e.stack ?? e.message) : String(e) });
-  const onException = (e: Error) => log.error("uncaught exception (bug)", { err: e.stack ?? e.message });
-  const removeSignals = () => {
-    process.off("SIGTERM", onTerm);
-    process.off("SIGINT", onInt);
-    process.off("SIGHUP", onHup);
-    process.off("unhandledRejection", onRejection);
-    process.off("uncaughtException", onException);
-  };
-  if (opts.signals) {
-    process.on("SIGTERM", onTerm);
-    process.on("SIGINT", onInt);
-    process.on("SIGHUP", onHup);
-    process.on("unhandledRejection", onRejection);
-    process.on("uncaughtException", onException);
-    dropEarly();
-    if (earlySignal) {
-      log.info(`received ${earlySignal} during startup`);
-      void shutdown();
-    } else if (earlyHup) {
-      log.info("received SIGHUP during startup");
-      onHup();
-    }
-  }
+  signals.install({
+    stop: (force) => void shutdown(force),
+    stopping: () => shuttingDown !== null,
+    reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
+  });
 
   return { url: listening.url, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady, shutdown, done };
-}
-
-/**
- * sd_notify through `systemd-notify` (a child process, so the unit needs NotifyAccess=all, which
- * systemd/herd.service sets). NOTIFY_SOCKET is taken out of herd's environment so that engines,
- * which inherit it, cannot speak for the unit.
- */
-function systemdNotifier(log: Logger): { enabled: boolean; send(vars: string[]): void } {
-  const socket = process.env.NOTIFY_SOCKET;
-  if (!socket) return { enabled: false, send: () => {} };
-  delete process.env.NOTIFY_SOCKET;
-  let warned = false;
-  return {
-    enabled: true,
-    send(vars) {
-      try {
-        const p = Bun.spawn(["systemd-notify", ...vars], { env: { ...process.env, NOTIFY_SOCKET: socket }, stdout: "ignore", stderr: "pipe" });
-        void p.exited.then(async (code) => {
-          if (code !== 0 && !warned) {
-            warned = true;
-            log.warn("systemd-notify failed", { code, stderr: (await new Response(p.stderr).text()).trim() });
-          }
-        });
-      } catch (e) {
-        if (!warned) log.warn("cannot run systemd-notify", { err: errorMessage(e) });
-        warned = true;
-      }
-    },
-  };
 }
