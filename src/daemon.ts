@@ -97,26 +97,21 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const publish = (w: Worker) => registry.upsert(adminDrained.has(w.id) && w.state === "ready" ? { ...w, state: "draining" } : w);
   const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: publish });
   const known = (id: string) => supervisor.list().find((w) => w.id === id);
+  const setAdminDrained = (id: string, drained: boolean): boolean => {
+    const w = known(id);
+    if (!w) return false;
+    if (drained) adminDrained.add(id);
+    else adminDrained.delete(id);
+    publish(w);
+    log.info(`worker ${drained ? "drained" : "undrained"} by admin`, { worker: id });
+    return true;
+  };
   const admin: AdminBackend = {
     ...kvAdminBackend(config, kv, prompts),
     logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
     pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
-    drain: (id) => {
-      const w = known(id);
-      if (!w) return false;
-      adminDrained.add(id);
-      publish(w);
-      log.info("worker drained by admin", { worker: id });
-      return true;
-    },
-    undrain: (id) => {
-      const w = known(id);
-      if (!w) return false;
-      adminDrained.delete(id);
-      publish(w);
-      log.info("worker undrained by admin", { worker: id });
-      return true;
-    },
+    drain: (id) => setAdminDrained(id, true),
+    undrain: (id) => setAdminDrained(id, false),
   };
   const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
 
