@@ -19,6 +19,33 @@ const cluster = async (): Promise<any> => (await fetch(`${url}/admin/cluster`)).
 const metricsText = async () => (await fetch(`${url}/metrics`)).text();
 const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0, timeout: 20_000 });
 
+/**
+ * Opens a long stream and, after its 20th content chunk, sends `sig` to the engine serving it;
+ * reads on until the stream ends or errors. delayMs: from the signal to the end of the read.
+ */
+async function signalMidStream(c: OpenAI, content: string, sig: "SIGKILL" | "SIGSTOP") {
+  const { data: stream, response } = await c.chat.completions
+    .create({ model: MODEL, messages: [{ role: "user", content }], max_tokens: 20_000, stream: true })
+    .withResponse();
+  const victim = response.headers.get("x-herd-worker")!;
+  const { pid } = (await cluster()).workers.find((w: any) => w.id === victim);
+  let chunks = 0;
+  let signalledAt = 0;
+  let error: any = null;
+  try {
+    for await (const ch of stream) {
+      if (ch.choices[0]?.delta.content) chunks++;
+      if (chunks === 20 && signalledAt === 0) {
+        signalledAt = performance.now();
+        process.kill(pid, sig);
+      }
+    }
+  } catch (e) {
+    error = e;
+  }
+  return { victim, pid: pid as number, chunks, signalledAt, error, delayMs: performance.now() - signalledAt };
+}
+
 beforeAll(async () => {
   dir = tempDir("herd-e2e-");
   herd = await startHerd(
@@ -67,28 +94,9 @@ test("serves OpenAI traffic on both workers, survives an engine SIGKILLed mid-st
   for (const [, n] of served) expect(n).toBe(4);
 
   // 2. Kill the engine serving a long stream, mid-stream.
-  const { data: stream, response } = await c.chat.completions
-    .create({ model: MODEL, messages: [{ role: "user", content: "a long story" }], max_tokens: 20_000, stream: true })
-    .withResponse();
-  const victim = response.headers.get("x-herd-worker")!;
-  const before = (await cluster()).workers.find((w: any) => w.id === victim);
-  expect(before.pid).toBeGreaterThan(0);
-  let chunks = 0;
-  let killedAt = 0;
-  let error: unknown = null;
-  try {
-    for await (const ch of stream) {
-      if (ch.choices[0]?.delta.content) chunks++;
-      if (chunks === 20 && killedAt === 0) {
-        killedAt = performance.now();
-        process.kill(before.pid, "SIGKILL");
-      }
-    }
-  } catch (e) {
-    error = e;
-  }
-  const errorDelayMs = performance.now() - killedAt;
-  console.log(`e2e: engine ${victim} (pid ${before.pid}) SIGKILLed after ${chunks} chunks; client error after ${errorDelayMs.toFixed(1)} ms`);
+  const { victim, pid, chunks, signalledAt: killedAt, error, delayMs: errorDelayMs } = await signalMidStream(c, "a long story", "SIGKILL");
+  expect(pid).toBeGreaterThan(0);
+  console.log(`e2e: engine ${victim} (pid ${pid}) SIGKILLed after ${chunks} chunks; client error after ${errorDelayMs.toFixed(1)} ms`);
   expect(killedAt).toBeGreaterThan(0);
   expect(error).toBeInstanceOf(OpenAI.APIError);
   expect(errorDelayMs).toBeLessThan(5000);
@@ -96,7 +104,7 @@ test("serves OpenAI traffic on both workers, survives an engine SIGKILLed mid-st
   // 3. The engine comes back (restart counted) and traffic resumes on both workers.
   await waitFor("victim restarted and ready", async () => {
     const w = (await cluster()).workers.find((x: any) => x.id === victim);
-    return w.state === "ready" && w.restarts >= 1 && w.pid !== before.pid;
+    return w.state === "ready" && w.restarts >= 1 && w.pid !== pid;
   });
   const seen = new Set<string>();
   for (let i = 0; i < 4; i++) {
@@ -121,26 +129,7 @@ test("serves OpenAI traffic on both workers, survives an engine SIGKILLed mid-st
 
 test("a hung engine (SIGSTOP) mid-stream: the client gets an error, the worker leaves rotation and returns", async () => {
   const c = client();
-  const { data: stream, response } = await c.chat.completions
-    .create({ model: MODEL, messages: [{ role: "user", content: "another long story" }], max_tokens: 20_000, stream: true })
-    .withResponse();
-  const victim = response.headers.get("x-herd-worker")!;
-  const { pid } = (await cluster()).workers.find((w: any) => w.id === victim);
-  let chunks = 0;
-  let stoppedAt = 0;
-  let error: any = null;
-  try {
-    for await (const ch of stream) {
-      if (ch.choices[0]?.delta.content) chunks++;
-      if (chunks === 20 && stoppedAt === 0) {
-        stoppedAt = performance.now();
-        process.kill(pid, "SIGSTOP");
-      }
-    }
-  } catch (e) {
-    error = e;
-  }
-  const delayMs = performance.now() - stoppedAt;
+  const { victim, pid, error, delayMs } = await signalMidStream(c, "another long story", "SIGSTOP");
   console.log(`e2e: engine ${victim} SIGSTOPped mid-stream; client error after ${delayMs.toFixed(0)} ms (${error?.code ?? error?.message})`);
   try {
     expect(error).toBeInstanceOf(OpenAI.APIError);
