@@ -24,6 +24,20 @@ describe("OutputVocabulary", () => {
     expect(s.token(4)).toEqual({ id: tok.eosTokenIds[0]!, text: "", eos: true });
     expect(s.token(3).eos).toBe(false);
   });
+
+  test("id-only streams (herd simulate) give the same ids for a number[] or a Uint32Array prompt", () => {
+    const prompt = Array.from({ length: 3000 }, (_, i) => (i * 7919) % 151_000);
+    const full = take(4, prompt, 50, 30);
+    for (const p of [prompt, Uint32Array.from(prompt)]) {
+      const s = vocab.stream(4, p, 30, false);
+      expect(Array.from({ length: 50 }, (_, i) => s.tokenId(i))).toEqual(full.map((t) => t.id));
+      expect(Array.from({ length: 50 }, (_, i) => s.isEos(i))).toEqual(full.map((t) => t.eos));
+      expect(() => s.token(0)).toThrow();
+    }
+    // A longer prompt after a short one (the reused hash buffer) still hashes only its own ids.
+    expect(take(4, [9, 9], 10).map((t) => t.id)).toEqual(take(4, [9, 9], 10).map((t) => t.id));
+    expect(take(4, prompt.slice(0, 2), 10).map((t) => t.id)).not.toEqual(take(4, prompt.slice(0, 3), 10).map((t) => t.id));
+  });
 });
 
 describe("StopMatcher", () => {
