@@ -3,6 +3,7 @@
 //   match   ≤ 100 µs for a 2,000-block (32k-token) prompt over 16 workers holding 1M blocks in all
 //   memory  ≤ 100 bytes per indexed block
 // Run: ./node_modules/.bin/bun bench/kv-index.ts   (one run; numbers vary with machine load)
+import { readFileSync } from "node:fs";
 import { VirtualClock } from "../src/core/clock.ts";
 import { SeededRng } from "../src/core/rng.ts";
 import { BlockIndex } from "../src/kv/block-index.ts";
@@ -98,8 +99,19 @@ const totalBlocks = batches.flat().reduce((a, b) => a + b.blocks, 0);
 //   reserved — like warm, with the index and each worker's map sized up front (reserve()), as a
 //              daemon can from the engines' KV capacity: no rebuilds, each table page touched once.
 // Table growth is dominated by first touches of fresh memory, which on this VM cost ~100× a
-// rewrite of the same memory (figure printed below): that is the gap between warm and reserved.
+// rewrite of the same memory (figure printed below); each run prints its minor page faults. The
+// reserved run also comes third, after the process has freed (and may reuse) earlier garbage.
+/** Minor page faults of this process so far (Linux), or NaN: first touches of fresh pages. */
+const minorFaults = () => {
+  try {
+    return Number(readFileSync("/proc/self/stat", "utf8").split(") ")[1]!.split(" ")[7]);
+  } catch {
+    return NaN;
+  }
+};
+
 function ingest(reserve: boolean) {
+  const f0 = minorFaults();
   const index = new BlockIndex();
   const streams = Array.from({ length: WORKERS }, (_, w) => new KvEventStream(`w${w}`, index, { clock }));
   if (reserve) {
@@ -136,7 +148,7 @@ function ingest(reserve: boolean) {
   }
   const wallS = (performance.now() - t0) / 1000;
   const cpuS = (cpuMs() - c0) / 1000;
-  return { index, streams, wallS, cpuS, chunkRates, chunkCpuRates };
+  return { index, streams, wallS, cpuS, chunkRates, chunkCpuRates, faults: minorFaults() - f0 };
 }
 
 const before = mem();
@@ -243,8 +255,8 @@ const heapDelta = after.heap - before.heap;
 console.log("");
 const hi = (xs: number[]) => Math.max(...xs);
 const mid = (xs: number[]) => [...xs].sort((x, y) => x - y)[xs.length >> 1]!;
-const line = (name: string, r: { wallS: number; cpuS: number; chunkRates: number[]; chunkCpuRates: number[] }) =>
-  console.log(`  ${name}: ${fmt(totalBlocks / r.wallS)} blocks/s wall, ${fmt(totalBlocks / r.cpuS)} per CPU-second; per 50k-block chunk median ${fmt(mid(r.chunkCpuRates))} per CPU-s (best ${fmt(hi(r.chunkCpuRates))})`);
+const line = (name: string, r: { wallS: number; cpuS: number; chunkRates: number[]; chunkCpuRates: number[]; faults: number }) =>
+  console.log(`  ${name}: ${fmt(totalBlocks / r.wallS)} blocks/s wall, ${fmt(totalBlocks / r.cpuS)} per CPU-second; per 50k-block chunk median ${fmt(mid(r.chunkCpuRates))} per CPU-s (best ${fmt(hi(r.chunkCpuRates))}); ${fmt(r.faults)} minor page faults`);
 console.log(`ingest (decode + hash + map + index), ${fmt(totalBlocks)} stored blocks from an empty index   [target ≥ 1,000,000 per s]`);
 line("cold (first run: JIT warm-up, tables growing)", cold);
 line("warm (same frames, fresh index and streams) ", warm);
