@@ -54,7 +54,7 @@ for (const s of scenarios) {
 
 console.log("\nTargets (issue 4): herd's kv default has the lowest TTFT p95 in (a), (b), (d); within 5% of the best in (c); ≥ 3× better than round-robin in (a)");
 const checks = checkTargets(rows, scenarios);
-for (const c of checks) console.log(`  ${c.ok ? "ok  " : "MISS"} ${c.text}`);
+for (const c of checks) console.log(`  ${c.ok ? "ok  " : c.tie ? "TIE " : "MISS"} ${c.text}`);
 const wall_s = (performance.now() - wall0) / 1000;
 console.log(`\n${rows.length} runs in ${wall_s.toFixed(0)} s wall time`);
 if (jsonFile) {

@@ -27,6 +27,8 @@ export interface Check {
   scenario: string;
   seed: number;
   ok: boolean;
+  /** The best other variant has exactly the same TTFT p95 (not a win, not a loss). */
+  tie?: boolean;
   text: string;
 }
 
@@ -46,7 +48,7 @@ export function checkTargets(rows: readonly Row[], scenarios: readonly Scenario[
       const ratio = herd / bestP95;
       const vs = `kv (herd) TTFT p95 ${ms(herd)} ms vs best other ${best.variant} ${ms(bestP95)} ms (${ratio.toFixed(3)}×)`;
       if (s.key.startsWith("c")) out.push({ scenario: s.name, seed, ok: ratio <= 1.05, text: `(${s.key}) ${s.name} seed ${seed}: ${vs}, target ≤ 1.05×` });
-      else out.push({ scenario: s.name, seed, ok: ratio < 1, text: `(${s.key}) ${s.name} seed ${seed}: ${vs}, target < 1×` });
+      else out.push({ scenario: s.name, seed, ok: ratio < 1, tie: ratio === 1, text: `(${s.key}) ${s.name} seed ${seed}: ${vs}, target < 1×` });
       if (s.key === "a" && rr !== undefined) {
         const gain = rr / herd;
         out.push({ scenario: s.name, seed, ok: gain >= 3, text: `(a) ${s.name} seed ${seed}: round-robin TTFT p95 / kv (herd) = ${gain.toFixed(1)}×, target ≥ 3×` });
