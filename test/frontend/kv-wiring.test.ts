@@ -214,7 +214,8 @@ describe("frontend with the kv policy", () => {
     expect(by("a").overlap).toEqual({ gpu: 0, cpu: 0, disk: 0 });
     for (const term of ["overlap_gpu", "overlap_cpu", "prefill_blocks", "decode_blocks", "active_blocks", "in_flight", "running", "waiting", "cost"]) expect(by("b").terms).toHaveProperty(term);
     expect(by("b").terms.overlap_gpu).toBe(hashes.length - 2);
-    expect(Object.keys(ex.timings_ms).sort()).toEqual(["hash_ms", "match_ms", "render_ms", "score_ms", "tokenize_ms"]);
+    // The stages the metrics export; preprocessing may report finer ones (resume_ms, wait_ms) too.
+    expect(Object.keys(ex.timings_ms)).toEqual(expect.arrayContaining(["hash_ms", "match_ms", "render_ms", "score_ms", "tokenize_ms"]));
     expect(ex.reason).toContain("lowest cost");
     // Completions: a text prompt with the engine's special tokens, token ids as given.
     const text: any = await (await post(`${h.url}/admin/route/explain`, { model: MODEL, prompt: SYSTEM })).json();
