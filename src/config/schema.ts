@@ -41,7 +41,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
 });
 
 const router = obj("How requests are spread across engines.", {
-  policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "least-loaded"),
+  policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "kv"),
   seed: int("Seed for routing randomness (ties, random, power-of-two); 0 = from time.", 0, { min: 0, max: 2 ** 32 - 1 }),
   session: obj("Knobs of the `session` policy (consistent hashing with bounded load).", {
     header: str("Request header carrying the session id.", "x-session-id", {

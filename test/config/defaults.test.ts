@@ -25,7 +25,7 @@ describe("embedded default", () => {
     expect(c.node).toEqual({ name: "gpu-07", advertise: "127.0.0.1", data_dir: "/srv/herd-data" });
     expect(c.frontend.listen).toBe("127.0.0.1:8000");
     expect(POLICIES).toContain(c.router.policy);
-    expect(c.router.policy).toBe("least-loaded");
+    expect(c.router.policy).toBe("kv");
     expect(c.models).toEqual([{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0 }]);
     expect(c.engines).toHaveLength(1);
     expect(c.engines[0]).toMatchObject({ kind: "sim", model: DEMO_MODEL, count: 2, role: "aggregated", port: 0, url: "" });
