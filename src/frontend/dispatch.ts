@@ -6,7 +6,7 @@
 // already holds part of an answer). After the commit point a failure becomes an OpenAI error event
 // `data: {"error": …}` and then the stream closes — never a bare close, which the openai client
 // would take for a normal end (reliability.md §1.1).
-import type { Clock } from "../core/clock.ts";
+import type { Clock, TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { WorkerRegistry } from "../cluster/registry.ts";
@@ -15,6 +15,7 @@ import type { HerdMetrics, UpstreamErrorKind } from "../metrics/herd-metrics.ts"
 import type { Lease, Router } from "../router/index.ts";
 import type { Failure, FailureKind } from "../router/retry.ts";
 import type { RouteRequest } from "../router/types.ts";
+import { nonStreamingHeadersBoundMs, requestedMaxTokens } from "./bounds.ts";
 import { AbortCause, type InFlightTracker } from "./inflight.ts";
 import { relayStream, type ChunkReader, type RelayEnd } from "./relay.ts";
 import { lastCachedTokens } from "./sse.ts";
@@ -112,15 +113,26 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
   input.clientSignal.addEventListener("abort", onClientAbort);
   deps.tracker.add(worker.id, ac);
   const startedAtMs = clock.now();
-  // Before the commit point only the first-token deadline applies (streams); a non-streaming answer
-  // carries its tokens in the final response, so it is bounded by worker health instead (the tracker).
-  const firstTokenTimer = checked.stream
-    ? clock.setTimer(deps.firstTokenTimeoutMs, () =>
-        ac.abort(new AbortCause("first_token_timeout", `no first token within ${deps.firstTokenTimeoutMs} ms`)),
-      )
-    : null;
+  // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
+  // non-streaming answer carries its tokens in the final response, so its headers get the
+  // generation-sized bound of bounds.ts. Either way a timeout is a 504, never retried (a slow
+  // prefill or decode would just be repeated elsewhere).
+  const headersBoundMs = checked.stream
+    ? deps.firstTokenTimeoutMs
+    : nonStreamingHeadersBoundMs(deps.firstTokenTimeoutMs, requestedMaxTokens(checked.body));
+  const firstTokenTimer = clock.setTimer(headersBoundMs, () =>
+    ac.abort(
+      new AbortCause(
+        "first_token_timeout",
+        checked.stream ? `no first token within ${headersBoundMs} ms` : `no response within ${headersBoundMs} ms (non-streaming bound)`,
+      ),
+    ),
+  );
+  // A small non-streaming body read whole after its headers (the engine is done generating by then).
+  let bodyTimer: TimerHandle | null = null;
   const cleanup = () => {
-    firstTokenTimer?.cancel();
+    firstTokenTimer.cancel();
+    bodyTimer?.cancel();
     input.clientSignal.removeEventListener("abort", onClientAbort);
     deps.tracker.delete(worker.id, ac);
     lease.release();
@@ -134,8 +146,8 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
         input.onDone(499, worker.id);
         return { kind: "final", response: new Response(null, { status: 499 }) };
       }
-      if (cause.kind === "first_token_timeout") {
-        metrics.upstreamError(worker.id, "first_token_timeout");
+      if (cause.kind === "first_token_timeout" || cause.kind === "idle_timeout") {
+        metrics.upstreamError(worker.id, cause.kind);
         const err = new HerdError(504, "server_error", `upstream worker ${worker.id}: ${cause.message}`, "upstream_timeout");
         input.onDone(err.status, worker.id);
         return { kind: "final", response: errorResponse(err) };
@@ -183,26 +195,6 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
     return { kind: "final", response: new Response(text, { status: res.status, headers: { "content-type": res.headers.get("content-type") ?? "application/json" } }) };
   }
   if (!res.body) return failed(new Error("empty response body"), "eof");
-  const declared = Number(res.headers.get("content-length") ?? NaN);
-  if (!checked.stream && declared >= 0 && declared <= SMALL_ANSWER_BYTES) {
-    // A non-streaming answer is one JSON document the engine sends in one go once generation is
-    // over; a small declared one is read whole before anything goes out, so a failure while reading
-    // it is still a clean (retryable) failure and the lease ends exactly when the engine is done.
-    let bytes: ArrayBuffer;
-    try {
-      bytes = await res.arrayBuffer();
-    } catch (e) {
-      return failed(e, "reset");
-    }
-    cleanup();
-    metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
-    cachedReport(lastCachedTokens(new TextDecoder().decode(bytes)));
-    input.onDone(200, worker.id);
-    return {
-      kind: "committed",
-      response: new Response(bytes, { status: 200, headers: { "content-type": res.headers.get("content-type") ?? "application/json", "x-herd-worker": worker.id } }),
-    };
-  }
   const reader = res.body.getReader() as unknown as ChunkReader;
   let first: Uint8Array | null = null;
   if (checked.stream) {
@@ -213,10 +205,56 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
     } catch (e) {
       return failed(e, "reset");
     }
+  } else if (!(Number(res.headers.get("content-length") ?? NaN) > SMALL_ANSWER_BYTES)) {
+    // A non-streaming answer is one JSON document the engine sends once generation is over. Up to
+    // SMALL_ANSWER_BYTES (with or without a Content-Length) it is read whole before anything goes
+    // out, with at most idle_timeout_ms between chunks: a failure while reading is still a clean
+    // answer (retryable reset, or a 504 for a stall) and the lease ends when the engine is done.
+    // A longer one is piped from where the buffer stops (the relay bounds its idle gaps).
+    firstTokenTimer.cancel();
+    const armBodyTimer = () => {
+      bodyTimer?.cancel();
+      bodyTimer = clock.setTimer(deps.idleTimeoutMs, () =>
+        ac.abort(new AbortCause("idle_timeout", `response body stalled for ${deps.idleTimeoutMs} ms`)),
+      );
+    };
+    armBodyTimer();
+    const chunks: Uint8Array[] = [];
+    let size = 0;
+    let complete = false;
+    try {
+      while (size <= SMALL_ANSWER_BYTES) {
+        const r = await reader.read();
+        if (r.done) {
+          complete = true;
+          break;
+        }
+        chunks.push(r.value);
+        size += r.value.byteLength;
+        armBodyTimer();
+      }
+    } catch (e) {
+      return failed(e, "reset");
+    }
+    // (TS narrows the closure-assigned timer to null here; the cast restores its declared type.)
+    (bodyTimer as TimerHandle | null)?.cancel();
+    const bytes = Buffer.concat(chunks, size);
+    if (complete) {
+      cleanup();
+      metrics.finished(checked.model, (clock.now() - input.arrivedAtMs) / 1000);
+      cachedReport(lastCachedTokens(new TextDecoder().decode(bytes)));
+      input.onDone(200, worker.id);
+      return {
+        kind: "committed",
+        response: new Response(bytes, { status: 200, headers: { "content-type": res.headers.get("content-type") ?? "application/json", "x-herd-worker": worker.id } }),
+      };
+    }
+    first = bytes;
   }
   // Commit point passed: from here on failures are reported inside the response.
   // The client-abort listener stays: a disconnect while a read is pending aborts that read at once.
-  firstTokenTimer?.cancel();
+  // A piped body is bounded by the relay: idle_timeout_ms between chunks.
+  firstTokenTimer.cancel();
   const body = relayStream({
     reader,
     first,

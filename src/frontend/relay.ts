@@ -27,7 +27,7 @@ export interface ChunkReader {
 
 export interface RelayOpts {
   reader: ChunkReader;
-  /** A chunk already read before the commit point (streams), relayed first. */
+  /** Bytes already read before the commit point (a stream's first chunk, a long JSON answer's head), relayed first. */
   first: Uint8Array | null;
   sse: boolean;
   /** Aborting it aborts the upstream fetch; its reason says why (AbortCause). */
@@ -92,7 +92,7 @@ export function relayStream(o: RelayOpts): ReadableStream<Uint8Array> {
   return new ReadableStream<Uint8Array>(
     {
       start() {
-        if (pending && scanner) scan(pending);
+        if (pending) scan(pending);
         check();
       },
       async pull(ctrl) {
