@@ -3,12 +3,12 @@
 
 import { errorMessage } from "../core/errors.ts";
 import type { Target } from "./client.ts";
-import { type Arrivals, BenchInputError, type Limit, parseSyntheticWorkload, plan, type Workload } from "./plan.ts";
-import { type BenchResult, loadLabel, parseBenchResult, renderCompare, renderTable, type RunLoad, type RunResult, toBenchResult, toRunResult } from "./report.ts";
+import { BenchInputError, type Limit, plan } from "./plan.ts";
+import { type BenchResult, loadLabel, parseBenchResult, renderCompare, renderTable, type RunResult, toBenchResult, toRunResult } from "./report.ts";
 import { type Progress, runOnce } from "./runner.ts";
-import { parseDuration, parseSlo, type Slo, summarize } from "./stats.ts";
+import { parseDuration, summarize } from "./stats.ts";
 import { renderSvg, type PlotRun } from "./svg.ts";
-import { parseTrace } from "./trace.ts";
+import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList, trueFalse } from "./workload-flags.ts";
 
 export interface BenchIo {
   out(text: string): void;
@@ -89,13 +89,6 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; posi
   return { flags, positionals };
 }
 
-function positiveList(name: string, text: string, integer: boolean): number[] {
-  const xs = text.split(",").map((s) => Number(s.trim()));
-  if (xs.length === 0 || xs.some((x) => !(x > 0) || !Number.isFinite(x) || (integer && !Number.isInteger(x))))
-    throw new BenchInputError(`--${name}: expected ${integer ? "positive integers" : "positive numbers"} separated by commas, got ${JSON.stringify(text)}`);
-  return xs;
-}
-
 async function firstModel(url: string, apiKey: string | null): Promise<string> {
   const base = url.replace(/\/+$/, "").replace(/\/v1$/, "");
   const res = await fetch(`${base}/v1/models`, { headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {}, signal: AbortSignal.timeout(10_000) });
@@ -141,29 +134,8 @@ async function compareMain(args: readonly string[], io: BenchIo): Promise<number
 }
 
 async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number> {
-  const wText = flags.get("workload");
-  if (wText === undefined) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
-  let workload: Workload;
-  if (wText.startsWith("trace:")) {
-    const file = wText.slice("trace:".length);
-    const f = Bun.file(file);
-    if (!(await f.exists())) throw new BenchInputError(`trace file not found: ${file}`);
-    workload = { kind: "trace", file, requests: parseTrace(await f.text(), file) };
-  } else workload = parseSyntheticWorkload(wText);
-
-  const rates = flags.has("rate") ? positiveList("rate", flags.get("rate")!, false) : null;
-  const concs = flags.has("concurrency") ? positiveList("concurrency", flags.get("concurrency")!, true) : null;
-  if (rates && concs) throw new BenchInputError("give --rate or --concurrency, not both");
-  if (!rates && !concs && workload.kind !== "trace") throw new BenchInputError("give --rate R (Poisson arrivals) or --concurrency C (closed loop)");
-  const duration_s = flags.has("duration") ? parseDuration(flags.get("duration")!) : null;
-  const requests = flags.has("requests") ? positiveList("requests", flags.get("requests")!, true)[0]! : duration_s === null && workload.kind !== "trace" ? 200 : null;
+  const { workload, loads, duration_s, requests, seed, warmup_s, slo, ignoreEos } = await parseWorkloadFlags(flags);
   const limit: Limit = { requests, duration_s };
-  const seed = flags.has("seed") ? Number(flags.get("seed")) : 1;
-  if (!Number.isInteger(seed)) throw new BenchInputError(`--seed: expected an integer`);
-  const warmup_s = flags.has("warmup") ? parseDuration(flags.get("warmup")!) : 0;
-  const slo: Slo = flags.has("slo") ? parseSlo(flags.get("slo")!) : {};
-  const ignoreEosText = flags.get("ignore-eos") ?? "true";
-  if (ignoreEosText !== "true" && ignoreEosText !== "false") throw new BenchInputError("--ignore-eos: true or false");
   const timeout_s = flags.has("timeout") ? parseDuration(flags.get("timeout")!) : 600;
   const maxInflight = flags.has("max-inflight") ? positiveList("max-inflight", flags.get("max-inflight")!, true)[0]! : 4096;
   const url = flags.get("url") ?? "http://127.0.0.1:8000";
@@ -171,17 +143,15 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   const model = flags.get("model") ?? (await firstModel(url, apiKey));
   const sessionHeader = (flags.get("session-header") ?? "x-session-id").trim() || null;
   if (sessionHeader !== null && !/^[A-Za-z0-9-]+$/.test(sessionHeader)) throw new BenchInputError(`--session-header: not a header name: ${JSON.stringify(sessionHeader)}`);
-  const target: Target = { url, model, apiKey, ignoreEos: ignoreEosText === "true", timeout_s, sessionHeader };
+  const target: Target = { url, model, apiKey, ignoreEos, timeout_s, sessionHeader };
 
-  const resetText = flags.get("reset-prefix-cache") ?? "false";
-  if (resetText !== "true" && resetText !== "false") throw new BenchInputError("--reset-prefix-cache: true or false");
-  const loads: RunLoad[] = rates ? rates.map((rate) => ({ rate, concurrency: null })) : concs ? concs.map((c) => ({ rate: null, concurrency: c })) : [{ rate: null, concurrency: null, recorded: true }];
+  const reset = trueFalse(flags, "reset-prefix-cache", false);
   const runs: RunResult[] = [];
   const plots: PlotRun[] = [];
   for (const load of loads) {
-    const arrivals: Arrivals = load.rate !== null ? { kind: "poisson", rate: load.rate } : load.concurrency !== null ? { kind: "closed" } : { kind: "recorded" };
+    const arrivals = arrivalsFor(load);
     const label = loadLabel(load);
-    if (resetText === "true") await resetPrefixCache(url, apiKey, io);
+    if (reset) await resetPrefixCache(url, apiKey, io);
     const started = performance.now();
     const { records, wall_s, dispatchLag_s } = await runOnce({
       target,
@@ -204,11 +174,11 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
 
   const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
   const config = {
-    url, model, workload: workloadConfig, rates, concurrency: concs, duration_s, requests, seed, warmup_s, slo,
-    ignore_eos: target.ignoreEos, reset_prefix_cache: resetText === "true", session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
+    url, model, workload: workloadConfig, ...loadLists(loads), duration_s, requests, seed, warmup_s, slo,
+    ignore_eos: target.ignoreEos, reset_prefix_cache: reset, session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
   };
   const result: BenchResult = toBenchResult(config, runs);
-  io.out(`herd bench: ${model} at ${url}, workload ${wText}, seed ${seed}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderTable(runs)}`);
+  io.out(`herd bench: ${model} at ${url}, workload ${flags.get("workload")}, seed ${seed}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderTable(runs)}`);
   const jsonFile = flags.get("json");
   if (jsonFile !== undefined) {
     await Bun.write(jsonFile, JSON.stringify(result, null, 1) + "\n");
@@ -216,7 +186,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   }
   const svgFile = flags.get("svg");
   if (svgFile !== undefined) {
-    await Bun.write(svgFile, renderSvg(plots, `herd bench — ${model}, ${wText}`));
+    await Bun.write(svgFile, renderSvg(plots, `herd bench — ${model}, ${flags.get("workload")!}`));
     io.err(`wrote ${svgFile}`);
   }
   // Figures are still written, but a run where nothing completed is a failure for scripts.

@@ -7,10 +7,9 @@ import { defaultConfig, loadConfigFile } from "../config/index.ts";
 import { POLICIES, type Config, type PolicyName } from "../config/types.ts";
 import { parseSimArgs, UsageError as SimUsageError } from "../engine/sim/options.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
-import { type Arrivals, BenchInputError, type Limit, parseSyntheticWorkload, type Workload } from "../bench/plan.ts";
-import type { RunLoad } from "../bench/report.ts";
-import { parseDuration, parseSlo, type Slo, summarize } from "../bench/stats.ts";
-import { parseTrace } from "../bench/trace.ts";
+import { BenchInputError, type Limit } from "../bench/plan.ts";
+import { summarize } from "../bench/stats.ts";
+import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList } from "../bench/workload-flags.ts";
 import { calibrateMain } from "./calibrate-cli.ts";
 import { PromptEncoder } from "./prompts.ts";
 import { answers, renderAnswers, renderSimTable, type SimEntry, sloText, toEntry } from "./report.ts";
@@ -83,13 +82,6 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engi
   return { flags, engineArgs };
 }
 
-function numList(name: string, text: string, integer: boolean): number[] {
-  const xs = text.split(",").map((s) => Number(s.trim()));
-  if (xs.some((x) => !(x > 0) || !Number.isFinite(x) || (integer && !Number.isInteger(x))))
-    throw new BenchInputError(`--${name}: expected ${integer ? "positive integers" : "positive numbers"} separated by commas, got ${JSON.stringify(text)}`);
-  return xs;
-}
-
 /** Run `herd simulate ARGV…`; returns the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
   try {
@@ -111,34 +103,14 @@ export async function simulateMain(argv: readonly string[], io: SimIo = stdio): 
 }
 
 async function simulate(flags: Map<string, string>, engineArgs: string[], io: SimIo): Promise<number> {
-  const wText = flags.get("workload");
-  if (wText === undefined) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
-  let workload: Workload;
-  if (wText.startsWith("trace:")) {
-    const file = wText.slice("trace:".length);
-    const f = Bun.file(file);
-    if (!(await f.exists())) throw new BenchInputError(`trace file not found: ${file}`);
-    workload = { kind: "trace", file, requests: parseTrace(await f.text(), file) };
-  } else workload = parseSyntheticWorkload(wText);
-  const rates = flags.has("rate") ? numList("rate", flags.get("rate")!, false) : null;
-  const concs = flags.has("concurrency") ? numList("concurrency", flags.get("concurrency")!, true) : null;
-  if (rates && concs) throw new BenchInputError("give --rate or --concurrency, not both");
-  if (!rates && !concs && workload.kind !== "trace") throw new BenchInputError("give --rate R (Poisson arrivals) or --concurrency C (closed loop)");
-  const duration_s = flags.has("duration") ? parseDuration(flags.get("duration")!) : null;
-  const requests = flags.has("requests") ? numList("requests", flags.get("requests")!, true)[0]! : duration_s === null && workload.kind !== "trace" ? 200 : null;
-  const seed = flags.has("seed") ? Number(flags.get("seed")) : 1;
-  if (!Number.isInteger(seed)) throw new BenchInputError("--seed: expected an integer");
-  const warmup_s = flags.has("warmup") ? parseDuration(flags.get("warmup")!) : 0;
-  const slo: Slo = flags.has("slo") ? parseSlo(flags.get("slo")!) : {};
-  const ignoreEosText = flags.get("ignore-eos") ?? "true";
-  if (ignoreEosText !== "true" && ignoreEosText !== "false") throw new BenchInputError("--ignore-eos: true or false");
+  const { workload, loads, duration_s, requests, seed, warmup_s, slo, ignoreEos } = await parseWorkloadFlags(flags);
   const targetShare = flags.has("slo-share") ? Number(flags.get("slo-share")) : 0.99;
   if (!(targetShare > 0 && targetShare <= 1)) throw new BenchInputError("--slo-share: a number in (0, 1]");
   const policies = (flags.get("policy") ?? "round-robin,session,kv").split(",").map((s) => s.trim()) as PolicyName[];
   for (const p of policies) if (!POLICIES.includes(p)) throw new BenchInputError(`--policy: unknown policy ${JSON.stringify(p)} (one of ${POLICIES.join(", ")})`);
   const repText = flags.get("replicas") ?? "2";
   const search = /^search(?::(\d+))?$/.exec(repText);
-  const replicaList = search ? null : numList("replicas", repText, true);
+  const replicaList = search ? null : positiveList("replicas", repText, true);
   const searchMax = search?.[1] !== undefined ? Number(search[1]) : 64;
   const delayMs = flags.has("kv-event-delay-ms") ? Number(flags.get("kv-event-delay-ms")) : 0;
   if (!(delayMs >= 0)) throw new BenchInputError("--kv-event-delay-ms: a number ≥ 0");
@@ -155,17 +127,16 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
   const encoder = await PromptEncoder.load(flags.get("tokenizer") ?? null, engine.blockSize);
   const vocab = new OutputVocabulary(encoder.tokenizer);
 
-  const loads: RunLoad[] = rates ? rates.map((rate) => ({ rate, concurrency: null })) : concs ? concs.map((c) => ({ rate: null, concurrency: c })) : [{ rate: null, concurrency: null, recorded: true }];
   const entries: SimEntry[] = [];
   const wall0 = performance.now();
   for (const load of loads) {
-    const arrivals: Arrivals = load.rate !== null ? { kind: "poisson", rate: load.rate } : load.concurrency !== null ? { kind: "closed" } : { kind: "recorded" };
+    const arrivals = arrivalsFor(load);
     const limit: Limit = load.concurrency !== null ? { requests, duration_s: null } : { requests, duration_s };
     for (const policy of policies) {
       const runOne = (replicas: number): SimEntry => {
         const run = simulateRun(
           { model: "sim", replicas, policy, router: base.router, frontend: base.frontend, engine, kvEventDelayMs: delayMs, seed },
-          { workload, arrivals, limit, concurrency: load.concurrency, duration_s: load.concurrency !== null ? duration_s : null, ordered: workload.kind === "multi-turn" || workload.kind === "trace", ignoreEos: ignoreEosText === "true" },
+          { workload, arrivals, limit, concurrency: load.concurrency, duration_s: load.concurrency !== null ? duration_s : null, ordered: workload.kind === "multi-turn" || workload.kind === "trace", ignoreEos },
           encoder, vocab,
         );
         const e = toEntry(load, policy, replicas, summarize(run.records, { warmup_s, slo }), run, targetShare);
@@ -178,12 +149,12 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
   }
   const opts = { slo, targetShare };
   const ans = answers(entries, opts);
-  io.out(`herd simulate: workload ${wText}, seed ${seed}, SLO ${sloText(slo)}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderSimTable(entries)}\n\n${renderAnswers(ans, opts)}`);
+  io.out(`herd simulate: workload ${flags.get("workload")}, seed ${seed}, SLO ${sloText(slo)}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderSimTable(entries)}\n\n${renderAnswers(ans, opts)}`);
   const jsonFile = flags.get("json");
   if (jsonFile !== undefined) {
     const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
     const config = {
-      workload: workloadConfig, rates, concurrency: concs, duration_s, requests, seed, warmup_s, slo, slo_share: targetShare,
+      workload: workloadConfig, ...loadLists(loads), duration_s, requests, seed, warmup_s, slo, slo_share: targetShare,
       policies, replicas: replicaList ?? `search:${searchMax}`, kv_event_delay_ms: delayMs, tokenizer: flags.get("tokenizer") ?? null, engine,
       router: base.router, frontend: { max_in_flight: base.frontend.max_in_flight, first_token_timeout_ms: base.frontend.first_token_timeout_ms },
     };
