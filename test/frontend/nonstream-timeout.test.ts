@@ -100,4 +100,69 @@ describe("non-streaming bound (proxy)", () => {
     expect(up.aborted).toBe(0);
     await expectSettled(h);
   });
+
+  test("a body arriving in chunks with gaps under idle_timeout_ms succeeds even when it takes longer in total", async () => {
+    const full = JSON.stringify(chatCompletion("paced"));
+    const parts = [full.slice(0, 10), full.slice(10, 30), full.slice(30)];
+    const up = track(startUpstream(() =>
+      new Response(
+        new ReadableStream<Uint8Array>({
+          async pull(ctrl) {
+            const p = parts.shift();
+            if (p === undefined) return ctrl.close();
+            await Bun.sleep(80);
+            ctrl.enqueue(new TextEncoder().encode(p));
+          },
+        }),
+        { headers: { "content-type": "application/json" } },
+      ),
+    ));
+    // 3 gaps of 80 ms (240 ms in all) against a 150 ms idle bound: re-armed per chunk, not total.
+    const h = track(await startHerd({ workers: [{ id: "a", url: up.url }], frontend: { first_token_timeout_ms: 5_000, idle_timeout_ms: 150 } }));
+    const res = await post(`${h.url}/v1/chat/completions`, chatBody({ max_tokens: 4 }));
+    expect(res.status).toBe(200);
+    expect(((await res.json()) as any).choices[0].message.content).toBe("paced");
+    await expectSettled(h);
+  });
+
+  test("an answer over 1 MiB is piped past the buffer intact; a stall after that cuts the body and releases the lease", async () => {
+    const chunk = new Uint8Array(256 * 1024).fill(0x78); // 'x'
+    const make = (stallAfter: number | null) => (req: Request) => {
+      let sent = 0;
+      return new Response(
+        new ReadableStream<Uint8Array>({
+          async pull(ctrl) {
+            if (stallAfter !== null && sent === stallAfter) {
+              await hang(req);
+              return ctrl.close();
+            }
+            if (sent === 6) return ctrl.close();
+            sent++;
+            ctrl.enqueue(chunk);
+          },
+        }),
+        { headers: { "content-type": "application/json" } },
+      );
+    };
+    const ok = track(startUpstream(make(null)));
+    const h1 = track(await startHerd({ workers: [{ id: "a", url: ok.url }], frontend: { idle_timeout_ms: 150 } }));
+    const r1 = await post(`${h1.url}/v1/chat/completions`, chatBody());
+    expect(r1.status).toBe(200);
+    expect((await r1.arrayBuffer()).byteLength).toBe(6 * chunk.byteLength);
+    await expectSettled(h1);
+
+    const stalls = track(startUpstream(make(5)));
+    const h2 = track(await startHerd({ workers: [{ id: "a", url: stalls.url }], frontend: { idle_timeout_ms: 150 } }));
+    const r2 = await post(`${h2.url}/v1/chat/completions`, chatBody());
+    expect(r2.status).toBe(200); // committed once the buffer passed 1 MiB
+    let cut = false;
+    try {
+      await r2.arrayBuffer();
+    } catch {
+      cut = true;
+    }
+    expect(cut).toBe(true);
+    await until(() => stalls.aborted > 0, 2000, "upstream aborted");
+    await expectSettled(h2);
+  });
 });
