@@ -13,7 +13,7 @@
 // first, so a parent is always at least as recent as any child. The leading run a worker holds is
 // therefore found by binary search (log n lookups per worker, no walk over the prompt). Expiries
 // are rounded up to 1/64 of the TTL: re-sending a prompt within the same slice changes nothing.
-import { blocksCovered, mapKey, trackedHashes } from "./sampling.ts";
+import { blocksCovered, trackedKeys } from "./sampling.ts";
 
 export class PrefixMemory {
   /** Per worker: mapKey(block hash) → expiry (ms), least recent first. */
@@ -32,7 +32,8 @@ export class PrefixMemory {
     if (prompt.length === 0 || this.ttlMs <= 0) return;
     // Only the first `maxBlocksPerWorker` tracked blocks: a longer prompt would evict its own head
     // and leave a suffix no lookup can reach.
-    const keys = trackedHashes(prompt).slice(0, this.maxBlocksPerWorker).map(mapKey);
+    const all = trackedKeys(prompt);
+    const keys = all.length > this.maxBlocksPerWorker ? all.slice(0, this.maxBlocksPerWorker) : all;
     let m = this.workers.get(worker);
     if (!m) this.workers.set(worker, (m = new Map()));
     const expiry = Math.ceil((nowMs + this.ttlMs) / this.sliceMs) * this.sliceMs;
@@ -51,7 +52,7 @@ export class PrefixMemory {
   overlaps(prompt: readonly bigint[], nowMs: number): Map<string, number> {
     const out = new Map<string, number>();
     if (prompt.length === 0 || this.workers.size === 0) return out;
-    const keys = trackedHashes(prompt).map(mapKey);
+    const keys = trackedKeys(prompt);
     for (const [worker, m] of this.workers) {
       // Largest n with keys[0..n) all remembered and unexpired (prefix-closed, monotone expiry).
       let lo = 0;

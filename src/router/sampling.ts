@@ -21,6 +21,26 @@ export function trackedHashes(hashes: readonly bigint[]): bigint[] {
   return trackedPositions(hashes.length).map((p) => hashes[p]!);
 }
 
+/**
+ * mapKey of each tracked hash (trackedHashes(hashes).map(mapKey)), computed once per prompt: the
+ * route (active and predicted overlaps, the predicted record) and the booking all ask for the same
+ * array, so the keys are remembered per array object (a WeakMap: they go with the prompt). The
+ * result is shared: callers must not modify it. A prompt array changed in place since (another
+ * length) is recomputed.
+ */
+export function trackedKeys(hashes: readonly bigint[]): readonly number[] {
+  const hit = keysOf.get(hashes);
+  if (hit !== undefined && hit.n === hashes.length) return hit.keys;
+  const n = hashes.length;
+  const keys: number[] = [];
+  const head = Math.min(n, EXACT_BLOCKS);
+  for (let i = 0; i < head; i++) keys.push(mapKey(hashes[i]!));
+  for (let i = EXACT_BLOCKS + STRIDE - 1; i < n; i += STRIDE) keys.push(mapKey(hashes[i]!));
+  keysOf.set(hashes, { n, keys });
+  return keys;
+}
+const keysOf = new WeakMap<readonly bigint[], { n: number; keys: readonly number[] }>();
+
 /** Blocks the i-th tracked hash stands for beyond the previous one (1 in the exact head, else STRIDE). */
 export function trackedWeight(i: number): number {
   return i < EXACT_BLOCKS ? 1 : STRIDE;

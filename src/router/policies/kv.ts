@@ -11,13 +11,34 @@ import { buildPipeline } from "../pipeline/registry.ts";
 import { PipelinePolicy, type CacheSource } from "../pipeline/runner.ts";
 import type { PolicyDeps, PolicyFactory } from "../types.ts";
 
+/** An index that can also match u32 halves (src/kv BlockIndex): no per-hash BigInt split in JS. */
+type PairIndex = KvIndex & { findMatchesPairs(pairs: Uint32Array, n: number): Map<string, Overlap> };
+
+/**
+ * A prompt's hashes as u32 halves (`[lo, hi]` per hash, little-endian), in a buffer reused across
+ * calls: one native typed-array copy instead of a BigInt split per hash.
+ */
+function pairsOf(hashes: readonly bigint[]): Uint32Array {
+  if (scratch.length < hashes.length) {
+    scratch = new BigUint64Array(Math.max(hashes.length, 2 * scratch.length));
+    scratchU32 = new Uint32Array(scratch.buffer);
+  }
+  scratch.set(hashes);
+  return scratchU32;
+}
+let scratch = new BigUint64Array(2048);
+let scratchU32 = new Uint32Array(scratch.buffer);
+const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
+
 export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheSource {
+  const pairIndex = LITTLE_ENDIAN && "findMatchesPairs" in index && typeof index.findMatchesPairs === "function" ? (index as PairIndex) : null;
   return {
     match(hashes, nowMs) {
       const overlap = new Map<string, Overlap>();
       const pred = new Map<string, number>();
       if (hashes.length === 0) return { overlap, predicted: pred };
-      for (const [w, o] of index.findMatches(hashes)) overlap.set(w, { ...o });
+      const found = pairIndex ? pairIndex.findMatchesPairs(pairsOf(hashes), hashes.length) : index.findMatches(hashes);
+      for (const [w, o] of found) overlap.set(w, { ...o });
       if (predicted) {
         for (const [w, n] of predicted.overlaps(hashes, nowMs)) {
           pred.set(w, n);
