@@ -128,7 +128,7 @@ async function attemptOn(deps: DispatchDeps, input: DispatchInput, worker: Reado
       ),
     ),
   );
-  // A small non-streaming body read whole after its headers (the engine is done generating by then).
+  // Bounds each gap while a non-streaming body is buffered (the engine is done generating by then).
   let bodyTimer: TimerHandle | null = null;
   const cleanup = () => {
     firstTokenTimer.cancel();

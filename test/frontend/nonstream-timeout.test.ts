@@ -60,7 +60,7 @@ describe("non-streaming bound (proxy)", () => {
     await until(() => up.aborted > 0, 2000, "upstream aborted");
     expect(up.received.length).toBe(1);
     await expectSettled(h);
-    expect(await h.metrics.render()).toMatch(/first_token_timeout/);
+    expect(await h.metrics.render()).toMatch(/herd_upstream_errors_total\{[^}]*kind="first_token_timeout"[^}]*\} 1/);
   });
 
   test("an upstream that stalls mid-body gets 504 after idle_timeout_ms", async () => {
@@ -85,6 +85,7 @@ describe("non-streaming bound (proxy)", () => {
     expect(performance.now() - t0).toBeLessThan(2000);
     await until(() => up.aborted > 0, 2000, "upstream aborted");
     await expectSettled(h);
+    expect(await h.metrics.render()).toMatch(/herd_upstream_errors_total\{[^}]*kind="idle_timeout"[^}]*\} 1/);
   });
 
   test("a slow answer within the bound succeeds (the bound grows with max_tokens)", async () => {
