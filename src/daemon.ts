@@ -21,6 +21,8 @@ import type { Config } from "./config/types.ts";
 import { WorkerRegistry } from "./cluster/registry.ts";
 import type { Worker } from "./cluster/workers.ts";
 import { Supervisor } from "./engine/supervisor.ts";
+import type { EnginePlan } from "./engine/types.ts";
+import { parseSimArgs } from "./engine/sim/options.ts";
 import { HerdMetrics } from "./metrics/herd-metrics.ts";
 import { MetricsScraper, Router } from "./router/index.ts";
 import { Frontend } from "./frontend/app.ts";
@@ -161,7 +163,11 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   for (const p of supervisor.plans()) {
     if (!p.kvEvents) continue;
     const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
-    kv.add({ id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic });
+    const kvBlocks = kvCapacityHint(p);
+    kv.add({
+      id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
+      ...(kvBlocks !== undefined ? { kvBlocks } : {}),
+    });
   }
   const unwatchKv = supervisor.onChange((w) => kv.observe(w));
   for (const w of supervisor.list()) kv.observe(w);
@@ -260,4 +266,29 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   });
 
   return { url: listening.url, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady, shutdown, done };
+}
+
+/**
+ * An engine's KV capacity in blocks when its command line states it (sim: --kv-blocks or the sim's
+ * default; vLLM: --num-gpu-blocks-override), so the KV index can be sized up front. Otherwise
+ * undefined: the index grows as events arrive.
+ */
+export function kvCapacityHint(p: Pick<EnginePlan, "kind" | "spec">): number | undefined {
+  const argv = p.spec?.argv;
+  if (!argv) return undefined;
+  try {
+    if (p.kind === "sim") {
+      const at = argv.indexOf("sim-engine");
+      return at < 0 ? undefined : parseSimArgs(argv.slice(at + 1))?.kvBlocks;
+    }
+    for (let i = argv.length - 1; i >= 0; i--) {
+      const a = argv[i]!;
+      const raw = a.startsWith("--num-gpu-blocks-override=") ? a.slice(a.indexOf("=") + 1) : a === "--num-gpu-blocks-override" ? argv[i + 1] : undefined;
+      const n = raw === undefined ? NaN : Number(raw);
+      if (Number.isInteger(n) && n > 0) return n;
+    }
+  } catch {
+    // An argv the sim would reject: the engine will fail to start anyway; no hint.
+  }
+  return undefined;
 }

@@ -28,6 +28,12 @@ export interface KvWorkerSpec {
   replayEndpoint: string;
   /** "" = subscribe to everything on the endpoint. */
   topic: string;
+  /**
+   * The engine's KV capacity in blocks when known (sim --kv-blocks, vLLM num_gpu_blocks): sizes the
+   * worker's map and the shared index up front (capped; see ingest-manager.ts). A hint only: a
+   * change does not restart the stream.
+   */
+  kvBlocks?: number;
 }
 
 /** A worker's event stream as /admin/cluster shows it. */
@@ -144,6 +150,7 @@ export class KvConsumer {
     // addWorker replaces (and clears) an existing stream of the worker.
     this.ingest.addWorker(spec.id, source, replayer, {
       blockSize: spec.blockSize,
+      ...(spec.kvBlocks !== undefined ? { capacityBlocks: spec.kvBlocks } : {}),
       ...(this.o.replayTimeoutMs !== undefined ? { replayTimeoutMs: this.o.replayTimeoutMs } : {}),
       ...(this.o.maxPendingBatches !== undefined ? { maxPendingBatches: this.o.maxPendingBatches } : {}),
     });

@@ -4,41 +4,79 @@
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { KvIndex } from "./indexer.ts";
-import { KvEventStream, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+import { clampCapacity, KvEventStream, MAX_RESERVED_BLOCKS, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+
+// Capacity hints: a worker added with its engine's KV capacity gets its engine-hash map sized for
+// it, and the shared index is sized for the sum over live workers (distinct blocks cannot exceed
+// it on GPU), so a fresh index ingests at the reserved rate instead of paying for growth. The
+// sum of all workers' reservations is capped at MAX_RESERVED_BLOCKS (a worker beyond the budget
+// gets what is left, possibly nothing, and grows as before). Reserving costs ~27 B per block per
+// table (20-byte slots at 75 % load; index slots grow by 12 B per 32 workers), allocated lazily.
 
 export interface AddWorkerOptions {
   blockSize?: number;
   replayTimeoutMs?: number;
   maxPendingBatches?: number;
+  /** The engine's KV capacity in blocks, when known; see KvStreamOptions.capacityBlocks. */
+  capacityBlocks?: number;
 }
+
+/** The index's optional pre-sizing (BlockIndex has it; other KvIndex implementations may not). */
+type Reservable = KvIndex & { reserve?(blocks: number): void };
 
 interface Entry {
   stream: KvEventStream;
   source: KvEventSource;
   replayer: KvReplayer | null;
+  /** Blocks reserved for this worker (its clamped hint, within the budget). */
+  reserved: number;
 }
 
 export class KvIngest {
   private entries = new Map<string, Entry>();
+  /** Budget of all workers' reservations together (tests lower it). */
+  private readonly maxReserved: number;
 
   constructor(
     readonly index: KvIndex,
     private readonly clock: Clock,
     private readonly logger?: Logger,
-  ) {}
+    opts: { maxReservedBlocks?: number } = {},
+  ) {
+    this.maxReserved = Math.min(opts.maxReservedBlocks ?? MAX_RESERVED_BLOCKS, MAX_RESERVED_BLOCKS);
+  }
 
   /** Start consuming a worker's events. Replaces (and clears) an existing stream of that worker. */
   addWorker(worker: string, source: KvEventSource, replayer: KvReplayer | null, opts: AddWorkerOptions = {}): KvEventStream {
     if (this.entries.has(worker)) this.removeWorker(worker);
+    const { capacityBlocks, ...rest } = opts;
+    const reserved = Math.min(clampCapacity(capacityBlocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
     const stream = new KvEventStream(worker, this.index, {
       clock: this.clock,
       replayer,
-      ...opts,
+      ...rest,
+      capacityBlocks: reserved,
+      onCleared: () => this.reserveIndex(),
       ...(this.logger ? { logger: this.logger.child("kv") } : {}),
     });
-    this.entries.set(worker, { stream, source, replayer });
+    this.entries.set(worker, { stream, source, replayer, reserved });
+    this.reserveIndex();
     source.start(stream);
     return stream;
+  }
+
+  /** Blocks reserved over all live workers (≤ MAX_RESERVED_BLOCKS): what the index is sized for. */
+  reservedBlocks(): number {
+    let sum = 0;
+    for (const e of this.entries.values()) sum += e.reserved;
+    return sum;
+  }
+
+  /** Size the shared index for the live workers' capacity (again after a clear shrank it). */
+  private reserveIndex(): void {
+    const sum = this.reservedBlocks();
+    const index = this.index as Reservable;
+    if (sum > 0 && typeof index.reserve === "function") index.reserve(sum);
   }
 
   /** Stop consuming and forget the worker's blocks immediately. */
@@ -55,6 +93,7 @@ export class KvIngest {
       }
     }
     this.index.removeWorker(worker);
+    this.reserveIndex(); // removal may have shrunk the index below the others' capacity
   }
 
   stream(worker: string): KvEventStream | undefined {

@@ -54,7 +54,24 @@ export interface KvStreamOptions {
   maxPendingBatches?: number;
   /** Consecutive replays that leave a hole past their reply before giving up and resyncing. */
   maxReplayRetries?: number;
+  /**
+   * The engine's KV capacity in blocks, when known (sim --kv-blocks, vLLM num_gpu_blocks): the
+   * engine-hash map is sized for it up front and again after each clear, so ingest never pays for
+   * growing it (rehash copies + first-touch page faults). Clamped to MAX_RESERVED_BLOCKS.
+   */
+  capacityBlocks?: number;
+  /** Called after the worker's blocks were cleared (resync, restart, AllBlocksCleared). */
+  onCleared?: () => void;
   logger?: Logger;
+}
+
+/** Upper bound of any capacity hint: a bogus one cannot allocate more than ~110 MB per table. */
+export const MAX_RESERVED_BLOCKS = 4_000_000;
+
+/** A usable capacity hint: a positive integer, at most MAX_RESERVED_BLOCKS; anything else → 0. */
+export function clampCapacity(blocks: number | undefined): number {
+  if (blocks === undefined || !Number.isFinite(blocks) || blocks < 1) return 0;
+  return Math.min(Math.floor(blocks), MAX_RESERVED_BLOCKS);
 }
 
 export interface KvStreamCounters {
@@ -110,6 +127,8 @@ export class KvEventStream implements KvEventSink {
   private readonly maxPending: number;
   private readonly maxRetries: number;
   private readonly log: Logger | undefined;
+  private readonly capacity: number;
+  private readonly onCleared: (() => void) | undefined;
 
   constructor(
     readonly worker: string,
@@ -123,6 +142,25 @@ export class KvEventStream implements KvEventSink {
     this.maxPending = opts.maxPendingBatches ?? 4_096;
     this.maxRetries = opts.maxReplayRetries ?? 3;
     this.log = opts.logger;
+    this.capacity = clampCapacity(opts.capacityBlocks);
+    this.onCleared = opts.onCleared;
+    if (this.capacity > 0) this.blocks.reserve(this.capacity);
+  }
+
+  /** Blocks the engine-hash map is sized for up front (0 = no hint: it grows). */
+  get reservedBlocks(): number {
+    return this.capacity;
+  }
+
+  private clearBlocks(): void {
+    this.blocks.clear();
+    this.cleared();
+  }
+
+  /** A clear shrinks the tables; size them again for the engine's capacity. */
+  private cleared(): void {
+    if (this.capacity > 0) this.blocks.reserve(this.capacity);
+    this.onCleared?.();
   }
 
   message(frames: readonly Uint8Array[]): void {
@@ -193,7 +231,7 @@ export class KvEventStream implements KvEventSink {
     this.log?.warn("kv event stream restarted; clearing worker", { worker: this.worker, seq, last: this.last });
     this.cancelReplay();
     this.pending.clear();
-    this.blocks.clear();
+    this.clearBlocks();
     this.last = -1n;
     this.lastTs = -Infinity;
     this.fresh = true;
@@ -224,10 +262,13 @@ export class KvEventStream implements KvEventSink {
       this.counters.decodeErrors++;
       this.counters.resyncs++;
       this.log?.warn("undecodable kv event batch; clearing worker", { worker: this.worker, seq, error: errorMessage(e) });
-      this.blocks.clear();
+      this.clearBlocks();
       return;
     }
-    for (const ev of batch.events) this.blocks.apply(ev);
+    for (const ev of batch.events) {
+      this.blocks.apply(ev);
+      if (ev.type === "AllBlocksCleared") this.cleared();
+    }
     this.lastTs = batch.ts;
     this.counters.batchesApplied++;
     this.counters.eventsApplied += batch.events.length;
@@ -296,7 +337,7 @@ export class KvEventStream implements KvEventSink {
     this.log?.warn("kv event stream resync; clearing worker", { worker: this.worker, reason });
     this.cancelReplay();
     this.retries = 0;
-    this.blocks.clear();
+    this.clearBlocks();
     const seqs = [...this.pending.keys()].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
     let from = seqs.length - 1;
     while (from > 0 && seqs[from - 1]! === seqs[from]! - 1n) from--;

@@ -5,6 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { SeededRng, type Rng } from "../../src/core/rng.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
+import { blockHashes } from "../../src/kv/hash.ts";
 import { KvIngest } from "../../src/kv/ingest-manager.ts";
 import type { KvEventSink } from "../../src/kv/ingest.ts";
 import { EngineModel, FaultyLink, modelReplayer, PublisherModel, type LinkFaults } from "./engine-model.ts";
@@ -20,6 +21,8 @@ interface Scenario {
   replayFail: number;
   restartProb: number;
   resetProb: number;
+  /** KV capacity hint given to even-numbered workers (odd ones get none); absent = no hints. */
+  capacityBlocks?: number;
 }
 
 function setup(sc: Scenario) {
@@ -36,6 +39,7 @@ function setup(sc: Scenario) {
     let sink: KvEventSink | null = null;
     ingest.addWorker(id, { start: (s) => void (sink = s), close: () => {} }, modelReplayer(clock, wrng, () => pub, 3, sc.replayFail), {
       replayTimeoutMs: 50,
+      ...(sc.capacityBlocks !== undefined && i % 2 === 0 ? { capacityBlocks: sc.capacityBlocks } : {}),
     });
     const link = new FaultyLink(wrng, { message: (f) => sink!.message(f), connection: (up) => sink!.connection(up) }, sc.faults);
     sink!.connection(true);
@@ -175,5 +179,46 @@ describe("index converges to the engines' true caches", () => {
     }
     await w.settle(200);
     expectExact(w);
+  });
+});
+
+describe("capacity hints (reserved tables) change no index result", () => {
+  // The same seeded run with and without hints: identical event streams, so the indexes must be
+  // identical entry for entry and answer every prompt the same. 5,000 blocks per hinted worker sizes
+  // the tables past 1,024 slots, so every clear (restart, resync, reset) shrinks them and the
+  // stream must size them again.
+  test("faulty links with resets, restarts and resyncs: hinted and unhinted runs agree", async () => {
+    const base: Scenario = {
+      seed: 31, workers: 4, steps: 500, bufferSteps: 3, faults: { drop: 0.15, duplicate: 0.05, reorder: 0.08 },
+      replayFail: 0.2, restartProb: 0.01, resetProb: 0.01,
+    };
+    const runs: World[] = [];
+    for (const capacityBlocks of [undefined, 5_000]) {
+      const sc: Scenario = capacityBlocks === undefined ? base : { ...base, capacityBlocks };
+      const w = setup(sc);
+      for (let i = 0; i < sc.steps; i++) await step(w, sc);
+      await quiesce(w);
+      expectSound(w);
+      runs.push(w);
+    }
+    const [plain, hinted] = runs as [World, World];
+    expect(hinted.ingest.reservedBlocks()).toBe(10_000);
+    expect(hinted.ingest.stream("gpu-00/w0")!.reservedBlocks).toBe(5_000);
+    expect(hinted.ingest.stream("gpu-01/w1")!.reservedBlocks).toBe(0); // no hint: grows as before
+    const st = hinted.ingest.status();
+    expect(st.reduce((a, s) => a + s.resyncs + s.restarts, 0)).toBeGreaterThan(3);
+    expect(indexContent(hinted.index)).toEqual(indexContent(plain.index));
+    expect(hinted.index.stats()).toMatchObject({ blocks: plain.index.stats().blocks, entries: plain.index.stats().entries });
+    // The reserved index keeps room for the hinted capacity even after clears shrank it.
+    expect(hinted.index.stats().bytes!).toBeGreaterThan(plain.index.stats().bytes!);
+    const rng = new SeededRng(99);
+    let matched = 0;
+    for (let i = 0; i < 200; i++) {
+      const hashes = blockHashes(hinted.prompt(rng), BS);
+      const got = hinted.index.findMatches(hashes);
+      expect(got).toEqual(plain.index.findMatches(hashes));
+      if (got.size > 0) matched++;
+    }
+    expect(matched).toBeGreaterThan(100); // the prompts do hit cached prefixes
   });
 });
