@@ -9,6 +9,7 @@ import { SeededRng } from "../src/core/rng.ts";
 import { BlockIndex } from "../src/kv/block-index.ts";
 import { blockHashes, chainHashesU32 } from "../src/kv/hash.ts";
 import { KvEventStream } from "../src/kv/ingest.ts";
+import { KvIngest } from "../src/kv/ingest-manager.ts";
 import { blockRemoved, blockStored, encodeKvEventBatch } from "../src/protocol/kv-encode.ts";
 import { seqFrame } from "../src/protocol/kv-frames.ts";
 
@@ -96,8 +97,9 @@ const totalBlocks = batches.flat().reduce((a, b) => a + b.blocks, 0);
 // 1. Ingest: live frames → decode → Dynamo hashes → engine-hash map → index. Run three times:
 //   cold     — first run in the process, from an empty index: JIT warm-up and table growth included;
 //   warm     — the same frames into a fresh index and fresh streams (JIT warm, tables grow again);
-//   reserved — like warm, with the index and each worker's map sized up front (reserve()), as a
-//              daemon can from the engines' KV capacity: no rebuilds, each table page touched once.
+//   reserved — like warm, through the daemon's path: KvIngest.addWorker with each worker's KV
+//              capacity hint (here the blocks it will hold), which sizes its map and the shared
+//              index up front: no rebuilds, each table page touched once.
 // Table growth is dominated by first touches of fresh memory, which on this VM cost ~100× a
 // rewrite of the same memory (figure printed below); each run prints its minor page faults. The
 // reserved run also comes third, after the process has freed (and may reuse) earlier garbage.
@@ -110,14 +112,16 @@ const minorFaults = () => {
   }
 };
 
-function ingest(reserve: boolean) {
+function ingest(hinted: boolean) {
   const f0 = minorFaults();
   const index = new BlockIndex();
-  const streams = Array.from({ length: WORKERS }, (_, w) => new KvEventStream(`w${w}`, index, { clock }));
-  if (reserve) {
-    index.reserve(totalBlocks);
-    for (let w = 0; w < WORKERS; w++) streams[w]!.blocks.reserve(batches[w]!.reduce((a, b) => a + b.blocks, 0));
-  }
+  const kv = new KvIngest(index, clock);
+  const source = { start: () => {}, close: () => {} };
+  const streams = Array.from({ length: WORKERS }, (_, w) =>
+    hinted
+      ? kv.addWorker(`w${w}`, source, null, { capacityBlocks: batches[w]!.reduce((a, b) => a + b.blocks, 0) })
+      : new KvEventStream(`w${w}`, index, { clock }),
+  );
   // Rates per chunk of ~50k blocks, so a burst of load from other processes shows as one slow chunk.
   const chunkRates: number[] = [];
   const chunkCpuRates: number[] = [];
@@ -260,7 +264,7 @@ const line = (name: string, r: { wallS: number; cpuS: number; chunkRates: number
 console.log(`ingest (decode + hash + map + index), ${fmt(totalBlocks)} stored blocks from an empty index   [target ≥ 1,000,000 per s]`);
 line("cold (first run: JIT warm-up, tables growing)", cold);
 line("warm (same frames, fresh index and streams) ", warm);
-line("warm, tables reserved up front              ", reserved);
+line("warm, capacity hints (KvIngest.addWorker)   ", reserved);
 console.log(`  first touch of fresh memory here: ${fmt(ft.firstMsPerMiB, 2)} ms CPU per MiB (rewriting it: ${fmt(ft.againMsPerMiB, 2)} ms); the tables end at ${fmt((st.bytes! + mapBytes) / 2 ** 20, 1)} MiB and growing by 1.5× allocates ~3× that`);
 console.log(`steady state at capacity (each batch evicts a prompt, one BlockRemoved per block, and stores one): ${fmt(churnBlocks / churnCpuS)} stored blocks per CPU-second, ${fmt(churnEvents / churnCpuS)} block events (stored + removed) per CPU-second; ${fmt(churnEvents / churnS)} events/s wall`);
 console.log(`index apply only (precomputed hashes): ${fmt(applied / applyS)} blocks/s wall, ${fmt(applied / applyCpuS)} per CPU-second`);
