@@ -78,9 +78,11 @@ async function decide(messages: { role: string; content: string }[], row: Row): 
   const tRoute = performance.now();
   const lease = router.book(worker.id, p.tokens, { blockHashes: p.blockHashes, blockSize: p.blockSize, cachedTokens: decision.predictedCachedTokens ?? 0 });
   const t2 = performance.now();
+  lease.release();
+  const t3 = performance.now();
+  // Read after the release so that the /proc read is not timed as part of it.
   row.total.push(t2 - t0);
   row.own.push(t2 - t0 - (runqueueWaitMs() - w0));
-  lease.release();
   const match = decision.timings!.match_ms!;
   const score = decision.timings!.score_ms!;
   const parts = {
@@ -93,7 +95,7 @@ async function decide(messages: { role: string; content: string }[], row: Row): 
     score,
     "route other": tRoute - t1 - match - score,
     book: t2 - tRoute,
-    release: performance.now() - t2,
+    release: t3 - t2,
   };
   for (const [k, v] of Object.entries(parts)) (row.parts[k] ??= []).push(v);
 }

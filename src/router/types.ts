@@ -23,6 +23,12 @@ export interface RouteRequest {
    * KV-aware policies. Absent: they see no overlap and fall back to load terms from promptTokens.
    */
   blockHashes?: readonly bigint[];
+  /**
+   * Optional: the same hashes as u32 halves (`[2i]` low, `[2i + 1]` high; at least 2 ×
+   * blockHashes.length entries), e.g. from src/kv hash.ts chainHashesU32. When given, the kv match
+   * reads them instead of splitting blockHashes (one copy of 16 KiB saved at 32k tokens).
+   */
+  blockHashPairs?: Uint32Array;
   /** Block size (tokens) the hashes were cut with: the model's block_size. Default 16. */
   blockSize?: number;
 }

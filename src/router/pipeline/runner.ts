@@ -11,7 +11,8 @@ import type { Pipeline, RequestFacts, Terms } from "./types.ts";
 
 /** Where a policy's cache signal comes from: the event index, routing history, or both. */
 export interface CacheSource {
-  match(hashes: readonly bigint[], nowMs: number): { overlap: Map<string, Overlap>; predicted: Map<string, number> };
+  /** `pairs`, when given: the same hashes as u32 halves (RouteRequest.blockHashPairs). */
+  match(hashes: readonly bigint[], nowMs: number, pairs?: Uint32Array): { overlap: Map<string, Overlap>; predicted: Map<string, number> };
   /** The request's blocks were sent to `worker` (not called on dry runs). */
   record(worker: string, hashes: readonly bigint[], nowMs: number): void;
   /** Forget what was recorded for a worker (it left or restarted). */
@@ -118,7 +119,8 @@ export class PipelinePolicy implements Policy {
     const hashes = req.blockHashes ?? [];
     const blockSize = req.blockSize && req.blockSize > 0 ? req.blockSize : DEFAULT_BLOCK_SIZE;
     const tokens = Math.max(0, req.promptTokens, hashes.length * blockSize);
-    const { overlap, predicted } = this.source.match(hashes, nowMs);
+    const pairs = req.blockHashPairs && req.blockHashPairs.length >= 2 * hashes.length ? req.blockHashPairs : undefined;
+    const { overlap, predicted } = this.source.match(hashes, nowMs, pairs);
     const sessionWorker = req.sessionId ? (this.sessions.get(req.sessionId) ?? null) : null;
     return {
       req,

@@ -33,11 +33,11 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheSource {
   const pairIndex = LITTLE_ENDIAN && "findMatchesPairs" in index && typeof index.findMatchesPairs === "function" ? (index as PairIndex) : null;
   return {
-    match(hashes, nowMs) {
+    match(hashes, nowMs, pairs) {
       const overlap = new Map<string, Overlap>();
       const pred = new Map<string, number>();
       if (hashes.length === 0) return { overlap, predicted: pred };
-      const found = pairIndex ? pairIndex.findMatchesPairs(pairsOf(hashes), hashes.length) : index.findMatches(hashes);
+      const found = pairIndex ? pairIndex.findMatchesPairs(pairs ?? pairsOf(hashes), hashes.length) : index.findMatches(hashes);
       for (const [w, o] of found) overlap.set(w, { ...o });
       if (predicted) {
         for (const [w, n] of predicted.overlaps(hashes, nowMs)) {
