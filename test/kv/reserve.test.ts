@@ -3,15 +3,19 @@
 // covered differentially in convergence.test.ts; here the bounds and the daemon's hint parsing.
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
+import { createLogger } from "../../src/core/log.ts";
 import { kvCapacityHint } from "../../src/daemon.ts";
+import { planEngines } from "../../src/engine/plan.ts";
 import type { EnginePlan } from "../../src/engine/types.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { clampCapacity, MAX_RESERVED_BLOCKS, type KvEventSink } from "../../src/kv/ingest.ts";
 import { KvIngest } from "../../src/kv/ingest-manager.ts";
+import { KvConsumer } from "../../src/kv/consumer.ts";
 import type { KvEvent } from "../../src/protocol/kv-events.ts";
 import { blockStored, encodeKvEventBatch } from "../../src/protocol/kv-encode.ts";
 import { seqFrame } from "../../src/protocol/kv-frames.ts";
+import { engine, model, testConfig } from "../fixtures/engines/config.ts";
 
 const BS = 4;
 const tokens = Array.from({ length: 40 }, (_, i) => 700 + i);
@@ -88,6 +92,20 @@ describe("capacity hints", () => {
   });
 });
 
+test("KvConsumer passes a spec's kvBlocks to its stream; a spec without one reserves nothing", () => {
+  const c = new KvConsumer({
+    clock: new VirtualClock(),
+    log: createLogger("test", { level: "error" }),
+    connect: () => ({ source: { start: () => {}, close: () => {} }, replayer: null }),
+  });
+  const spec = { model: "m", blockSize: BS, endpoint: "tcp://127.0.0.1:1", replayEndpoint: "", topic: "" };
+  c.add({ ...spec, id: "a", kvBlocks: 1_000 });
+  c.add({ ...spec, id: "b" });
+  expect([c.ingest.stream("a")!.reservedBlocks, c.ingest.stream("b")!.reservedBlocks]).toEqual([1_000, 0]);
+  expect(c.ingest.reservedBlocks()).toBe(1_000);
+  c.close();
+});
+
 describe("kvCapacityHint (daemon)", () => {
   const plan = (kind: EnginePlan["kind"], argv: string[] | null) =>
     ({ kind, spec: argv === null ? null : { argv } }) as unknown as Pick<EnginePlan, "kind" | "spec">;
@@ -97,6 +115,17 @@ describe("kvCapacityHint (daemon)", () => {
     expect(kvCapacityHint(plan("sim", [...self, "sim-engine", "--kv-blocks=777", "--block-size", "16"]))).toBe(777);
     expect(kvCapacityHint(plan("sim", [...self, "sim-engine", "--port", "8001"]))).toBe(24_700);
     expect(kvCapacityHint(plan("sim", [...self, "sim-engine", "--kv-blocks", "many"]))).toBeUndefined();
+  });
+  test("on the planner's real command lines: the sim's default, or entry args", () => {
+    const plans = planEngines(
+      testConfig({
+        models: [model({ name: "m", block_size: 16 })],
+        engines: [engine({ kind: "sim", model: "m" }), engine({ kind: "sim", model: "m", args: ["--kv-blocks", "3000"] })],
+        supervisor: { port_range_start: 9000 },
+      }),
+      { self: ["/usr/local/bin/herd"], isPortFree: () => true },
+    );
+    expect(plans.map((p) => [Boolean(p.kvEvents), kvCapacityHint(p)])).toEqual([[true, 24_700], [true, 3_000]]);
   });
   test("vLLM: --num-gpu-blocks-override; otherwise (and for external engines) no hint", () => {
     expect(kvCapacityHint(plan("vllm", ["vllm", "serve", "m", "--num-gpu-blocks-override", "123"]))).toBe(123);
