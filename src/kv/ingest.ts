@@ -65,7 +65,11 @@ export interface KvStreamOptions {
   logger?: Logger;
 }
 
-/** Upper bound of any capacity hint: a bogus one cannot allocate more than ~110 MB per table. */
+/**
+ * Upper bound of any capacity hint (and, in KvIngest, of all hints together): at most ~107 MB of
+ * engine-hash maps, and an index of 20 B + 12 B per 32 workers per slot at 75 % load (~107 MB for
+ * up to 32 workers). Untouched pages of a reservation are not resident.
+ */
 export const MAX_RESERVED_BLOCKS = 4_000_000;
 
 /** A usable capacity hint: a positive integer, at most MAX_RESERVED_BLOCKS; anything else → 0. */
