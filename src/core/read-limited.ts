@@ -1,7 +1,7 @@
 // Reading an HTTP body (request or response) as text under a byte limit, enforced while reading:
 // a chunked or lying peer can send more than it declares, and nothing beyond the limit is ever
-// held in memory. Used by the frontend for client request bodies; src/router/scrape.ts reads engine
-// /metrics pages the same way (its own copy, owned by the router work; it can switch to this).
+// held in memory. Used by the frontend for client request bodies and by src/router/scrape.ts for
+// engine /metrics pages.
 
 /** Reads `body` to a UTF-8 string; past `limitBytes` it cancels the stream and throws `overLimit()`. */
 export async function readTextLimited(body: ReadableStream<Uint8Array> | null, limitBytes: number, overLimit: () => Error): Promise<string> {

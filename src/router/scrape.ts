@@ -13,6 +13,7 @@ import type { WorkerRegistry } from "../cluster/registry.ts";
 import type { Worker } from "../cluster/workers.ts";
 import { ENGINE_LOAD_METRICS, engineLoad, type EngineLoad } from "./engine-load.ts";
 import { parsePromText } from "./prom-text.ts";
+import { readTextLimited } from "../core/read-limited.ts";
 
 export interface ScraperOptions {
   registry: WorkerRegistry;
@@ -144,33 +145,9 @@ export class MetricsScraper {
         await res.body?.cancel().catch(() => {});
         throw new Error(`HTTP ${res.status}`);
       }
-      if (!res.body) return "";
-      const reader = res.body.getReader();
-      const chunks: Uint8Array[] = [];
-      let total = 0;
-      for (;;) {
-        const { done, value } = await reader.read();
-        if (done) break;
-        total += value.byteLength;
-        if (total > this.maxBytes) {
-          await reader.cancel().catch(() => {});
-          throw new Error(`/metrics body over ${this.maxBytes} bytes`);
-        }
-        chunks.push(value);
-      }
-      return new TextDecoder().decode(concat(chunks, total));
+      return await readTextLimited(res.body, this.maxBytes, () => new Error(`/metrics body over ${this.maxBytes} bytes`));
     } finally {
       t.cancel();
     }
   }
-}
-
-function concat(chunks: Uint8Array[], total: number): Uint8Array {
-  const out = new Uint8Array(total);
-  let off = 0;
-  for (const c of chunks) {
-    out.set(c, off);
-    off += c.byteLength;
-  }
-  return out;
 }
