@@ -7,10 +7,10 @@
 import { cpus, loadavg } from "node:os";
 import { resolve } from "node:path";
 import type { Target } from "../src/bench/client.ts";
-import { plan } from "../src/bench/plan.ts";
+import { plan } from "../src/workload/plan.ts";
 import { runOnce } from "../src/bench/runner.ts";
-import { summarize } from "../src/bench/stats.ts";
-import type { FixedSpec } from "../src/bench/workloads.ts";
+import { summarize } from "../src/workload/stats.ts";
+import type { FixedSpec } from "../src/workload/workloads.ts";
 
 const SECONDS = Number(process.argv[2] ?? 5);
 const OUT = Number(process.argv[3] ?? 8);

@@ -3,14 +3,14 @@
 // Run: ./node_modules/.bin/bun bench/router-decision.ts [decisions-per-policy]
 import { RealClock } from "../src/core/clock.ts";
 import { SeededRng } from "../src/core/rng.ts";
-import { WorkerRegistry } from "../src/cluster/registry.ts";
-import { emptyLoad } from "../src/cluster/workers.ts";
+import { WorkerRegistry } from "../src/workers/registry.ts";
+import { emptyLoad } from "../src/workers/worker.ts";
 import type { RouterConfig } from "../src/config/types.ts";
 import { Router } from "../src/router/router.ts";
 import { POLICY_FACTORIES } from "../src/router/policies/index.ts";
 import type { Lease } from "../src/router/lease.ts";
-import { parsePromText } from "../src/router/prom-text.ts";
-import { engineLoad, ENGINE_LOAD_METRICS } from "../src/router/engine-load.ts";
+import { parsePromText } from "../src/engine/telemetry/prom-text.ts";
+import { engineLoad, ENGINE_LOAD_METRICS } from "../src/engine/telemetry/engine-load.ts";
 import { defaultConfig } from "../src/config/index.ts";
 
 const KV_DEFAULTS = defaultConfig({ hostname: "bench", dataDir: "/tmp/herd-bench" }).router;

@@ -50,7 +50,7 @@ export interface Entrypoints {
 }
 
 const realEntrypoints: Entrypoints = {
-  runDaemon: async (config, opts) => (await import("./daemon.ts")).runDaemon(config, opts),
+  runDaemon: async (config, opts) => (await import("./daemon/daemon.ts")).runDaemon(config, opts),
   simEngineMain: async (argv) => (await import("./engine/sim/main.ts")).simEngineMain(argv),
 };
 

@@ -10,8 +10,8 @@ import type { PolicyName, RouterConfig } from "../../src/config/types.ts";
 import { parseSimArgs } from "../../src/engine/sim/options.ts";
 import type { SimEngineOptions } from "../../src/engine/sim/options.ts";
 import { OutputVocabulary } from "../../src/engine/sim/output.ts";
-import { summarize, type Summary } from "../../src/bench/stats.ts";
-import type { SyntheticSpec } from "../../src/bench/workloads.ts";
+import { summarize, type Summary } from "../../src/workload/stats.ts";
+import type { SyntheticSpec } from "../../src/workload/workloads.ts";
 import { PromptEncoder } from "../../src/simulate/prompts.ts";
 import { simulateRun } from "../../src/simulate/run.ts";
 

@@ -1,5 +1,5 @@
 // The routing quality benchmark's tables and its check of issue 4's targets.
-import { table } from "../../src/bench/report.ts";
+import { table } from "../../src/workload/report.ts";
 import type { Row, Scenario } from "./lib.ts";
 
 export const HERD = "kv (herd)";

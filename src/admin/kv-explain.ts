@@ -8,7 +8,7 @@ import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Config } from "../config/types.ts";
 import type { KvConsumer, KvStreamView } from "../kv/consumer.ts";
 import type { Overlap } from "../kv/indexer.ts";
-import type { PromptPreparer } from "../frontend/prompts.ts";
+import type { PromptPreparer } from "../preprocess/shared.ts";
 import type { PromptInput } from "../preprocess/index.ts";
 
 export interface KvExplain {

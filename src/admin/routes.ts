@@ -8,12 +8,12 @@ import { Hono, type Context } from "hono";
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
-import type { WorkerRegistry } from "../cluster/registry.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
 import type { Router } from "../router/index.ts";
-import { KeySet, isLoopback, isLoopbackHost } from "../frontend/auth.ts";
-import { parseJson, readBodyLimited } from "../frontend/body.ts";
-import { checkRequest } from "../frontend/validate.ts";
+import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
+import { parseJson, readBodyLimited } from "../http/body.ts";
+import { checkRequest } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
 
 /** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */

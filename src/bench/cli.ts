@@ -3,12 +3,12 @@
 
 import { errorMessage } from "../core/errors.ts";
 import type { Target } from "./client.ts";
-import { BenchInputError, type Limit, plan } from "./plan.ts";
-import { type BenchResult, loadLabel, parseBenchResult, renderCompare, renderTable, type RunResult, toBenchResult, toRunResult } from "./report.ts";
+import { BenchInputError, type Limit, plan } from "../workload/plan.ts";
+import { type BenchResult, loadLabel, parseBenchResult, renderCompare, renderTable, type RunResult, toBenchResult, toRunResult } from "../workload/report.ts";
 import { type Progress, runOnce } from "./runner.ts";
-import { parseDuration, summarize } from "./stats.ts";
+import { parseDuration, summarize } from "../workload/stats.ts";
 import { renderSvg, type PlotRun } from "./svg.ts";
-import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList, trueFalse } from "./workload-flags.ts";
+import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList, trueFalse } from "../workload/flags.ts";
 
 export interface BenchIo {
   out(text: string): void;

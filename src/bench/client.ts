@@ -3,8 +3,8 @@
 // scan for "\n\n" event boundaries, and one timestamp per network read (events that arrive in the same
 // read did arrive together).
 
-import type { RequestRecord } from "./stats.ts";
-import type { BenchRequest } from "./workloads.ts";
+import type { RequestRecord } from "../workload/stats.ts";
+import type { BenchRequest } from "../workload/workloads.ts";
 
 export interface Target {
   /** Base URL, e.g. http://127.0.0.1:8080 (a trailing /v1 is accepted). */

@@ -5,8 +5,8 @@
 // is hit, arrivals are sent late, and the lag (start_s − at_s) shows it.
 
 import { type Endpoints, endpoints, sendOne, type Target } from "./client.ts";
-import type { RequestRecord } from "./stats.ts";
-import type { BenchRequest } from "./workloads.ts";
+import type { RequestRecord } from "../workload/stats.ts";
+import type { BenchRequest } from "../workload/workloads.ts";
 
 export interface Progress {
   elapsed_s: number;

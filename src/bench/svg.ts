@@ -2,8 +2,8 @@
 // for a sweep, TTFT p95 and goodput versus offered load. Plain SVG 1.1 with inline attributes (no CSS,
 // no scripts), so browsers and rsvg render it alike.
 
-import { percentile } from "./stats.ts";
-import { loadLabel, type RunLoad } from "./report.ts";
+import { percentile } from "../workload/stats.ts";
+import { loadLabel, type RunLoad } from "../workload/report.ts";
 
 export interface PlotRun {
   load: RunLoad;

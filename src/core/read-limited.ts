@@ -1,6 +1,6 @@
 // Reading an HTTP body (request or response) as text under a byte limit, enforced while reading:
 // a chunked or lying peer can send more than it declares, and nothing beyond the limit is ever
-// held in memory. Used by the frontend for client request bodies and by src/router/scrape.ts for
+// held in memory. Used by the frontend for client request bodies and by src/engine/telemetry/scrape.ts for
 // engine /metrics pages.
 
 /** Reads `body` to a UTF-8 string; past `limitBytes` it cancels the stream and throws `overLimit()`. */

@@ -2,8 +2,8 @@
 // across two phases (buffering during startup, acting after it) and carry their own small state
 // machines (double Ctrl-C, reloads folded while one runs), which read better on their own.
 //   SIGTERM/SIGINT: drain and stop; a second one skips the wait — unless it comes within 500 ms of
-//   the first, the same Ctrl-C delivered twice (src/ops/signals.ts).
-//   SIGHUP: reload the config file (src/ops/reload.ts); one reload at a time.
+//   the first, the same Ctrl-C delivered twice (src/daemon/stop-signals.ts).
+//   SIGHUP: reload the config file (src/daemon/reload.ts); one reload at a time.
 //   During startup all three are remembered and acted on once startup is done, so no engine is
 //   left behind by a herd that died half-started (SIGHUP's default action would kill it too).
 import { errorMessage } from "../core/errors.ts";
@@ -11,8 +11,8 @@ import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
 import type { Overrides } from "../config/load.ts";
 import { renderFindings } from "../config/findings.ts";
-import { reloadFromFile } from "../ops/reload.ts";
-import { StopSignals } from "../ops/signals.ts";
+import { reloadFromFile } from "./reload.ts";
+import { StopSignals } from "./stop-signals.ts";
 
 export interface SignalActions {
   /** Begin the shutdown (force: skip the drain wait, or cut a running one short). */

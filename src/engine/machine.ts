@@ -4,7 +4,7 @@
 // as events. Everything time-dependent (backoff, crash-count reset, drain deadline) is decided
 // from `nowMs`, so the whole lifecycle replays exactly on a VirtualClock.
 import type { SupervisorConfig } from "../config/types.ts";
-import type { WorkerState } from "../cluster/workers.ts";
+import type { WorkerState } from "../workers/worker.ts";
 
 export type MachinePolicy = Pick<
   SupervisorConfig,

@@ -9,16 +9,16 @@ import type { Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
-import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
-import { KeySet } from "./auth.ts";
-import { parseJson, readBodyLimited } from "./body.ts";
+import { KeySet } from "../http/auth.ts";
+import { parseJson, readBodyLimited } from "../http/body.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
 import { AbortCause, InFlightTracker } from "./inflight.ts";
-import { checkRequest, type CheckedRequest, type Endpoint } from "./validate.ts";
-import { policyNeedsPrompt, type PromptPreparer } from "./prompts.ts";
+import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
+import { policyNeedsPrompt, type PromptPreparer } from "../preprocess/shared.ts";
 import { routeFields, type PreparedPrompt, type PromptInput } from "../preprocess/index.ts";
 
 /** Per-request values the Bun.serve shell passes to the app. */
@@ -118,7 +118,7 @@ export class Frontend {
   }
 
   /**
-   * SIGHUP reload (src/ops/reload.ts decides which keys change): API keys, admin token, limits and
+   * SIGHUP reload (src/daemon/reload.ts decides which keys change): API keys, admin token, limits and
    * timeouts from `config.frontend` apply to requests admitted from now on.
    */
   applyConfig(config: Config): void {

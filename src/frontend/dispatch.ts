@@ -9,8 +9,8 @@
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import type { WorkerRegistry } from "../cluster/registry.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
 import type { HerdMetrics, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Lease, Router } from "../router/index.ts";
 import type { Failure, FailureKind } from "../router/retry.ts";
@@ -19,7 +19,7 @@ import { nonStreamingHeadersBoundMs, requestedMaxTokens } from "./bounds.ts";
 import { AbortCause, type InFlightTracker } from "./inflight.ts";
 import { relayStream, type ChunkReader, type RelayEnd } from "./relay.ts";
 import { lastCachedTokens } from "./sse.ts";
-import type { CheckedRequest } from "./validate.ts";
+import type { CheckedRequest } from "../protocol/openai.ts";
 
 export interface DispatchDeps {
   router: Router;

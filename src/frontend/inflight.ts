@@ -1,7 +1,7 @@
 // Who is talking to which worker right now, so a worker that leaves rotation abruptly (crashed,
 // restarted, failed health probes: a SIGSTOPped engine keeps its sockets open and would otherwise
 // hang every request on it) has its requests aborted at once instead of waiting for timeouts.
-import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
 
 /** Why an upstream request was aborted; carried as the AbortSignal reason. */
 export class AbortCause {

@@ -8,7 +8,7 @@
 // repaired.
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { Worker } from "../workers/worker.ts";
 import { BlockIndex } from "./block-index.ts";
 import type { KvIndex, Overlap } from "./indexer.ts";
 import { KvIngest } from "./ingest-manager.ts";

@@ -3,8 +3,8 @@
 // bounded: models are the configured names (anything else is "unknown"), workers are registry ids,
 // statuses are HTTP codes; never a raw client string (reliability.md §2, PYSEC-2026-4325).
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
-import type { Worker } from "../cluster/workers.ts";
-import { WORKER_STATES } from "../cluster/workers.ts";
+import type { Worker } from "../workers/worker.ts";
+import { WORKER_STATES } from "../workers/worker.ts";
 import { METRIC } from "./names.ts";
 
 export type ClientAbortPhase = "before_first_token" | "streaming";

@@ -4,7 +4,7 @@
 // from another host (loopback callers are trusted; src/admin/routes.ts).
 import { errorMessage } from "../core/errors.ts";
 import type { Role } from "../config/types.ts";
-import type { WorkerState } from "../cluster/workers.ts";
+import type { WorkerState } from "../workers/worker.ts";
 import { loadConfigFile } from "../config/load.ts";
 import { connectHost } from "../engine/drivers.ts";
 import type { KvStreamView } from "../kv/consumer.ts";

@@ -2,9 +2,6 @@
 export { Router, SESSION_ID_MAX_CHARS, type RouteResult, type RouterObserver, type RouterOptions } from "./router.ts";
 export type { Lease, PrefillLoad } from "./lease.ts";
 export { RetryBudget, retryable, type Failure, type FailureKind } from "./retry.ts";
-export { MetricsScraper, type ScraperOptions, type ScrapeOutcome } from "./scrape.ts";
-export { parsePromText, type Sample, type ParseResult } from "./prom-text.ts";
-export { engineLoad, ENGINE_LOAD_METRICS, type EngineLoad } from "./engine-load.ts";
 export { effectiveLoad } from "./load.ts";
 export { POLICY_FACTORIES, policyFactory } from "./policies/index.ts";
 export { DEFAULT_FILTERS } from "./filters.ts";

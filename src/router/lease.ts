@@ -15,7 +15,7 @@
 // prefill queue to themselves (EWMA; dispatch → first token, so queueing behind decode steps and
 // the engine's request overhead make it an underestimate, i.e. remaining work is overestimated);
 // the worker is taken to compute its queued prompts in dispatch order at that rate.
-import type { WorkerRegistry } from "../cluster/registry.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
 import { ActiveBlocks } from "./active.ts";
 
 export interface Lease {

@@ -12,7 +12,7 @@
 // requests off the workers holding their prefix (docs/benchmarks.md, "Routing quality").
 // Without a stamp (figures set by hand), load = max(in_flight, running + waiting), which never
 // under-counts.
-import type { Worker, WorkerLoad } from "../cluster/workers.ts";
+import type { Worker, WorkerLoad } from "../workers/worker.ts";
 import type { Rng } from "../core/rng.ts";
 
 export function effectiveLoad(load: Readonly<WorkerLoad>): number {

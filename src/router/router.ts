@@ -12,8 +12,8 @@ import { HerdError, errorMessage, invariant, unavailable } from "../core/errors.
 import type { Logger } from "../core/log.ts";
 import { SeededRng, type Rng } from "../core/rng.ts";
 import type { RouterConfig } from "../config/types.ts";
-import type { WorkerRegistry } from "../cluster/registry.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
 import { DEFAULT_FILTERS } from "./filters.ts";
 import { LoadBook, type BookedPrompt, type Lease, type PrefillLoad } from "./lease.ts";
 import type { KvIndex } from "../kv/indexer.ts";

@@ -4,7 +4,7 @@
 // workers it may choose. The KV-aware issue adds scorers and pickers behind the same Policy seam:
 // a pipeline (filters → weighted scorers → picker) is itself one Policy.
 import type { Rng } from "../core/rng.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { Worker } from "../workers/worker.ts";
 import type { RouterConfig } from "../config/types.ts";
 import type { KvIndex } from "../kv/indexer.ts";
 import type { PrefillLoad } from "./lease.ts";

@@ -1,7 +1,7 @@
 // `herd simulate --calibrate bench.json[,more.json…] [--save FILE]`: read herd bench --json results, fit the timing
 // figures (calibrate.ts), print them as flags, and optionally save them for `--cost FILE`.
-import { parseBenchResult, type RecordRow } from "../bench/report.ts";
-import { BenchInputError } from "../bench/plan.ts";
+import { parseBenchResult, type RecordRow } from "../workload/report.ts";
+import { BenchInputError } from "../workload/plan.ts";
 import { calibrate } from "./calibrate.ts";
 
 /** `files`: one bench JSON or several, comma-separated (e.g. fixed-length runs at 256, 1024 and 4096 tokens). */

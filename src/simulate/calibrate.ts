@@ -15,7 +15,7 @@
 // `step` is not separable from `request` and `weights` (only their sums appear), so it keeps the
 // default and the two sums set the others.
 import { type CostParams, DEFAULT_COST } from "../engine/sim/cost.ts";
-import type { RecordRow } from "../bench/report.ts";
+import type { RecordRow } from "../workload/report.ts";
 
 export interface CalibrationFit {
   cost: CostParams;

@@ -2,12 +2,12 @@
 // scheduler and timing model), the real WorkerRegistry and Router with the configured policy, the KV
 // index fed in-process from the schedulers' events (kv.ts), and the metrics scrape emulated on the
 // same clock (running / waiting / kv_usage into the registry every scrape interval, as
-// src/router/scrape.ts does over HTTP). No sockets, no sleeping.
+// src/engine/telemetry/scrape.ts does over HTTP). No sockets, no sleeping.
 import { VirtualClock } from "../core/clock.ts";
 import { SeededRng } from "../core/rng.ts";
 import type { PolicyName, RouterConfig } from "../config/types.ts";
-import { WorkerRegistry } from "../cluster/registry.ts";
-import { emptyLoad } from "../cluster/workers.ts";
+import { WorkerRegistry } from "../workers/registry.ts";
+import { emptyLoad } from "../workers/worker.ts";
 import { SimScheduler } from "../engine/sim/scheduler.ts";
 import type { SimEngineOptions } from "../engine/sim/options.ts";
 import { Router } from "../router/router.ts";

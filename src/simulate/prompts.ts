@@ -14,7 +14,7 @@ import { type ChainState, childKey, collect, extend, rootState, stateBytes } fro
 import { type Piece, Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "../preprocess/segments.ts";
 import { parsePrompt, renderChat } from "../engine/sim/openai.ts";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
-import type { BenchRequest } from "../bench/workloads.ts";
+import type { BenchRequest } from "../workload/workloads.ts";
 
 const SPECIAL_TAG = 0x5350_4543_0000_0000n;
 

@@ -1,8 +1,8 @@
 // herd simulate's output: one entry per (load, policy, replica count) with bench's Summary (same
 // percentiles, goodput and cached-token ratio code as `herd bench`), the per-replica spread and the
 // workload answers; the comparison table; and the operator's questions answered in plain lines.
-import { fmtNum, loadLabel, type RunLoad, table } from "../bench/report.ts";
-import type { Slo, Summary } from "../bench/stats.ts";
+import { fmtNum, loadLabel, type RunLoad, table } from "../workload/report.ts";
+import type { Slo, Summary } from "../workload/stats.ts";
 import { CPU_TIERS, DISTANCE_EDGES, type ReuseStats } from "./reuse.ts";
 import type { ReplicaResult, SimRunResult } from "./run.ts";
 

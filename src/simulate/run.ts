@@ -8,15 +8,15 @@
 // Requests are timed the way `herd bench` times them (TTFT from send, every inter-token gap, E2E to
 // the last token), as RequestRecords for bench's summarize().
 import { HerdError } from "../core/errors.ts";
-import { policyNeedsPrompt } from "../frontend/prompts.ts";
-import { checkRequest } from "../frontend/validate.ts";
+import { policyNeedsPrompt } from "../preprocess/shared.ts";
+import { checkRequest } from "../protocol/openai.ts";
 import type { Lease } from "../router/lease.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
 import type { FinishInfo } from "../engine/sim/scheduler.ts";
-import type { Arrivals, Limit, Workload } from "../bench/plan.ts";
-import { plan } from "../bench/plan.ts";
-import type { RequestRecord } from "../bench/stats.ts";
-import type { BenchRequest } from "../bench/workloads.ts";
+import type { Arrivals, Limit, Workload } from "../workload/plan.ts";
+import { plan } from "../workload/plan.ts";
+import type { RequestRecord } from "../workload/stats.ts";
+import type { BenchRequest } from "../workload/workloads.ts";
 import { type ClusterConfig, SimCluster } from "./cluster.ts";
 import type { PromptEncoder } from "./prompts.ts";
 import { ReuseStats, SharingStats } from "./reuse.ts";

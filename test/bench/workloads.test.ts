@@ -1,7 +1,7 @@
 import { describe, expect, test } from "bun:test";
 import { SeededRng } from "../../src/core/rng.ts";
-import { BenchInputError, parseSyntheticWorkload, plan, type Workload } from "../../src/bench/plan.ts";
-import { DEFAULTS, type RequestShape, sampleCdf, shapes, type SyntheticSpec, zipfCdf } from "../../src/bench/workloads.ts";
+import { BenchInputError, parseSyntheticWorkload, plan, type Workload } from "../../src/workload/plan.ts";
+import { DEFAULTS, type RequestShape, sampleCdf, shapes, type SyntheticSpec, zipfCdf } from "../../src/workload/workloads.ts";
 
 const take = <T>(it: Iterator<T>, n: number): T[] => Array.from({ length: n }, () => it.next().value as T);
 const small: SyntheticSpec[] = [

@@ -1,5 +1,5 @@
 import { describe, expect, test } from "bun:test";
-import { WorkerRegistry, type RegistryChange } from "../../src/cluster/registry.ts";
+import { WorkerRegistry, type RegistryChange } from "../../src/workers/registry.ts";
 import { worker } from "../router/fixtures.ts";
 
 describe("WorkerRegistry", () => {

@@ -7,10 +7,10 @@
 // Also checked on the kv run: herd's routing-stage histogram and predicted vs reported cached tokens.
 import { afterEach, expect, test } from "bun:test";
 import { join } from "node:path";
-import { plan } from "../../src/bench/plan.ts";
+import { plan } from "../../src/workload/plan.ts";
 import { runOnce } from "../../src/bench/runner.ts";
-import { DEFAULTS } from "../../src/bench/workloads.ts";
-import { parsePromText } from "../../src/router/prom-text.ts";
+import { DEFAULTS } from "../../src/workload/workloads.ts";
+import { parsePromText } from "../../src/engine/telemetry/prom-text.ts";
 import { cleanup, startHerd as startHerdProc, tempDir, type HerdProc } from "../helpers/herd.ts";
 
 const MODEL = "kv-m";
@@ -145,7 +145,7 @@ test("kv routing raises the engines' prefix-cache hit rate over round-robin on s
 }, 30_000);
 
 test("with a hash-reading policy, a tokenizer that cannot load stops the start (engines stopped, port freed)", async () => {
-  const { startDaemon } = await import("../../src/daemon.ts");
+  const { startDaemon } = await import("../../src/daemon/daemon.ts");
   const { defaultConfig } = await import("../../src/config/index.ts");
   const { memoryLogger } = await import("../../src/core/log.ts");
   const dir = tempDir("herd-kv-tok-");

@@ -3,7 +3,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
-import type { Worker } from "../../src/cluster/workers.ts";
+import type { Worker } from "../../src/workers/worker.ts";
 import { RealClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
 import { isRunning } from "../../src/engine/procfs.ts";

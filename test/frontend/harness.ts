@@ -5,14 +5,14 @@ import { RealClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import type { Config, FrontendConfig, PolicyName } from "../../src/config/types.ts";
-import { WorkerRegistry } from "../../src/cluster/registry.ts";
-import { emptyLoad, type WorkerState } from "../../src/cluster/workers.ts";
+import { WorkerRegistry } from "../../src/workers/registry.ts";
+import { emptyLoad, type WorkerState } from "../../src/workers/worker.ts";
 import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
 import { Router } from "../../src/router/index.ts";
 import { Frontend } from "../../src/frontend/app.ts";
 import { listen, type Listening } from "../../src/frontend/server.ts";
 import type { AdminBackend } from "../../src/admin/routes.ts";
-import type { PromptPreparer } from "../../src/frontend/prompts.ts";
+import type { PromptPreparer } from "../../src/preprocess/shared.ts";
 import type { KvIndex } from "../../src/kv/indexer.ts";
 
 export const MODEL = "m1";

@@ -9,11 +9,11 @@ import { HerdError } from "../../src/core/errors.ts";
 import { memoryLogger } from "../../src/core/log.ts";
 import { kvAdminBackend } from "../../src/admin/kv-explain.ts";
 import { parsePrompt, renderChat } from "../../src/engine/sim/openai.ts";
-import { SharedPreprocessor, policyNeedsPrompt, type PromptPreparer } from "../../src/frontend/prompts.ts";
+import { SharedPreprocessor, policyNeedsPrompt, type PromptPreparer } from "../../src/preprocess/shared.ts";
 import { SseScanner, UsageTail, lastCachedTokens } from "../../src/frontend/sse.ts";
 import { KvConsumer } from "../../src/kv/consumer.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
-import { parsePromText } from "../../src/router/prom-text.ts";
+import { parsePromText } from "../../src/engine/telemetry/prom-text.ts";
 import { loadTokenizer } from "../../src/tokenizer/index.ts";
 import { MODEL, chatChunk, post, sse, startHerd, startUpstream, until, type Herd, type Upstream } from "./harness.ts";
 

@@ -1,10 +1,10 @@
 // Pure parts: SSE scanner, request validation/stripping, auth helpers, metrics restart counter.
 import { describe, expect, test } from "bun:test";
 import { SseScanner, chunkHasToken, sseErrorEvent } from "../../src/frontend/sse.ts";
-import { checkRequest, isInternalKey } from "../../src/frontend/validate.ts";
-import { KeySet, isLoopback, isLoopbackHost } from "../../src/frontend/auth.ts";
+import { checkRequest, isInternalKey } from "../../src/protocol/openai.ts";
+import { KeySet, isLoopback, isLoopbackHost } from "../../src/http/auth.ts";
 import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
-import { emptyLoad, type Worker } from "../../src/cluster/workers.ts";
+import { emptyLoad, type Worker } from "../../src/workers/worker.ts";
 import { HerdError } from "../../src/core/errors.ts";
 
 const enc = (s: string) => new TextEncoder().encode(s);

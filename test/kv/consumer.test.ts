@@ -5,8 +5,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { createLogger } from "../../src/core/log.ts";
-import type { Worker } from "../../src/cluster/workers.ts";
-import { emptyLoad } from "../../src/cluster/workers.ts";
+import type { Worker } from "../../src/workers/worker.ts";
+import { emptyLoad } from "../../src/workers/worker.ts";
 import type { KvEvent as SimKvEvent } from "../../src/engine/sim/blocks.ts";
 import { SimKvPublisher } from "../../src/engine/sim/kv-publisher.ts";
 import { KvConsumer, type KvWorkerSpec } from "../../src/kv/consumer.ts";

@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { createLogger } from "../../src/core/log.ts";
-import { kvCapacityHint } from "../../src/daemon.ts";
+import { kvCapacityHint } from "../../src/daemon/daemon.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import type { EnginePlan } from "../../src/engine/types.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";

@@ -5,7 +5,7 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { defaultConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
-import { LIVE_KEYS, changedPaths, classifyChanges, mergeLive, planReload } from "../../src/ops/reload.ts";
+import { LIVE_KEYS, changedPaths, classifyChanges, mergeLive, planReload } from "../../src/daemon/reload.ts";
 import { cleanup, herdCli, portBase, simConfigYaml, startHerd, tempDir, type HerdProc } from "./helpers.ts";
 
 const base = (): Config => defaultConfig({ hostname: "n1", dataDir: "/tmp/herd-reload" });

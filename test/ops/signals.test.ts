@@ -5,7 +5,7 @@ import { mkdirSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { recordFor } from "../../src/engine/orphans.ts";
 import { bootId } from "../../src/engine/procfs.ts";
-import { DUPLICATE_WINDOW_MS, StopSignals } from "../../src/ops/signals.ts";
+import { DUPLICATE_WINDOW_MS, StopSignals } from "../../src/daemon/stop-signals.ts";
 import { BUN, ROOT, cleanup, simConfigYaml, startHerd, tempDir, until, type HerdProc } from "./helpers.ts";
 
 describe("StopSignals", () => {

@@ -7,7 +7,7 @@ import { defaultConfig } from "../../src/config/load.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import { OpsUsageError, parseOpsArgs } from "../../src/ops/args.ts";
 import { DEFAULT_ADMIN_URL, OpsError, listenToUrl, resolveTarget, type ClusterView, type WorkerView } from "../../src/ops/client.ts";
-import { exposureWarnings, wildcardKvEndpoints } from "../../src/ops/exposure.ts";
+import { exposureWarnings, wildcardKvEndpoints } from "../../src/daemon/exposure.ts";
 import { kvSummary, renderStatus } from "../../src/ops/status.ts";
 import { cleanup, tempDir } from "./helpers.ts";
 

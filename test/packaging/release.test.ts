@@ -406,8 +406,8 @@ getent passwd herd >/dev/null || echo "PURGED user"
   });
 
   // The compiled daemon end to end: embedded default (two sim engines), one chat completion, SIGTERM.
-  const hasDaemon = existsSync(join(REPO, "src/daemon.ts"));
-  if (!hasDaemon) console.error("skip: compiled-binary smoke test: src/daemon.ts does not exist yet");
+  const hasDaemon = existsSync(join(REPO, "src/daemon/daemon.ts"));
+  if (!hasDaemon) console.error("skip: compiled-binary smoke test: src/daemon/daemon.ts does not exist yet");
   test.skipIf(!hasDaemon)("the binary serves a chat completion and stops on SIGTERM within the drain bound", async () => {
     const { defaultConfig } = await import("../../src/config/load.ts");
     const drainMs = defaultConfig().frontend.drain_timeout_ms;

@@ -7,7 +7,7 @@ import { SeededRng } from "../../src/core/rng.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { Router } from "../../src/router/router.ts";
 import { POLICY_FACTORIES } from "../../src/router/policies/index.ts";
-import type { Worker } from "../../src/cluster/workers.ts";
+import type { Worker } from "../../src/workers/worker.ts";
 import { registryWith, req, routerConfig, worker } from "./fixtures.ts";
 
 function fleet(seed: number): Worker[] {

@@ -1,8 +1,8 @@
 // Fixtures for router tests: workers, configs and requests with sensible defaults.
 import type { RouterConfig } from "../../src/config/types.ts";
 import { defaultConfig } from "../../src/config/index.ts";
-import { emptyLoad, type Worker, type WorkerLoad } from "../../src/cluster/workers.ts";
-import { WorkerRegistry } from "../../src/cluster/registry.ts";
+import { emptyLoad, type Worker, type WorkerLoad } from "../../src/workers/worker.ts";
+import { WorkerRegistry } from "../../src/workers/registry.ts";
 import type { RouteRequest } from "../../src/router/types.ts";
 
 /** The KV-aware sections (kv, prefix, pipeline) at their schema defaults. */

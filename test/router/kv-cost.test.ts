@@ -6,7 +6,7 @@ import { kv } from "../../src/router/policies/kv.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import type { LoadView } from "../../src/router/types.ts";
-import type { Worker } from "../../src/cluster/workers.ts";
+import type { Worker } from "../../src/workers/worker.ts";
 import { req, routerConfig, worker } from "./fixtures.ts";
 
 const knobs = { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.75, disk: 0.25 } };

@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { SeededRng } from "../../src/core/rng.ts";
-import type { Worker } from "../../src/cluster/workers.ts";
+import type { Worker } from "../../src/workers/worker.ts";
 import { roundRobin } from "../../src/router/policies/round-robin.ts";
 import { random } from "../../src/router/policies/random.ts";
 import { powerOfTwo } from "../../src/router/policies/power-of-two.ts";

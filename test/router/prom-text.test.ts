@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
-import { parsePromText } from "../../src/router/prom-text.ts";
-import { engineLoad, ENGINE_LOAD_METRICS } from "../../src/router/engine-load.ts";
+import { parsePromText } from "../../src/engine/telemetry/prom-text.ts";
+import { engineLoad, ENGINE_LOAD_METRICS } from "../../src/engine/telemetry/engine-load.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { sglangMetrics, vllmMetrics } from "./exposition.ts";
 

@@ -3,7 +3,7 @@
 // requests that finished since as load, while traffic herd did not send still counts.
 import { describe, expect, test } from "bun:test";
 import { SeededRng } from "../../src/core/rng.ts";
-import { WorkerRegistry } from "../../src/cluster/registry.ts";
+import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { effectiveLoad, outsideRequests } from "../../src/router/load.ts";
 import { kv } from "../../src/router/policies/kv.ts";

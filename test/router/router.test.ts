@@ -2,7 +2,7 @@ import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { HerdError } from "../../src/core/errors.ts";
 import { SeededRng } from "../../src/core/rng.ts";
-import type { WorkerRegistry } from "../../src/cluster/registry.ts";
+import type { WorkerRegistry } from "../../src/workers/registry.ts";
 import { Router, type RouterObserver } from "../../src/router/router.ts";
 import type { RouterConfig } from "../../src/config/types.ts";
 import { registryWith, req, routerConfig, worker, workers } from "./fixtures.ts";

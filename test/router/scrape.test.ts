@@ -2,8 +2,8 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { RealClock, VirtualClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
-import { MetricsScraper } from "../../src/router/scrape.ts";
-import type { WorkerRegistry } from "../../src/cluster/registry.ts";
+import { MetricsScraper } from "../../src/engine/telemetry/scrape.ts";
+import type { WorkerRegistry } from "../../src/workers/registry.ts";
 import { registryWith, worker } from "./fixtures.ts";
 import { sglangMetrics, vllmMetrics } from "./exposition.ts";
 

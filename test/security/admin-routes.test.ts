@@ -9,7 +9,7 @@ import { join } from "node:path";
 import { defaultConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
 import { memoryLogger } from "../../src/core/log.ts";
-import { startDaemon, type Daemon } from "../../src/daemon.ts";
+import { startDaemon, type Daemon } from "../../src/daemon/daemon.ts";
 import { cleanup, portBase, tempDir } from "../ops/helpers.ts";
 
 const API_KEY = "sk-route-table-api-key-7731";

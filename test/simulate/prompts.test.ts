@@ -1,7 +1,7 @@
 // The simulator's prompt encoder (piece memo + hash-chain memo) gives exactly the token ids the sim
 // engine computes for the same request (parseGeneration) and the block hashes herd's index uses.
 import { expect, test } from "bun:test";
-import { parseSyntheticWorkload, plan } from "../../src/bench/plan.ts";
+import { parseSyntheticWorkload, plan } from "../../src/workload/plan.ts";
 import { parseGeneration } from "../../src/engine/sim/openai.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { PromptEncoder } from "../../src/simulate/prompts.ts";

@@ -3,7 +3,7 @@
 // outside a dry run, remembers the decision (the cache source's record, the session binding).
 // The runner owns validation: a non-finite cost names its scorer and worker (style-anchors §1.3).
 import { invariant } from "../../core/errors.ts";
-import type { Worker } from "../../cluster/workers.ts";
+import type { Worker } from "../../workers/worker.ts";
 import type { Overlap } from "../../kv/indexer.ts";
 import type { CandidateExplain, LoadView, Pick, Policy, RouteCtx, RouteRequest } from "../types.ts";
 import { r3 } from "./scorers.ts";

@@ -5,7 +5,7 @@
 // picker turns the summed costs into an index. Stages are side-effect free: remembering a decision
 // (prefix memory, session bindings) is the runner's job after the pick, and only when not a dry run.
 import type { Rng } from "../../core/rng.ts";
-import type { Worker } from "../../cluster/workers.ts";
+import type { Worker } from "../../workers/worker.ts";
 import type { Overlap } from "../../kv/indexer.ts";
 import type { LoadView, RouteRequest } from "../types.ts";
 

@@ -7,7 +7,7 @@
 import type { ModelConfig } from "../config/types.ts";
 import { unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { createPreprocessor, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "../preprocess/index.ts";
+import { createPreprocessor, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
 
 /** What callers need: a prompt's token count and block hashes, as the engine will see it. */
 export interface PromptPreparer {

@@ -6,14 +6,14 @@
 //   in-flight count. The same happens when a worker leaves `ready` (e.g. restarts).
 // - Rounds never overlap (a slow engine delays the next round, it does not stack them); bodies are
 //   read up to maxBytes and then abandoned; scrapes run at most `concurrency` at a time.
-import type { Clock, TimerHandle } from "../core/clock.ts";
-import { errorMessage } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
-import type { WorkerRegistry } from "../cluster/registry.ts";
-import type { Worker } from "../cluster/workers.ts";
+import type { Clock, TimerHandle } from "../../core/clock.ts";
+import { errorMessage } from "../../core/errors.ts";
+import type { Logger } from "../../core/log.ts";
+import type { WorkerRegistry } from "../../workers/registry.ts";
+import type { Worker } from "../../workers/worker.ts";
 import { ENGINE_LOAD_METRICS, engineLoad, type EngineLoad } from "./engine-load.ts";
 import { parsePromText } from "./prom-text.ts";
-import { readTextLimited } from "../core/read-limited.ts";
+import { readTextLimited } from "../../core/read-limited.ts";
 
 export interface ScraperOptions {
   registry: WorkerRegistry;

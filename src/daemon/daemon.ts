@@ -14,27 +14,28 @@
 // comes within 500 ms of the first, which is the same Ctrl-C delivered twice. SIGHUP reloads the
 // config file: live keys apply at once, the rest are named as needing a restart and kept. The signal
 // handling itself is in src/daemon/signals.ts, systemd notification in src/daemon/notify.ts.
-import { RealClock, type Clock } from "./core/clock.ts";
-import { errorMessage } from "./core/errors.ts";
-import { createLogger, type Logger } from "./core/log.ts";
-import type { Config } from "./config/types.ts";
-import { WorkerRegistry } from "./cluster/registry.ts";
-import type { Worker } from "./cluster/workers.ts";
-import { Supervisor } from "./engine/supervisor.ts";
-import type { EnginePlan } from "./engine/types.ts";
-import { parseSimArgs } from "./engine/sim/options.ts";
-import { HerdMetrics } from "./metrics/herd-metrics.ts";
-import { MetricsScraper, Router } from "./router/index.ts";
-import { Frontend } from "./frontend/app.ts";
-import { bodyBackstopBytes, listen, parseListen, type Listening } from "./frontend/server.ts";
-import type { AdminBackend } from "./admin/routes.ts";
-import { kvAdminBackend } from "./admin/kv-explain.ts";
-import { KvConsumer } from "./kv/consumer.ts";
-import { SharedPreprocessor, policyNeedsPrompt } from "./frontend/prompts.ts";
-import type { Overrides } from "./config/load.ts";
-import { exposureWarnings } from "./ops/exposure.ts";
-import { systemdNotifier } from "./daemon/notify.ts";
-import { DaemonSignals, reloadConfig } from "./daemon/signals.ts";
+import { RealClock, type Clock } from "../core/clock.ts";
+import { errorMessage } from "../core/errors.ts";
+import { createLogger, type Logger } from "../core/log.ts";
+import type { Config } from "../config/types.ts";
+import { WorkerRegistry } from "../workers/registry.ts";
+import type { Worker } from "../workers/worker.ts";
+import { Supervisor } from "../engine/supervisor.ts";
+import type { EnginePlan } from "../engine/types.ts";
+import { parseSimArgs } from "../engine/sim/options.ts";
+import { HerdMetrics } from "../metrics/herd-metrics.ts";
+import { Router } from "../router/index.ts";
+import { MetricsScraper } from "../engine/telemetry/scrape.ts";
+import { Frontend } from "../frontend/app.ts";
+import { bodyBackstopBytes, listen, parseListen, type Listening } from "../frontend/server.ts";
+import type { AdminBackend } from "../admin/routes.ts";
+import { kvAdminBackend } from "../admin/kv-explain.ts";
+import { KvConsumer } from "../kv/consumer.ts";
+import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
+import type { Overrides } from "../config/load.ts";
+import { exposureWarnings } from "./exposure.ts";
+import { systemdNotifier } from "./notify.ts";
+import { DaemonSignals, reloadConfig } from "./signals.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -81,7 +82,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const log = opts.logger ?? createLogger("herd");
   const clock = opts.clock ?? new RealClock();
   const notify = systemdNotifier(log);
-  // What runs now: `config` plus the live keys of every SIGHUP reload since (src/ops/reload.ts).
+  // What runs now: `config` plus the live keys of every SIGHUP reload since (src/daemon/reload.ts).
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.

@@ -12,7 +12,7 @@
 import type { Logger } from "../core/log.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Role } from "../config/types.ts";
-import { emptyLoad, type Worker, type WorkerLoad } from "./workers.ts";
+import { emptyLoad, type Worker, type WorkerLoad } from "./worker.ts";
 
 export type RegistryChange =
   | { type: "added"; worker: Readonly<Worker> }
