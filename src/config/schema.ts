@@ -42,7 +42,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
 
 const router = obj("How requests are spread across engines.", {
   policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "kv"),
-  seed: int("Seed for routing randomness (ties, random, power-of-two); 0 = from time.", 0, { min: 0, max: 2 ** 32 - 1 }),
+  seed: int("Seed of the router's own stream (ties, random, power-of-two); 0 = the node's `seed`.", 0, { min: 0, max: 2 ** 32 - 1 }),
   session: obj("Knobs of the `session` policy (consistent hashing with bounded load).", {
     header: str("Request header carrying the session id.", "x-session-id", {
       nonEmpty: true,
@@ -200,6 +200,7 @@ const demoEngines = () => [
 ];
 
 export const configSpec = obj("herd configuration (one file per node).", {
+  seed: int("The run's seed: every random choice (routing ties and draws, reconnect jitter) derives from it, so one seed replays a run; HERD_SEED overrides it; 0 = drawn at start (and logged).", 0, { min: 0, max: 2 ** 32 - 1 }),
   node,
   frontend,
   router,

@@ -198,6 +198,8 @@ export interface SupervisorConfig {
 }
 
 export interface Config {
+  /** The run's seed (0 = drawn at start); src/core/seed.ts. */
+  seed: number;
   node: NodeConfig;
   frontend: FrontendConfig;
   router: RouterConfig;

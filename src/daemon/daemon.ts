@@ -19,7 +19,6 @@ import { errorMessage } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
-import type { Worker } from "../workers/worker.ts";
 import { Supervisor } from "../engine/supervisor.ts";
 import type { EnginePlan } from "../engine/types.ts";
 import { parseSimArgs } from "../engine/sim/options.ts";
@@ -36,6 +35,10 @@ import type { Overrides } from "../config/load.ts";
 import { exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
+import { Readiness } from "./readiness.ts";
+import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
+import { resolveSeed } from "../core/seed.ts";
+import { SeededRng } from "../core/rng.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -49,6 +52,8 @@ export interface DaemonOptions {
 
 export interface Daemon {
   url: string;
+  /** The run's seed (config `seed`, HERD_SEED, or drawn at start): every Rng derives from it. */
+  seed: number;
   registry: WorkerRegistry;
   router: Router;
   supervisor: Supervisor;
@@ -82,133 +87,99 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const log = opts.logger ?? createLogger("herd");
   const clock = opts.clock ?? new RealClock();
   const notify = systemdNotifier(log);
+  // One seed drives every Rng of this node; logged so the run's routing can be replayed.
+  const { seed, source } = resolveSeed(config.seed);
+  log.info("seed", { seed, source, replay: `HERD_SEED=${seed}` });
   // What runs now: `config` plus the live keys of every SIGHUP reload since (src/daemon/reload.ts).
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
   const kv = new KvConsumer({ clock, log });
-  const router = new Router({ config: config.router, registry, clock, log: log.child("router"), kvIndex: kv.index });
+  const rng = new SeededRng(config.router.seed !== 0 ? config.router.seed : seed);
+  const router = new Router({ config: config.router, registry, clock, rng, log: log.child("router"), kvIndex: kv.index });
   const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
   const metrics = new HerdMetrics(
     config.models.map((m) => m.name),
     () => registry.list(),
   );
-
-  // Workers an operator drained through /admin stay out of rotation across the supervisor's own
-  // state changes (a health flip must not silently put them back) until undrained.
-  const adminDrained = new Set<string>();
-  const publish = (w: Worker) => registry.upsert(adminDrained.has(w.id) && w.state === "ready" ? { ...w, state: "draining" } : w);
-  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: publish });
-  const known = (id: string) => supervisor.list().find((w) => w.id === id);
-  const setAdminDrained = (id: string, drained: boolean): boolean => {
-    const w = known(id);
-    if (!w) return false;
-    if (drained) adminDrained.add(id);
-    else adminDrained.delete(id);
-    publish(w);
-    log.info(`worker ${drained ? "drained" : "undrained"} by admin`, { worker: id });
+  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: (w) => registry.upsert(w) });
+  const known = (id: string) => supervisor.list().some((w) => w.id === id);
+  // An operator's drain is a cordon in the registry (the one place drain state of a worker lives).
+  const cordon = (id: string, on: boolean): boolean => {
+    if (!known(id) || !registry.cordon(id, on)) return false;
+    log.info(`worker ${on ? "drained" : "undrained"} by admin`, { worker: id });
     return true;
   };
   const admin: AdminBackend = {
     ...kvAdminBackend(config, kv, prompts),
     logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
     pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
-    drain: (id) => setAdminDrained(id, true),
-    undrain: (id) => setAdminDrained(id, false),
+    drain: (id) => cordon(id, true),
+    undrain: (id) => cordon(id, false),
   };
   const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
+  const scraper = new MetricsScraper({ registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape") });
 
-  const { host, port } = parseListen(config.frontend.listen);
-  let listening: Listening;
-  try {
-    listening = listen(frontend, host, port, config.frontend.max_body_bytes);
-  } catch (e) {
-    frontend.close();
-    throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
-  }
-  log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
+  let listening: Listening | null = null;
+  const url = () => listening?.url ?? config.frontend.listen;
+  const readiness = new Readiness({ registry, notify, clock, log, url });
+  const hashPrompts = policyNeedsPrompt({ policy: router.policy.name });
+  // Started first to last, stopped last to first (src/core/service.ts). Listen first: a taken port
+  // fails before any engine starts. Tokenizers load while the engines warm up (start() only spawns).
+  const services = new ServiceGroup(
+    [
+      service(
+        "listener",
+        () => {
+          const { host, port } = parseListen(config.frontend.listen);
+          try {
+            listening = listen(frontend, host, port, config.frontend.max_body_bytes);
+          } catch (e) {
+            throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
+          }
+          log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
+        },
+        async () => {
+          await listening?.stop(true);
+          frontend.close();
+        },
+      ),
+      service(
+        "supervisor",
+        async () => {
+          await supervisor.start();
+          for (const w of supervisor.list()) registry.upsert(w);
+          for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
+        },
+        () => supervisor.stop({ drainMs: 0 }),
+      ),
+      service(
+        "preprocess",
+        async () => {
+          // Policies that read block hashes need every tokenizer before the first request.
+          if (!hashPrompts) return;
+          await prompts.start().catch((e: unknown) => {
+            throw new Error(`router.policy ${router.policy.name} needs each model's tokenizer, which cannot be loaded: ${errorMessage(e)}`);
+          });
+        },
+        () => prompts.close(),
+      ),
+      kvIngestService(config, kv, supervisor),
+      service("scraper", () => scraper.start(), () => scraper.stop()),
+      readiness,
+    ],
+    log,
+  );
 
   // Signals during startup are remembered and acted on once it is done (src/daemon/signals.ts).
   const signals = new DaemonSignals(log, opts.signals === true);
-  // Policies that read block hashes need the tokenizers before the first request: load them while
-  // the engines start (a settled promise: the failure is handled below, never unhandled).
-  const promptsReady = policyNeedsPrompt({ policy: router.policy.name })
-    ? prompts.start().then(
-        () => null,
-        (e: unknown) => e,
-      )
-    : Promise.resolve(null);
   try {
-    await supervisor.start();
+    await services.start();
   } catch (e) {
     signals.dropEarly();
-    await promptsReady;
-    prompts.close();
-    await listening.stop(true);
-    frontend.close();
-    throw e;
+    // The service's own error, as it would read without the group around it.
+    throw e instanceof ServiceStartError && e.cause instanceof Error ? e.cause : e;
   }
-  const promptsFailed = await promptsReady;
-  if (promptsFailed !== null) {
-    signals.dropEarly();
-    await supervisor.stop({ drainMs: 0 });
-    prompts.close();
-    await listening.stop(true);
-    frontend.close();
-    throw new Error(`router.policy ${router.policy.name} needs each model's tokenizer, which cannot be loaded: ${errorMessage(promptsFailed)}`);
-  }
-  for (const w of supervisor.list()) publish(w);
-  for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
-  // KV events: every worker with endpoints (generated for local engines, from config for external
-  // ones); the supervisor's state changes take failed/stopped/restarted engines out of the index.
-  for (const p of supervisor.plans()) {
-    if (!p.kvEvents) continue;
-    const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
-    const kvBlocks = kvCapacityHint(p);
-    kv.add({
-      id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
-      ...(kvBlocks !== undefined ? { kvBlocks } : {}),
-    });
-  }
-  const unwatchKv = supervisor.onChange((w) => kv.observe(w));
-  for (const w of supervisor.list()) kv.observe(w);
-  const scraper = new MetricsScraper({ registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape") });
-  scraper.start();
-
-  // Readiness: the first ready worker completes startup (log line + READY=1).
-  let resolveReady: () => void = () => {};
-  const firstReady = new Promise<void>((r) => (resolveReady = r));
-  const summary = () => {
-    const ws = registry.list();
-    return `${ws.filter((w) => w.state === "ready").length}/${ws.length} ready`;
-  };
-  let ready = false;
-  let readySent = false;
-  const onReadyCheck = () => {
-    if (ready || !registry.list().some((w) => w.state === "ready")) return;
-    ready = true;
-    readySent = true;
-    const models = [...new Set(registry.list().map((w) => w.model))].join(",");
-    log.info(`herd ready: listening on ${listening.url} workers ${summary()} models ${models}`);
-    notify.send(["READY=1", `STATUS=serving on ${listening.url}, workers ${summary()}`]);
-    resolveReady();
-  };
-  const unwatchReady = registry.onChange((c) => {
-    if (c.type === "load") return;
-    onReadyCheck();
-    if (ready && c.type === "updated") notify.send([`STATUS=serving on ${listening.url}, workers ${summary()}`]);
-  });
-  onReadyCheck();
-  // Model loading can outlast systemd's TimeoutStartSec: keep extending it while engines start.
-  const extendTimer = notify.enabled
-    ? setInterval(() => {
-        if (readySent) return;
-        const starting = registry.list().some((w) => w.state === "starting");
-        // No engine left starting and none ready: herd itself is up (answering 503s), say so.
-        notify.send(starting ? ["EXTEND_TIMEOUT_USEC=60000000", `STATUS=waiting for engines: ${summary()}`] : ["READY=1", "STATUS=no worker could start; serving 503s"]);
-        if (!starting) readySent = true;
-      }, 20_000)
-    : null;
 
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((r) => (resolveDone = r));
@@ -232,15 +203,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
         frontend.abortAll(force || forcedLater ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
         await frontend.waitIdle(1000); // let the error events reach the clients
       }
-      if (extendTimer) clearInterval(extendTimer);
-      unwatchReady();
-      await scraper.stop();
-      await supervisor.stop({ drainMs: 0 });
-      unwatchKv();
-      kv.close();
-      await listening.stop(true);
-      frontend.close();
-      prompts.close();
+      await services.stop();
       signals.remove();
       log.info("herd stopped");
       resolveDone(0);
@@ -266,7 +229,36 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: listening.url, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady, shutdown, done };
+  return { url: url(), seed, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+}
+
+/**
+ * KV events as a service: every worker with endpoints (generated for local engines, from config for
+ * external ones) feeds the shared block index; the supervisor's state changes take failed, stopped
+ * and restarted engines out of it.
+ */
+function kvIngestService(config: Config, kv: KvConsumer, supervisor: Supervisor): Service {
+  let unwatch: (() => void) | null = null;
+  return service(
+    "kv-ingest",
+    () => {
+      for (const p of supervisor.plans()) {
+        if (!p.kvEvents) continue;
+        const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
+        const kvBlocks = kvCapacityHint(p);
+        kv.add({
+          id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
+          ...(kvBlocks !== undefined ? { kvBlocks } : {}),
+        });
+      }
+      unwatch = supervisor.onChange((w) => kv.observe(w));
+      for (const w of supervisor.list()) kv.observe(w);
+    },
+    () => {
+      unwatch?.();
+      kv.close();
+    },
+  );
 }
 
 /**

@@ -9,6 +9,10 @@
 // - load.running/waiting/kv_usage/scraped_at_ms: the metrics scraper (`updateLoad`).
 // In-flight counts outlive `remove`: a lease released after its worker left (or after the worker
 // came back under the same id) still balances to zero.
+// Cordons (an operator's drain through /admin) live here too, as an overlay on what producers push:
+// a cordoned worker that a producer reports `ready` is stored as `draining`, so a health flip or an
+// engine restart cannot silently put it back into rotation; `cordon(id, false)` restores the
+// producer's state. This is the one place operator drain state is kept.
 import type { Logger } from "../core/log.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Role } from "../config/types.ts";
@@ -31,6 +35,8 @@ export class WorkerRegistry {
   /** Router-booked in-flight per worker id; survives remove() until it drains to zero. */
   private readonly inFlight = new Map<string, number>();
   private readonly listeners = new Set<RegistryListener>();
+  /** Operator-drained worker ids (kept across remove/re-add), with the producer's last reported state. */
+  private readonly cordons = new Map<string, Worker["state"] | null>();
 
   constructor(private readonly log?: Logger) {}
 
@@ -40,6 +46,14 @@ export class WorkerRegistry {
    * scraped figures and the in-flight count still outstanding under that id.
    */
   upsert(worker: Worker): void {
+    if (this.cordons.has(worker.id)) {
+      this.cordons.set(worker.id, worker.state);
+      if (worker.state === "ready") worker = { ...worker, state: "draining" };
+    }
+    this.store(worker);
+  }
+
+  private store(worker: Worker): void {
     const prev = this.workers.get(worker.id);
     const load: WorkerLoad = prev ? { ...prev.load } : { ...emptyLoad(), ...worker.load };
     load.in_flight = this.inFlight.get(worker.id) ?? 0;
@@ -53,8 +67,30 @@ export class WorkerRegistry {
   setState(id: string, state: Worker["state"]): boolean {
     const w = this.workers.get(id);
     if (!w) return false;
-    if (w.state !== state) this.upsert({ ...w, state });
+    if (w.state !== state || this.cordons.has(id)) this.upsert({ ...w, state });
     return true;
+  }
+
+  /**
+   * Take a worker out of rotation (`on`) or put it back, whatever its producer reports meanwhile.
+   * Returns false when the id is unknown.
+   */
+  cordon(id: string, on: boolean): boolean {
+    const w = this.workers.get(id);
+    if (!w) return false;
+    if (on) {
+      if (!this.cordons.has(id)) this.cordons.set(id, w.state);
+      if (w.state === "ready") this.store({ ...w, state: "draining" });
+    } else if (this.cordons.has(id)) {
+      const reported = this.cordons.get(id) ?? w.state;
+      this.cordons.delete(id);
+      if (reported !== w.state) this.store({ ...w, state: reported });
+    }
+    return true;
+  }
+
+  isCordoned(id: string): boolean {
+    return this.cordons.has(id);
   }
 
   remove(id: string): boolean {

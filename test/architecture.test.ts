@@ -1,0 +1,131 @@
+// The layout is the architecture (docs/architecture.md): folders under src/ sit on layers, and a
+// folder may import only from its own layer or a lower one; the folder graph has no cycle; time and
+// randomness enter only through src/core (Clock, Rng), so one seed and one virtual clock reproduce
+// a run. These tests read the source as text: they fail the moment an import or a call breaks that.
+import { describe, expect, test } from "bun:test";
+import { readdirSync, readFileSync, statSync } from "node:fs";
+import { dirname, join, relative, resolve } from "node:path";
+
+const SRC = resolve(import.meta.dir, "../src");
+
+/** Lower lines first. Keep in step with docs/architecture.md and the folder READMEs. */
+export const LAYERS: readonly (readonly string[])[] = [
+  ["core", "version"],
+  ["config", "protocol", "transport", "http"],
+  ["tokenizer", "workers"],
+  ["kv", "engine", "metrics", "workload"],
+  ["preprocess", "router"],
+  ["request", "pd", "tier", "cluster", "planner"],
+  ["frontend", "admin"],
+  ["bench", "simulate", "ops"],
+  ["daemon"],
+  ["cli"],
+];
+
+const rankOf = new Map<string, number>();
+LAYERS.forEach((line, i) => line.forEach((f) => rankOf.set(f, i)));
+
+function walk(dir: string, out: string[] = []): string[] {
+  for (const name of readdirSync(dir)) {
+    const p = join(dir, name);
+    if (statSync(p).isDirectory()) walk(p, out);
+    else if (name.endsWith(".ts")) out.push(p);
+  }
+  return out;
+}
+
+/** `src/router/policies/kv.ts` → `router`; top-level files are their own folder (`cli.ts` → `cli`). */
+function folderOf(file: string): string {
+  const rel = relative(SRC, file);
+  const first = rel.split("/")[0]!;
+  return first.endsWith(".ts") ? first.slice(0, -3) : first;
+}
+
+/** Code without comments and string bodies that are not import specifiers (good enough for a lint). */
+function stripComments(src: string): string {
+  return src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
+}
+
+const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)["'](\.{1,2}\/[^"']+)["']/gm;
+
+interface Edge {
+  from: string;
+  to: string;
+  file: string;
+  spec: string;
+}
+
+const files = walk(SRC);
+const edges: Edge[] = [];
+for (const file of files) {
+  const code = stripComments(readFileSync(file, "utf8"));
+  for (const m of code.matchAll(IMPORT)) {
+    const target = resolve(dirname(file), m[1]!);
+    if (!target.startsWith(SRC + "/")) continue; // package.json for the version string
+    const from = folderOf(file);
+    const to = folderOf(target);
+    if (from !== to) edges.push({ from, to, file: relative(SRC, file), spec: m[1]! });
+  }
+}
+
+describe("architecture", () => {
+  test("every folder under src/ is on a layer", () => {
+    const unknown = [...new Set(files.map(folderOf))].filter((f) => !rankOf.has(f));
+    expect(unknown).toEqual([]);
+  });
+
+  test("imports point down the layers (a folder imports only its own layer or lower ones)", () => {
+    const upward = edges
+      .filter((e) => (rankOf.get(e.to) ?? 99) > (rankOf.get(e.from) ?? -1))
+      .map((e) => `src/${e.file} imports ${e.spec} (${e.from} → ${e.to} runs up the layers)`);
+    expect(upward).toEqual([]);
+  });
+
+  test("the folder graph is acyclic", () => {
+    const adj = new Map<string, Set<string>>();
+    for (const e of edges) {
+      if (!adj.has(e.from)) adj.set(e.from, new Set());
+      adj.get(e.from)!.add(e.to);
+    }
+    const state = new Map<string, "visiting" | "done">();
+    const cycles: string[] = [];
+    const visit = (n: string, path: string[]) => {
+      if (state.get(n) === "done") return;
+      if (state.get(n) === "visiting") {
+        cycles.push([...path.slice(path.indexOf(n)), n].join(" → "));
+        return;
+      }
+      state.set(n, "visiting");
+      for (const m of adj.get(n) ?? []) visit(m, [...path, n]);
+      state.set(n, "done");
+    };
+    for (const n of adj.keys()) visit(n, []);
+    const witness = (c: string) => {
+      const [a, b] = c.split(" → ");
+      return edges.find((e) => e.from === a && e.to === b)?.file ?? "?";
+    };
+    expect(cycles.map((c) => `${c} (e.g. src/${witness(c)})`)).toEqual([]);
+  });
+
+  test("time and randomness enter only through src/core (Clock, Rng)", () => {
+    const banned = /\b(Date\.now|setInterval|setTimeout|Math\.random)\b/;
+    const leaks: string[] = [];
+    for (const file of files) {
+      if (folderOf(file) === "core") continue;
+      const lines = stripComments(readFileSync(file, "utf8")).split("\n");
+      lines.forEach((line, i) => {
+        if (banned.test(line)) leaks.push(`src/${relative(SRC, file)}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(leaks).toEqual([]);
+  });
+
+  test("the checker itself bites: an upward import and a cycle are caught", () => {
+    // Self-test on a synthetic graph, so a broken regex cannot make the real checks vacuous.
+    const code = `import { x } from "../daemon/daemon.ts";\nexport { y } from "./local.ts";\nconst m = await import("../cli.ts");`;
+    const specs = [...code.matchAll(IMPORT)].map((m) => m[1]);
+    expect(specs).toEqual(["../daemon/daemon.ts", "./local.ts", "../cli.ts"]);
+    expect(edges.length).toBeGreaterThan(100);
+    expect(stripComments("a(); // Date.now()\n/* Math.random() */ b();")).not.toMatch(/Date\.now|Math\.random/);
+  });
+});
