@@ -132,3 +132,12 @@ export class VirtualClock implements Clock {
     return top;
   }
 }
+
+/**
+ * Wall-clock time in ms since the Unix epoch, for timestamps that leave the process (OpenAI
+ * `created`, KV event `ts`, log records, scrape stamps shown to operators). Never for deadlines or
+ * decisions: those use a Clock, which a simulation can replace.
+ */
+export function wallClockMs(): number {
+  return Date.now();
+}

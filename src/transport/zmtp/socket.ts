@@ -6,6 +6,7 @@ import { type Clock, RealClock, type TimerHandle } from "../../core/clock.ts";
 import { errorMessage } from "../../core/errors.ts";
 import { type Logger, createLogger } from "../../core/log.ts";
 import { type Rng, SeededRng } from "../../core/rng.ts";
+import { entropySeed } from "../../core/seed.ts";
 import { type ConnectionOwner, ZmtpConnection } from "./connection.ts";
 import { type ResolvedOptions, type ZmtpEvent, type ZmtpOptions, formatEndpoint, parseEndpoint, resolveOptions } from "./options.ts";
 import type { SocketType } from "./protocol.ts";
@@ -55,7 +56,8 @@ export abstract class ZmtpSocket<T> implements ConnectionOwner, AsyncIterable<T>
     this.opts = resolveOptions(o);
     this.log = (o.log ?? createLogger("herd")).child(`zmtp.${type.toLowerCase()}`);
     this.clock = o.clock ?? new RealClock();
-    this.rng = o.rng ?? new SeededRng(Date.now());
+    // Reconnect jitter only; callers that replay runs pass their own seeded stream (src/kv/zmtp-source.ts).
+    this.rng = o.rng ?? new SeededRng(entropySeed());
     this.onEvent = o.onEvent;
     const id = o.identity === undefined ? new Uint8Array(0) : toBytes(o.identity);
     if (id.length > 255 || id[0] === 0) throw new RangeError("zmtp identity must be 0..255 bytes and not start with a zero byte");
