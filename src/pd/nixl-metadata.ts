@@ -1,0 +1,230 @@
+// herd's NIXL metadata service: a TCPStore server (tcpstore-wire.ts) that NIXL agents publish their
+// metadata to and fetch peers' from, when engines get NIXL_TCPSTORE_ENDPOINT(S)=host:port
+// (`pd.nixl_metadata: herd`). NIXL reads the singular name up to ai-dynamo/nixl 7389391 and the
+// plural `NIXL_TCPSTORE_ENDPOINTS` in later commits (src/core/nixl_tcpstore_metadata_backend.cpp),
+// so herd sets both.
+//
+// Why herd serves it rather than etcd: one less process on each host, and herd knows when a worker
+// dies. A dead agent's metadata must go, or peers keep connecting to a ghost: every key remembers
+// the connection that last SET it; when that connection closes (the engine process died, or its
+// agent went away), its keys are deleted after `orphanGraceMs` unless another connection SETs them
+// again first (an agent that reconnects keeps its metadata). `dropAgent(name)` deletes an agent's
+// keys at once, for when herd learns of a worker's death by other means.
+//
+// Bounded: connections, bytes buffered per connection, keys and bytes stored; a peer beyond them,
+// or one that sends anything but a VALIDATE first, is disconnected.
+import type { Socket, TCPSocketListener } from "bun";
+import type { Clock } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
+import type { Service } from "../core/service.ts";
+import {
+  DEFAULT_WIRE_LIMITS,
+  TcpStoreProtocolError,
+  VALIDATION_MAGIC,
+  encodeBlob,
+  encodeI64,
+  encodeU32,
+  parseRequests,
+  type Request,
+  type WireLimits,
+} from "./tcpstore-wire.ts";
+
+export interface NixlMetadataOptions {
+  host: string;
+  /** 0 = any free port (see `port` after start). */
+  port: number;
+  clock: Clock;
+  log: Logger;
+  limits?: WireLimits;
+  orphanGraceMs?: number;
+  connectionsMax?: number;
+  /** Sum of stored value bytes; a SET beyond it disconnects the writer. */
+  storeBytesMax?: number;
+  keysMax?: number;
+}
+
+interface Conn {
+  id: number;
+  buf: Uint8Array;
+  validated: boolean;
+  peer: string;
+}
+
+const READY = new Uint8Array([0]);
+const NOT_READY = new Uint8Array([1]);
+
+/** `…nixl/agents/<label>/<agent>/<dst>` → agent; null for keys of another layout. */
+export function agentOfKey(key: string): string | null {
+  const at = key.indexOf("nixl/agents/");
+  if (at < 0) return null;
+  const parts = key.slice(at + "nixl/agents/".length).split("/");
+  return parts.length >= 2 && parts[1] ? parts[1] : null;
+}
+
+export class NixlMetadataService implements Service {
+  readonly name = "nixl-metadata";
+  private listener: TCPSocketListener<Conn> | null = null;
+  private readonly values = new Map<string, Uint8Array>();
+  /** key → id of the connection that last SET it. */
+  private readonly owner = new Map<string, number>();
+  private readonly open = new Set<Socket<Conn>>();
+  private nextConnId = 1;
+  private storedBytes = 0;
+  private readonly limits: WireLimits;
+  private readonly graceMs: number;
+  private readonly connectionsMax: number;
+  private readonly storeBytesMax: number;
+  private readonly keysMax: number;
+
+  constructor(private readonly o: NixlMetadataOptions) {
+    this.limits = o.limits ?? DEFAULT_WIRE_LIMITS;
+    this.graceMs = o.orphanGraceMs ?? 10_000;
+    this.connectionsMax = o.connectionsMax ?? 1024;
+    this.storeBytesMax = o.storeBytesMax ?? 256 << 20;
+    this.keysMax = o.keysMax ?? 65_536;
+  }
+
+  /** The bound port (after start). */
+  get port(): number {
+    return this.listener?.port ?? this.o.port;
+  }
+
+  /** `host:port` for NIXL_TCPSTORE_ENDPOINT(S). */
+  get endpoint(): string {
+    const h = this.o.host.includes(":") ? `[${this.o.host}]` : this.o.host;
+    return `${h}:${this.port}`;
+  }
+
+  start(): void {
+    this.listener = Bun.listen<Conn>({
+      hostname: this.o.host,
+      port: this.o.port,
+      socket: {
+        open: (s) => {
+          s.data = { id: this.nextConnId++, buf: new Uint8Array(0), validated: false, peer: s.remoteAddress };
+          if (this.open.size >= this.connectionsMax) void this.refuse(s, "too many connections");
+          else this.open.add(s);
+        },
+        data: (s, chunk) => void this.onData(s, chunk),
+        close: (s) => this.onClose(s),
+        error: (s) => this.onClose(s),
+      },
+    });
+  }
+
+  stop(): void {
+    for (const s of this.open) s.end();
+    this.open.clear();
+    this.listener?.stop(true);
+    this.listener = null;
+  }
+
+  /** Keys stored now, sorted (admin views and tests). */
+  keys(): string[] {
+    return [...this.values.keys()].sort();
+  }
+
+  /** Delete every key an agent published (its worker left); returns how many. */
+  dropAgent(agent: string): number {
+    let n = 0;
+    for (const k of [...this.values.keys()]) if (agentOfKey(k) === agent) n += this.delete(k);
+    if (n > 0) this.o.log.info("nixl metadata of a departed agent deleted", { agent, keys: n });
+    return n;
+  }
+
+  private onData(s: Socket<Conn>, chunk: Uint8Array): boolean {
+    const c = s.data;
+    const merged = new Uint8Array(c.buf.length + chunk.length);
+    merged.set(c.buf);
+    merged.set(chunk, c.buf.length);
+    let parsed: { requests: Request[]; used: number };
+    try {
+      parsed = parseRequests(merged, this.limits);
+    } catch (e) {
+      return this.refuse(s, e instanceof TcpStoreProtocolError ? e.message : "malformed request");
+    }
+    c.buf = merged.subarray(parsed.used);
+    // One request is at most a key, a value and their lengths: more buffered means a stuck parser.
+    if (c.buf.length > this.limits.valueBytesMax + this.limits.keyBytesMax + 64) return this.refuse(s, "request too large");
+    for (const r of parsed.requests) {
+      if (!this.answer(s, r)) return false;
+    }
+    return true;
+  }
+
+  /** Handle one request; false when the connection was closed. */
+  private answer(s: Socket<Conn>, r: Request): boolean {
+    const c = s.data;
+    if (!c.validated) {
+      if (r.op !== "validate" || r.magic !== VALIDATION_MAGIC) return this.refuse(s, "first request is not VALIDATE with the c10d magic");
+      c.validated = true;
+      return true;
+    }
+    switch (r.op) {
+      case "validate":
+        return true;
+      case "ping":
+        s.write(encodeU32(r.nonce));
+        return true;
+      case "set":
+        return this.set(s, r.key, r.value);
+      case "get": {
+        const v = this.values.get(r.key);
+        // c10d's server fails a GET of a missing key; NIXL always CHECKs first, so this is a bug.
+        if (!v) return this.refuse(s, `GET of a missing key ${JSON.stringify(r.key.slice(0, 200))}`);
+        s.write(encodeBlob(v));
+        return true;
+      }
+      case "check":
+        s.write(r.keys.every((k) => this.values.has(k)) ? READY : NOT_READY);
+        return true;
+      case "delete":
+        s.write(encodeI64(this.delete(r.key)));
+        return true;
+      case "multi_get": {
+        const vs = r.keys.map((k) => this.values.get(k));
+        if (vs.some((v) => v === undefined)) return this.refuse(s, "MULTI_GET of a missing key");
+        for (const v of vs) s.write(encodeBlob(v!));
+        return true;
+      }
+    }
+  }
+
+  private set(s: Socket<Conn>, key: string, value: Uint8Array): boolean {
+    const old = this.values.get(key);
+    const bytes = this.storedBytes - (old?.length ?? 0) + value.length;
+    if (bytes > this.storeBytesMax || (!old && this.values.size >= this.keysMax)) return this.refuse(s, "metadata store is full");
+    this.values.set(key, value);
+    this.storedBytes = bytes;
+    this.owner.set(key, s.data.id);
+    return true;
+  }
+
+  private delete(key: string): number {
+    const v = this.values.get(key);
+    if (!v) return 0;
+    this.values.delete(key);
+    this.owner.delete(key);
+    this.storedBytes -= v.length;
+    return 1;
+  }
+
+  private onClose(s: Socket<Conn>): void {
+    if (!this.open.delete(s)) return;
+    const id = s.data.id;
+    const mine = [...this.owner].filter(([, o]) => o === id).map(([k]) => k);
+    if (mine.length === 0) return;
+    this.o.clock.setTimer(this.graceMs, () => {
+      let n = 0;
+      for (const k of mine) if (this.owner.get(k) === id) n += this.delete(k);
+      if (n > 0) this.o.log.info("nixl metadata of a closed agent connection deleted", { peer: s.data.peer, keys: n, grace_ms: this.graceMs });
+    });
+  }
+
+  private refuse(s: Socket<Conn>, why: string): false {
+    this.o.log.warn("nixl metadata client disconnected", { peer: s.data?.peer ?? "unknown", reason: why });
+    // close() then runs onClose, so the keys this connection set still age out after the grace.
+    s.end();
+    return false;
+  }
+}
