@@ -11,6 +11,7 @@ import { BenchInputError, type Limit } from "../workload/plan.ts";
 import { summarize } from "../workload/stats.ts";
 import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList } from "../workload/flags.ts";
 import { calibrateMain } from "./calibrate-cli.ts";
+import { isPlannerRun, plannerMain } from "./planner-cli.ts";
 import { PromptEncoder } from "./prompts.ts";
 import { answers, renderAnswers, renderSimTable, type SimEntry, sloText, toEntry } from "./report.ts";
 import { simulateRun } from "./run.ts";
@@ -85,6 +86,7 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engi
 /** Run `herd simulate ARGV…`; returns the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
   try {
+    if (isPlannerRun(argv)) return plannerMain(argv, io);
     const parsed = parseFlags(argv);
     if (parsed === "help") {
       io.out(SIMULATE_HELP);

@@ -1,0 +1,103 @@
+// `herd simulate --planner herd,static,…`: the same seeded trace through each planner, one row each.
+// `static` is peak provisioning: the smallest fixed engine count that meets the SLO target at the
+// trace's peak rate (held constant for `probeS`), found by a linear search over counts, running all day.
+import { parseRateShape, type RateShape } from "../../workload/rate-shapes.ts";
+import type { PlannerConfig, PoolSpec } from "../types.ts";
+import { DEFAULT_ENGINE, runFleetSim, type FleetSimSpec, type PlannerLaw } from "./fleet-sim.ts";
+import { EMULATED_LAWS, HERD, emulatedLaw, staticLaw } from "./laws.ts";
+import type { SimScore } from "./score.ts";
+
+export const PLANNER_NAMES = ["herd", "static", ...EMULATED_LAWS];
+
+export interface CompareOptions {
+  planners: string[];
+  shape: string;
+  durationS: number | null;
+  seed: number;
+  gpus: number;
+  sloTtftS: number;
+  sloItlS: number;
+  /** SLO attainment static provisioning must reach at the peak rate. */
+  staticTarget: number;
+  tickS: number;
+}
+
+export const DEFAULT_POOL: PoolSpec = {
+  id: "herd-sim/aggregated", model: "herd-sim", role: "aggregated", min: 0, max: 16, gpusPerEngine: 1,
+  // One simulated H100 (src/engine/sim/cost.ts): ~40k prefill tokens/s, ~3k decode tokens/s at a
+  // 50 ms ITL-friendly batch. Seeds the capacity model the issue asks to refine online.
+  capacity: { prefillTokensPerS: 40_000, decodeTokensPerS: 3_000 }, canSleep: true, floors: [], pinned: null,
+};
+
+export const DEFAULT_PLANNER: PlannerConfig = {
+  utilizationTarget: 0.7, downHeadroom: 0.8, stableWindowMs: 60_000, panicWindowMs: 6_000, downWindowMs: 300_000, downStepMs: 120_000,
+  upHoldMs: 30_000, idleToSleepMs: 300_000, sleepToStopMs: 1_800_000, gpuBudget: null, pools: [DEFAULT_POOL],
+};
+
+export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, durationS: number, initial = 0, capacity = DEFAULT_POOL.capacity): FleetSimSpec {
+  const pool = { ...DEFAULT_POOL, max: o.gpus, capacity };
+  return {
+    shape, durationS, seed: o.seed, law, planner: { ...DEFAULT_PLANNER, gpuBudget: o.gpus, pools: [pool] },
+    hosts: Array.from({ length: Math.ceil(o.gpus / 8) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(8, o.gpus - 8 * i) })),
+    engine: DEFAULT_ENGINE, startMedianS: 45, startSigma: 0.35, wakeS: 3, tickS: o.tickS, holdMax: 1024, holdTimeoutS: 300,
+    slo: { ttftS: o.sloTtftS, itlS: o.sloItlS }, initialEngines: initial,
+  };
+}
+
+/**
+ * One engine's capacity for the trace's request mix: the highest constant rate at which a single
+ * engine meets the SLO target (bisection over `probeS`-second runs), as the planner's capacity model
+ * (what `herd simulate --calibrate` / `herd bench` seed in production). An aggregated engine does
+ * both phases, so each phase is credited with half: demand = prefill/cap_p + decode/cap_d = λ / r*.
+ */
+export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): { prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number } {
+  const meets = (r: number) => {
+    const flat: RateShape = { ...shape, rateAt: () => r, peak: r * 1.01, name: `${shape.name}@${r}` };
+    return runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1)).slo_attainment >= o.staticTarget;
+  };
+  let lo = 0;
+  let hi = 1;
+  while (meets(hi) && hi < 1024) [lo, hi] = [hi, hi * 2];
+  for (let i = 0; i < 8; i++) {
+    const mid = (lo + hi) / 2;
+    if (meets(mid)) lo = mid;
+    else hi = mid;
+  }
+  const r = Math.max(lo, 1e-3);
+  return { prefillTokensPerS: 2 * r * shape.isl, decodeTokensPerS: 2 * r * shape.osl, ratePerS: r };
+}
+
+/** The smallest static engine count meeting the target at the peak rate. */
+export function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 600): number {
+  const flat: RateShape = { ...shape, rateAt: () => shape.peak / 1.01, name: `${shape.name}@peak` };
+  for (let n = 1; n <= o.gpus; n++) {
+    const r = runFleetSim(specFor(flat, staticLaw(n), o, probeS, n));
+    if (r.slo_attainment >= o.staticTarget) return n;
+  }
+  return o.gpus;
+}
+
+export function comparePlanners(o: CompareOptions): { shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; planners: Record<string, SimScore & { wall_s: number }> } {
+  const shape = parseRateShape(o.shape);
+  const durationS = o.durationS ?? shape.durationS;
+  const out: Record<string, SimScore & { wall_s: number }> = {};
+  let staticN: number | null = null;
+  const cal = calibrateCapacity(shape, o);
+  const capacity = { prefillTokensPerS: cal.prefillTokensPerS, decodeTokensPerS: cal.decodeTokensPerS };
+  for (const name of o.planners) {
+    const t0 = performance.now();
+    let law: PlannerLaw | null = name === "herd" ? HERD : emulatedLaw(name);
+    // Every planner starts the trace with one engine up; static with its peak count.
+    let initial = 1;
+    if (name === "static") {
+      staticN = staticPeakCount(shape, o);
+      law = staticLaw(staticN);
+      initial = staticN;
+    }
+    if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
+    const r = runFleetSim(specFor(shape, law, o, durationS, initial, capacity));
+    const { actions: _log, ...score } = r;
+    out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
+  }
+  return { shape: o.shape, duration_s: durationS, seed: o.seed, static_engines: staticN, engine_capacity_rps: Math.round(cal.ratePerS * 1000) / 1000, planners: out };
+}
