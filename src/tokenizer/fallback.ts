@@ -280,5 +280,9 @@ export function createFallbackTokenizer(): Tokenizer {
       return text;
     },
     applyChatTemplate: (messages: readonly ChatMessage[], opts: ChatTemplateOptions) => template.render(messages, opts),
+    // The id's own text (a byte chunk that splits a character decodes to U+FFFD, like byte-level BPE's pieces).
+    idToToken(id: number): string | undefined {
+      return Number.isInteger(id) && id >= 0 && id < FALLBACK_VOCAB_SIZE ? this.decode([id]) : undefined;
+    },
   };
 }
