@@ -101,8 +101,9 @@ describe("LoRA and cache_salt", () => {
     }
   });
 
-  test("preprocess: cache_salt from the body and the adapter give the router's hashes, and say so", async () => {
-    const pre = await createPreprocessor([{ name: "m", tokenizer: "", block_size: BS }], { workers: 0 });
+  test.each([0, 1])("preprocess (%d tokenizer threads): cache_salt from the body and the adapter give the router's hashes, and say so", async (workers) => {
+    // inlineMaxChars 0 with a thread: every cold piece goes through the worker's chain job.
+    const pre = await createPreprocessor([{ name: "m", tokenizer: "", block_size: BS }], { workers, inlineMaxChars: 0 });
     try {
       const base = await pre.prepare("m", { prompt });
       expect(base.extraKeys).toEqual({ lora_name: null, cache_salt: null });
@@ -119,6 +120,11 @@ describe("LoRA and cache_salt", () => {
       expect(again.blockHashes).toEqual(plain.blockHashes);
       const ids = await pre.model("m")!.encode(text, true);
       expect(withSalt.blockHashes).toEqual(blockHashes(ids, BS, { cacheSalt: "x" }));
+      const chat = { messages: [{ role: "user", content: text }] };
+      const lora = await pre.prepare("m", chat, { lora: "sql-lora" });
+      const chatIds = await pre.model("m")!.encode(pre.model("m")!.render(chat), false);
+      expect(lora.blockHashes).toEqual(blockHashes(chatIds, BS, { lora: "sql-lora" }));
+      expect((await pre.prepare("m", chat)).blockHashes).toEqual(blockHashes(chatIds, BS));
       await expect(pre.prepare("m", { prompt: text, cache_salt: 5 as unknown as string })).rejects.toThrow(/cache_salt must be a string/);
     } finally {
       pre.close();
