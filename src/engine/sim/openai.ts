@@ -86,10 +86,11 @@ export function parseGeneration(endpoint: Endpoint, body: unknown, served: strin
   const n = optInt(body, "n", 1);
   if (n !== null && n !== 1) throw badRequest("n must be 1: the simulated engine returns one choice per request", "n");
   checkSampling(body);
-  // vllm/entrypoints/openai/protocol.py check_cache_salt_support: a salt must be a non-empty string.
+  // vllm/entrypoints/openai/completion/protocol.py (and chat's): `cache_salt: str | None`,
+  // min_length 1, max_length 1024, checked by pydantic before anything runs.
   const salt = body.cache_salt;
-  if (salt !== undefined && salt !== null && (typeof salt !== "string" || salt === "")) {
-    throw badRequest("Parameter 'cache_salt' must be a non-empty string if provided.", "cache_salt");
+  if (salt !== undefined && salt !== null && (typeof salt !== "string" || salt === "" || salt.length > 1024)) {
+    throw badRequest("Parameter 'cache_salt' must be a string of 1 to 1024 characters if provided.", "cache_salt");
   }
   const cacheSalt = typeof salt === "string" ? salt : null;
   const maxTokens = optInt(body, "max_completion_tokens", 1) ?? optInt(body, "max_tokens", 1) 

@@ -70,6 +70,7 @@ describe("LoRA and cache_salt", () => {
       expect((await complete(url, { prompt, model: "sql-lora" })).body.usage.prompt_tokens_details.cached_tokens).toBe(64);
       // vLLM refuses an empty salt and an unknown model.
       expect((await complete(url, { prompt, cache_salt: "" })).status).toBe(400);
+      expect((await complete(url, { prompt, cache_salt: "s".repeat(1025) })).status).toBe(400);
       expect((await complete(url, { prompt, model: "other-lora" })).status).toBe(404);
     });
   });
