@@ -9,7 +9,7 @@ import type { Config } from "../config/types.ts";
 import type { KvConsumer, KvStreamView } from "../kv/consumer.ts";
 import type { Overlap } from "../kv/indexer.ts";
 import type { PromptPreparer } from "../preprocess/shared.ts";
-import type { PromptInput } from "../preprocess/index.ts";
+import type { ExtraKeys, PromptInput } from "../preprocess/index.ts";
 
 export interface KvExplain {
   block_size: number;
@@ -19,6 +19,8 @@ export interface KvExplain {
   block_hashes: readonly bigint[];
   /** Preprocessing time per stage, ms (render, tokenize, hash). */
   timings: { render_ms: number; tokenize_ms: number; hash_ms: number };
+  /** vLLM's block-hash extra keys folded into the hashes (LoRA adapter, cache_salt); null when absent. */
+  extra_keys: ExtraKeys;
   /** Leading prompt blocks held per worker, per medium; workers holding none are absent. */
   overlaps: Map<string, Overlap>;
 }
@@ -36,10 +38,14 @@ export function kvAdminBackend(config: Config, kv: KvConsumer, prompts: PromptPr
       const model = config.models.find((m) => m.name === modelName);
       if (!model) throw new HerdError(404, "not_found_error", `The model \`${modelName}\` does not exist.`, "model_not_found", "model");
       // One endpoint, two shapes: a chat body is rendered by its template, anything else is a prompt.
-      const input: PromptInput = chat ? (body as PromptInput) : { prompt: body.prompt as PromptInput["prompt"] };
+      const input: PromptInput = chat
+        ? (body as PromptInput)
+        : { prompt: body.prompt as PromptInput["prompt"], ...(body.cache_salt !== undefined ? { cache_salt: body.cache_salt as string } : {}) };
+      // Explain-only field: the LoRA adapter to hash under (herd does not map adapter names to models yet).
+      const lora = typeof body.lora_name === "string" && body.lora_name !== "" ? body.lora_name : undefined;
       let p;
       try {
-        p = await prompts.prepare(model.name, input);
+        p = await prompts.prepare(model.name, input, lora !== undefined ? { lora } : undefined);
       } catch (e) {
         if (e instanceof HerdError) throw e;
         throw new HerdError(500, "server_error", `tokenizer of model ${model.name} cannot be loaded: ${errorMessage(e)}`, "tokenizer_unavailable");
@@ -50,6 +56,7 @@ export function kvAdminBackend(config: Config, kv: KvConsumer, prompts: PromptPr
         prompt_blocks: p.blockHashes.length,
         block_hashes: p.blockHashes,
         timings: p.timings,
+        extra_keys: p.extraKeys,
         overlaps: kv.overlaps(p.blockHashes),
       };
     },

@@ -119,7 +119,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       reason: decision.reason,
       candidates,
       filtered: decision.filtered,
-      kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks } : null,
+      kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks, extra_keys: kv.extra_keys } : null,
       // The request-level figures the policy used (tokens, block_size, hashed/request blocks), what
       // it expects the pick to have cached, and where the time went (ms): null when not reported.
       request: decision.request ?? null,

@@ -6,8 +6,17 @@
 //   seq_0   = local_0
 //   seq_i   = XXH3-64(u64le(seq_{i-1}) ‖ u64le(local_i), 1337)
 //
+//   with a cache_salt: seq_0 = XXH3-64(u64le(salt_root) ‖ u64le(local_0), 1337)
+//                     salt_root = XXH3-64("herd-cache-salt:" ‖ utf8(salt), 1337)
+//
 // The index keys on seq_i: one 64-bit value names a whole prefix, so "how many leading blocks does
 // a worker hold" is a run of hash-table lookups. Only full blocks are hashed.
+//
+// LoRA and cache_salt are vLLM's block-hash "extra keys" (vllm/v1/core/kv_cache_utils.py,
+// generate_block_hash_extra_keys: the LoRA name on every block, cache_salt on the first block
+// only); a block computed under an adapter or a salt is a different block. Here the LoRA name seeds
+// every local hash and the salt acts as a virtual parent of block 0, so both reach every later
+// sequence hash through the chain, and an event whose parent is known inherits them from it.
 import { xxh3_64 } from "./xxh3.ts";
 
 export const XXH3_SEED = 1337n;
@@ -22,6 +31,20 @@ if (new Uint8Array(new Uint32Array([1]).buffer)[0] !== 1) {
 export function loraSeed(lora?: string | null): bigint {
   if (!lora) return XXH3_SEED;
   return (XXH3_SEED + xxh3_64(new TextEncoder().encode(lora), 0n)) & M64;
+}
+
+/** The virtual parent of block 0 under a cache_salt; null without one (no salt or ""). */
+export function saltRoot(salt?: string | null): bigint | null {
+  if (!salt) return null;
+  return Bun.hash.xxHash3(`herd-cache-salt:${salt}`, XXH3_SEED);
+}
+
+/** The hash inputs beside the token ids, as vLLM's extra keys name them. */
+export interface HashExtras {
+  /** LoRA adapter name (vLLM's lora_request.lora_name); null/"" = the base model. */
+  lora?: string | null;
+  /** The request's cache_salt; null/"" = none. */
+  cacheSalt?: string | null;
 }
 
 const seedCache = new Map<string, bigint>();
@@ -147,7 +170,8 @@ export function chainHashes(
   return out;
 }
 
-/** Sequence hashes of a prompt's full blocks, as the index keys them. */
-export function blockHashes(tokens: ArrayLike<number>, blockSize: number, lora?: string): bigint[] {
-  return chainHashes(tokens, blockSize, null, lora);
+/** Sequence hashes of a prompt's full blocks, as the index keys them (LoRA and cache_salt folded in). */
+export function blockHashes(tokens: ArrayLike<number>, blockSize: number, extras: string | HashExtras = {}): bigint[] {
+  const x: HashExtras = typeof extras === "string" ? { lora: extras } : extras;
+  return chainHashes(tokens, blockSize, saltRoot(x.cacheSalt), x.lora);
 }

@@ -6,7 +6,7 @@
 // (engines.md §7): REMOTE-locality events and non-main-attention KV groups are dropped.
 import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.ts";
 import { BlockIndex } from "./block-index.ts";
-import { chainHashesU32 } from "./hash.ts";
+import { chainHashesU32, saltRoot } from "./hash.ts";
 import type { KvIndex, Medium } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
 import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
@@ -140,6 +140,12 @@ export class WorkerBlockMap {
       hasParent = true;
       plo = this.map.data[this.map.at(ps) + W_LO]!;
       phi = this.map.data[this.map.at(ps) + W_HI]!;
+    } else if (ev.cacheSalt) {
+      // A salted request's block 0: the salt is its virtual parent (kv/hash.ts), as routing hashes it.
+      const root = saltRoot(ev.cacheSalt)!;
+      hasParent = true;
+      plo = Number(root & 0xffffffffn);
+      phi = Number(root >> 32n);
     }
     const want = Math.min(Math.floor(ev.tokenIds.length / ev.blockSize), ev.blockHashes.length);
     if (this.ours.length < 2 * want) {

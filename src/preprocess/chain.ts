@@ -8,7 +8,7 @@
 // A state holds only the hashes its own piece completed and points at its parent; `collect` walks
 // the chain. (An evicted parent stays alive while a cached child points at it, so memory can exceed
 // the byte budget by at most one chain's worth of states.)
-import { chainHashes, nextSequenceHash } from "../kv/hash.ts";
+import { chainHashes, nextSequenceHash, saltRoot } from "../kv/hash.ts";
 
 export interface ChainState {
   /** Names the piece sequence so far (and the block size and LoRA, through the root key). */
@@ -31,9 +31,13 @@ export interface ChainState {
 const EMPTY = new Uint32Array(0);
 const NO_HASHES = new BigUint64Array(0);
 
-export function rootState(blockSize: number, lora: string | undefined): ChainState {
-  const key = Bun.hash.xxHash3(`herd-chain:${blockSize}:${lora ?? ""}`);
-  return { key, tokens: 0, last: null, tail: EMPTY, hashes: NO_HASHES, parent: null, blocks: 0 };
+/**
+ * The state before a prompt's first token. A cache_salt is block 0's virtual parent (kv/hash.ts), so
+ * it sits in `last`; LoRA and salt both enter the key, so memoised states never cross namespaces.
+ */
+export function rootState(blockSize: number, lora: string | undefined, cacheSalt?: string | null): ChainState {
+  const key = Bun.hash.xxHash3(`herd-chain:${blockSize}:${JSON.stringify([lora ?? "", cacheSalt ?? ""])}`);
+  return { key, tokens: 0, last: saltRoot(cacheSalt), tail: EMPTY, hashes: NO_HASHES, parent: null, blocks: 0 };
 }
 
 /** The key of `state` extended by a piece whose own key is `pieceKey`. */

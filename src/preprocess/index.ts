@@ -11,14 +11,14 @@ import type { ModelConfig } from "../config/types.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { loadTokenizer } from "../tokenizer/index.ts";
-import { ModelPreprocessor, type InlineEncode, type PreparedPrompt, type PromptInput } from "./model.ts";
+import { ModelPreprocessor, type InlineEncode, type PrepareOptions, type PreparedPrompt, type PromptInput } from "./model.ts";
 import { TokenizerPool } from "./pool.ts";
 import { verifySkeleton } from "./fast-render.ts";
 import { Splitter, loadAddedTokens, specialAffixes, verifySplitter } from "./segments.ts";
 import { loadRender, type Render } from "./template.ts";
 import type { WorkerInfo } from "./worker.ts";
 
-export { ModelPreprocessor, type PreparedPrompt, type PromptInput } from "./model.ts";
+export { ModelPreprocessor, type ExtraKeys, type PrepareOptions, type PreparedPrompt, type PromptInput } from "./model.ts";
 export { TokenizerPool } from "./pool.ts";
 export { Splitter, encodePieces, loadAddedTokens, verifySplitter, type AddedToken, type Piece } from "./segments.ts";
 
@@ -56,10 +56,10 @@ export class Preprocessor {
   }
 
   /** Tokens and block hashes of a request's prompt. Throws HerdError (404 unknown model, 400 bad prompt, 503 queue full). */
-  prepare(model: string, input: PromptInput): Promise<PreparedPrompt> {
+  prepare(model: string, input: PromptInput, opts?: PrepareOptions): Promise<PreparedPrompt> {
     const m = this.models.get(model);
     if (!m) return Promise.reject(new HerdError(404, "invalid_request_error", `The model \`${model}\` does not exist.`, "model_not_found"));
-    return m.prepare(input);
+    return m.prepare(input, opts);
   }
 
   close(): void {

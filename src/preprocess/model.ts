@@ -52,6 +52,20 @@ export interface PromptInput {
   chat_template_kwargs?: Record<string, unknown>;
   /** Completions: text (encoded with special tokens, like vLLM) or token ids (hashed as given). */
   prompt?: string | readonly number[] | readonly string[] | readonly (readonly number[])[];
+  /** vLLM request field: a block-hash extra key of block 0, so salted prompts share no cache with others. */
+  cache_salt?: string;
+}
+
+/** Hash inputs beside the prompt that are not request-body fields. */
+export interface PrepareOptions {
+  /** LoRA adapter the request runs under (vLLM: the `model` names a --lora-modules entry); absent = base model. */
+  lora?: string;
+}
+
+/** vLLM's block-hash extra keys a prepared prompt was hashed with (explain shows them). */
+export interface ExtraKeys {
+  lora_name: string | null;
+  cache_salt: string | null;
 }
 
 export interface PreparedPrompt {
@@ -66,6 +80,7 @@ export interface PreparedPrompt {
   timings: { render_ms: number; tokenize_ms: number; hash_ms: number; resume_ms?: number; wait_ms?: number };
   /** pieces: total; reused: skipped via the hash chain; memo: token memo hits; inline / pooled: encoded; skeleton: via fast-render.ts. */
   pieces: { total: number; reused: number; memo: number; inline: number; pooled: number; skeleton: boolean };
+  extraKeys: ExtraKeys;
 }
 
 const SPECIAL_TAG = 0x5350_4543_0000_0000n;
@@ -108,24 +123,29 @@ export class ModelPreprocessor {
     return cont ? cutAfterFinalMessage(text, messages[messages.length - 1]?.content) : text;
   }
 
-  async prepare(input: PromptInput): Promise<PreparedPrompt> {
+  async prepare(input: PromptInput, opts: PrepareOptions = {}): Promise<PreparedPrompt> {
+    const ns = namespaceOf(input, opts);
+    return this.prepareIn(input, ns);
+  }
+
+  private async prepareIn(input: PromptInput, ns: Namespace): Promise<PreparedPrompt> {
     const t0 = now();
     if (input.messages === undefined) {
       const p = input.prompt;
       const first = Array.isArray(p) && p.length > 0 && (typeof p[0] !== "number") ? p[0] : p;
-      if (Array.isArray(first)) return this.fromIds(first as readonly number[], t0);
+      if (Array.isArray(first)) return this.fromIds(first as readonly number[], t0, ns);
       if (typeof first !== "string") throw badRequest("expected `messages` or a `prompt`", "prompt");
       const pieces: Piece[] = this.pieces(first);
-      if (this.o.affixes) return this.fromPieces([...this.o.affixes.prefix, ...pieces, ...this.o.affixes.suffix], t0, now());
+      if (this.o.affixes) return this.fromPieces([...this.o.affixes.prefix, ...pieces, ...this.o.affixes.suffix], t0, now(), ns);
       // No fixed affix: encode the whole prompt with its special tokens (off the loop when long), no memo.
-      return this.fromPieces([first], t0, now(), true);
+      return this.fromPieces([first], t0, now(), ns, true);
     }
     if (this.o.skeleton && !input.tools && !input.chat_template_kwargs && input.continue_final_message !== true) {
       const sk = skeletonPieces(this.renderTemplate, this.o.splitter, input.messages, input.add_generation_prompt ?? true, this.o.skeleton);
-      if (sk !== null) return this.fromPieces(sk, t0, now());
+      if (sk !== null) return this.fromPieces(sk, t0, now(), ns);
     }
     const text = this.render(input);
-    return this.fromPieces(this.pieces(text), t0, now());
+    return this.fromPieces(this.pieces(text), t0, now(), ns);
   }
 
   /** Token ids of a text through the same memo and pool as prepare() (equivalence tests, tooling). */
@@ -150,23 +170,25 @@ export class ModelPreprocessor {
     return this.o.segment ? this.o.splitter.split(text) : text === "" ? [] : [text];
   }
 
-  private fromIds(ids: readonly number[], t0: number): PreparedPrompt {
+  private fromIds(ids: readonly number[], t0: number, ns: Namespace): PreparedPrompt {
     for (const id of ids) if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw badRequest("token ids must be integers in [0, 2^32)", "prompt");
     const t1 = now();
-    const hashes = blockHashes(ids, this.o.blockSize);
+    const hashes = blockHashes(ids, this.o.blockSize, { lora: ns.lora ?? null, cacheSalt: ns.keys.cache_salt });
     return {
       tokens: ids.length,
       blockHashes: hashes,
       blockSize: this.o.blockSize,
       timings: { render_ms: 0, tokenize_ms: t1 - t0, hash_ms: now() - t1 },
       pieces: { total: 0, reused: 0, memo: 0, inline: 0, pooled: 0, skeleton: false },
+      extraKeys: ns.keys,
     };
   }
 
-  private async fromPieces(pieces: readonly SkeletonPiece[] | readonly Piece[], t0: number, t1: number, whole = false): Promise<PreparedPrompt> {
+  private async fromPieces(pieces: readonly SkeletonPiece[] | readonly Piece[], t0: number, t1: number, ns: Namespace, whole = false): Promise<PreparedPrompt> {
     // Resume from the deepest state the chain memo knows.
     const keys = pieces.map((p, k) => (whole ? BigInt(k) : this.pieceKey(p)));
-    let state = this.root;
+    const lora = ns.lora;
+    let state = ns.lora === undefined && ns.keys.cache_salt === null ? this.root : rootState(this.o.blockSize, ns.lora, ns.keys.cache_salt);
     let i = 0;
     if (!whole) {
       for (; i < pieces.length; i++) {
@@ -197,6 +219,7 @@ export class ModelPreprocessor {
         last: state.last,
         tail: state.tail,
         blockSize: this.o.blockSize,
+        ...(lora !== undefined ? { lora } : {}),
         items: rest.map((p, k) => known[k] ?? (p as string)),
       });
       prefix = this.prefixHashes(resumed);
@@ -221,7 +244,7 @@ export class ModelPreprocessor {
       t2 = now();
       prefix = this.prefixHashes(resumed);
       for (let k = 0; k < rest.length; k++) {
-        state = extend(state, childKey(state, keys[i + k]!), known[k]!, this.o.blockSize);
+        state = extend(state, childKey(state, keys[i + k]!), known[k]!, this.o.blockSize, lora);
         if (!whole) this.chains.set(state.key, state, stateBytes(state));
       }
     }
@@ -233,6 +256,7 @@ export class ModelPreprocessor {
       blockSize: this.o.blockSize,
       timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1 - hashMs, hash_ms: t3 - t2 + hashMs, resume_ms: tResumed - t1, wait_ms: waitMs },
       pieces: stats,
+      extraKeys: ns.keys,
     };
   }
 
@@ -307,6 +331,18 @@ export class ModelPreprocessor {
     if (!whole) this.tokenMemo.set(Bun.hash.xxHash3(text), ids, ids.byteLength + 96);
     return ids;
   }
+}
+
+interface Namespace {
+  lora: string | undefined;
+  keys: ExtraKeys;
+}
+
+function namespaceOf(input: PromptInput, opts: PrepareOptions): Namespace {
+  const salt = input.cache_salt;
+  if (salt !== undefined && salt !== null && typeof salt !== "string") throw badRequest("cache_salt must be a string", "cache_salt");
+  const lora = opts.lora === "" ? undefined : opts.lora;
+  return { lora, keys: { lora_name: lora ?? null, cache_salt: salt ? salt : null } };
 }
 
 /** `prefix` (the hashes up to `from`) followed by those of the states after it, down to `to`. */

@@ -7,12 +7,12 @@
 import type { ModelConfig } from "../config/types.ts";
 import { unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { createPreprocessor, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
+import { createPreprocessor, type PrepareOptions, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
 
 /** What callers need: a prompt's token count and block hashes, as the engine will see it. */
 export interface PromptPreparer {
   /** Throws HerdError (404 unknown model, 400 bad prompt, 503 queue full). */
-  prepare(model: string, input: PromptInput): Promise<PreparedPrompt>;
+  prepare(model: string, input: PromptInput, opts?: PrepareOptions): Promise<PreparedPrompt>;
 }
 
 /** Policies whose decisions read the prompt's block hashes (their pipeline's cost needs overlap). */
@@ -43,9 +43,9 @@ export class SharedPreprocessor implements PromptPreparer {
     return this.created;
   }
 
-  async prepare(model: string, input: PromptInput): Promise<PreparedPrompt> {
+  async prepare(model: string, input: PromptInput, opts?: PrepareOptions): Promise<PreparedPrompt> {
     const pre = await this.start();
-    return pre.prepare(model, input);
+    return pre.prepare(model, input, opts);
   }
 
   /** Stop the tokenizer threads; a start still under way is closed when it lands. */

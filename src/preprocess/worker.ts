@@ -23,6 +23,8 @@ export interface ChainJob {
   last: bigint | null;
   tail: Uint32Array;
   blockSize: number;
+  /** LoRA adapter name: seeds the block hashes (kv/hash.ts); absent = base model. */
+  lora?: string;
   /** Text to encode (no special tokens), or ids already known. */
   items: (string | Uint32Array)[];
 }
@@ -48,7 +50,7 @@ function chain(t: Tokenizer, job: ChainJob): ChainResult {
   for (const item of job.items) {
     const ids = typeof item === "string" ? Uint32Array.from(t.encode(item, { addSpecialTokens: false })) : item;
     const t0 = performance.now();
-    const step = hashStep(last, tail, ids, job.blockSize);
+    const step = hashStep(last, tail, ids, job.blockSize, job.lora);
     out.hashMs += performance.now() - t0;
     out.ids.push(ids);
     out.hashes.push(step.hashes);

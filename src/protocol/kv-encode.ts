@@ -12,7 +12,7 @@ const encoder = new Encoder({ useBigInt64: true, ignoreUndefined: true });
 function storedArray(e: Extract<KvEvent, { type: "BlockStored" }>): unknown[] {
   const a: unknown[] = [
     "BlockStored", e.blockHashes, e.parentBlockHash, e.tokenIds, e.blockSize, e.loraId, e.medium, e.loraName,
-    null, e.groupIdx, e.kvCacheSpecKind, e.slidingWindow,
+    e.extraKeys ?? null, e.groupIdx, e.kvCacheSpecKind, e.slidingWindow,
   ];
   while (a.length > 8 && a[a.length - 1] === null) a.pop();
   return a;
@@ -29,6 +29,7 @@ function storedMap(e: Extract<KvEvent, { type: "BlockStored" }>): Record<string,
     medium: e.medium,
     lora_name: e.loraName,
   };
+  if (e.extraKeys !== undefined) m.extra_keys = e.extraKeys;
   if (e.groupIdx !== null) m.group_idx = e.groupIdx;
   if (e.kvCacheSpecKind !== null) m.kv_cache_spec_kind = e.kvCacheSpecKind;
   if (e.slidingWindow !== null) m.kv_cache_spec_sliding_window = e.slidingWindow;

@@ -22,8 +22,17 @@ export interface BlockStored {
   /** As sent ("GPU", "CPU", "CPU_PINNED", "DISK", …); null when absent. */
   medium: string | null;
   loraName: string | null;
-  /** SGLang BlockStoredWithMetadata / map `cache_salt`. */
+  /**
+   * SGLang BlockStoredWithMetadata / map `cache_salt`; for vLLM (≥ 0.17) read from the first block's
+   * `extra_keys` (cache_salt is an extra key of a request's block 0 only, kv_cache_utils.py).
+   */
   cacheSalt: string | null;
+  /**
+   * vLLM's `extra_keys` (#33304, 0.17): one entry per block, null or a list of the block's extra
+   * hash keys (LoRA name, multimodal (identifier, offset), cache_salt, prompt-embeds digest).
+   * Present only when the event carried a list.
+   */
+  extraKeys?: (unknown[] | null)[];
   groupIdx: number | null;
   kvCacheSpecKind: string | null;
   slidingWindow: number | null;
@@ -142,6 +151,7 @@ function fromArray(a: unknown[], out: KvEventBatch): KvEvent | undefined {
       else loraName = strOrNull(slot7);
       if (a.length > STORED_ARRAY_LEN) out.unknownFields += a.length - STORED_ARRAY_LEN;
       return stored({
+        extraKeys: a[8],
         blockHashes: a[1],
         parent: a[2],
         tokenIds: a[3],
@@ -168,7 +178,7 @@ function fromArray(a: unknown[], out: KvEventBatch): KvEvent | undefined {
   }
 }
 
-// Map keys herd knows; anything else counts as unknown. Known-but-unused keys (extra_keys,
+// Map keys herd knows; anything else counts as unknown. Known-but-unused keys (
 // event_version, ownership, session_id, metadata) are not "unknown".
 const STORED_KEYS = new Set([
   "type", "block_hashes", "parent_block_hash", "token_ids", "block_size", "lora_id", "medium", "lora_name",
@@ -188,6 +198,7 @@ function fromMap(m: Record<string, unknown>, out: KvEventBatch): KvEvent | undef
       const meta = own(m, "metadata");
       const salt = own(m, "cache_salt") ?? (isMap(meta) ? own(meta, "cache_salt") : undefined);
       return stored({
+        extraKeys: own(m, "extra_keys"),
         blockHashes: own(m, "block_hashes"),
         parent: own(m, "parent_block_hash"),
         tokenIds: own(m, "token_ids"),
@@ -232,26 +243,53 @@ interface StoredFields {
   kind: unknown;
   window: unknown;
   locality: unknown;
+  extraKeys: unknown;
 }
 
 function stored(f: StoredFields): BlockStored {
   const blockSize = f.blockSize;
   if (typeof blockSize !== "number" || !Number.isInteger(blockSize) || blockSize <= 0) throw new Invalid();
-  return {
+  const parentBlockHash = f.parent === null || f.parent === undefined ? null : hashValue(f.parent);
+  const extraKeys = extraKeyList(f.extraKeys);
+  const ev: BlockStored = {
     type: "BlockStored",
     blockHashes: hashList(f.blockHashes),
-    parentBlockHash: f.parent === null || f.parent === undefined ? null : hashValue(f.parent),
+    parentBlockHash,
     tokenIds: tokenList(f.tokenIds),
     blockSize,
     loraId: intOrNull(f.loraId),
     medium: strOrNull(f.medium),
     loraName: f.loraName,
-    cacheSalt: f.cacheSalt,
+    cacheSalt: f.cacheSalt ?? (parentBlockHash === null ? saltOf(extraKeys?.[0], f.loraName) : null),
     groupIdx: intOrNull(f.groupIdx),
     kvCacheSpecKind: strOrNull(f.kind),
     slidingWindow: intOrNull(f.window),
     locality: strOrNull(f.locality),
   };
+  if (extraKeys !== null) ev.extraKeys = extraKeys;
+  return ev;
+}
+
+/** extra_keys as a list of per-block entries (null or a list); anything else is treated as absent. */
+function extraKeyList(v: unknown): (unknown[] | null)[] | null {
+  if (!Array.isArray(v)) return null;
+  return v.map((e) => (Array.isArray(e) ? e : null));
+}
+
+/**
+ * cache_salt among block 0's extra keys. vLLM's generate_block_hash_extra_keys concatenates
+ * [lora_name] + multimodal tuples + [cache_salt] + [prompt-embeds bytes]: after the LoRA name (when
+ * the event names one) the first string is the salt. Newer builds tag each key
+ * (`{"type": "cache_salt", "salt": …}`), which is read by its tag.
+ */
+export function saltOf(keys: readonly unknown[] | null | undefined, loraName: string | null): string | null {
+  if (!keys) return null;
+  for (const k of keys) {
+    if (isMap(k) && own(k, "type") === "cache_salt") return strOrNull(own(k, "salt") ?? own(k, "value"));
+  }
+  let i = loraName !== null && keys[0] === loraName ? 1 : 0;
+  for (; i < keys.length; i++) if (typeof keys[i] === "string") return keys[i] as string;
+  return null;
 }
 
 const U64 = (1n << 64n) - 1n;

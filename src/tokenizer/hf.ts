@@ -85,5 +85,6 @@ export async function loadHfTokenizer(dir: string): Promise<Tokenizer> {
       if (template === null) throw noChatTemplate(dir);
       return template.render(messages, opts);
     },
+    idToToken: (id: number) => tok.id_to_token(id) ?? undefined,
   };
 }

@@ -32,6 +32,11 @@ export interface Tokenizer {
   encode(text: string, opts?: EncodeOptions): number[];
   decode(ids: readonly number[], opts?: DecodeOptions): string;
   applyChatTemplate(messages: readonly ChatMessage[], opts: ChatTemplateOptions): string;
+  /**
+   * The vocabulary string of one id (transformers' convert_ids_to_tokens, what vLLM's /tokenize
+   * returns as token_strs); undefined outside the vocabulary.
+   */
+  idToToken?(id: number): string | undefined;
 }
 
 /** An entry of tokenizer.json's `added_tokens`: matched in raw text before normalisation, encoded as its own id. */

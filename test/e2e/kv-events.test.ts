@@ -111,7 +111,7 @@ test("explain shows the leading prompt blocks each worker holds, per medium", as
     const e = await explain({ model: "kv-m", prompt: ids });
     return gpuOf(e, w3) === 6 ? e : null;
   });
-  expect(e3.kv).toEqual({ block_size: 16, prompt_tokens: 100, prompt_blocks: 6 });
+  expect(e3.kv).toEqual({ block_size: 16, prompt_tokens: 100, prompt_blocks: 6, extra_keys: { lora_name: null, cache_salt: null } });
 
   const c = await cluster();
   for (const w of c.workers) {

@@ -93,7 +93,7 @@ engines:
     });
     expect(overlapOf(ea, "x/external-0")).toEqual({ gpu: 10, cpu: A.cpu, disk: 0 });
     expect(overlapOf(ea, "x/external-1")).toEqual({ gpu: 0, cpu: 0, disk: 0 });
-    expect(ea.kv).toEqual({ block_size: BS, prompt_tokens: A.len, prompt_blocks: 10 });
+    expect(ea.kv).toEqual({ block_size: BS, prompt_tokens: A.len, prompt_blocks: 10, extra_keys: { lora_name: null, cache_salt: null } });
 
     const eb = await waitFor("fake B's blocks", async () => {
       const e = await explain(ids(B.first, B.len));

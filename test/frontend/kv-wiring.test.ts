@@ -204,7 +204,7 @@ describe("frontend with the kv policy", () => {
     kv.index.apply("b", { kind: "stored", medium: "gpu", hashes: hashes.slice(0, -2) });
     kv.index.apply("c", { kind: "stored", medium: "cpu", hashes: hashes.slice(0, 5) });
     const ex: any = await (await post(`${h.url}/admin/route/explain`, q)).json();
-    expect(ex.kv).toEqual({ block_size: 16, prompt_tokens: ids.length, prompt_blocks: hashes.length });
+    expect(ex.kv).toEqual({ block_size: 16, prompt_tokens: ids.length, prompt_blocks: hashes.length, extra_keys: { lora_name: null, cache_salt: null } });
     expect(ex.request).toMatchObject({ tokens: ids.length, block_size: 16, hashed_blocks: hashes.length, request_blocks: Math.ceil(ids.length / 16) });
     expect(ex.chosen).toBe("b");
     expect(ex.predicted_cached_tokens).toBe((hashes.length - 2) * 16);
@@ -223,6 +223,14 @@ describe("frontend with the kv policy", () => {
     const idsOnly: any = await (await post(`${h.url}/admin/route/explain`, { model: MODEL, prompt: ids })).json();
     expect(idsOnly.chosen).toBe("b");
     expect(idsOnly.kv.prompt_blocks).toBe(hashes.length);
+    // LoRA and cache_salt are vLLM block-hash extra keys: explain names them, and a salted or
+    // adapter request gets no credit for the base model's blocks on b.
+    for (const extra of [{ cache_salt: "tenant-a" }, { lora_name: "sql-lora" }, { cache_salt: "t", lora_name: "sql-lora" }]) {
+      const salted: any = await (await post(`${h.url}/admin/route/explain`, { ...q, ...extra })).json();
+      expect(salted.kv.extra_keys).toEqual({ lora_name: extra.lora_name ?? null, cache_salt: extra.cache_salt ?? null });
+      expect(salted.kv.prompt_blocks).toBe(hashes.length);
+      expect(salted.candidates.find((c: any) => c.worker === "b").overlap.gpu).toBe(0);
+    }
   });
 });
 

@@ -61,12 +61,12 @@ describe("built-in fallback tokenizer", () => {
     }
   });
 
-  test("is deterministic and roughly BPE-sized (about 3 bytes per token on English)", () => {
+  test("is deterministic and BPE-sized (Qwen3 gives 4.5 bytes per token on this sentence)", () => {
     const text = "The quick brown fox jumps over the lazy dog. ".repeat(50);
     expect(tok.encode(text)).toEqual(createFallbackTokenizer().encode(text));
     const bytesPerToken = Buffer.byteLength(text) / tok.encode(text).length;
-    expect(bytesPerToken).toBeGreaterThan(2.5);
-    expect(bytesPerToken).toBeLessThan(4);
+    expect(bytesPerToken).toBeGreaterThan(4);
+    expect(bytesPerToken).toBeLessThan(5);
   });
 
   test("special tokens are single ids and can be skipped on decode", () => {

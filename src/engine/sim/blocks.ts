@@ -9,7 +9,17 @@
 export type BlockHash = bigint; // unsigned 64-bit, as vLLM publishes with VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=1
 
 export type KvEvent =
-  | { type: "BlockStored"; blockHashes: BlockHash[]; parentBlockHash: BlockHash | null; tokenIds: number[]; blockSize: number }
+  | {
+      type: "BlockStored";
+      blockHashes: BlockHash[];
+      parentBlockHash: BlockHash | null;
+      tokenIds: number[];
+      blockSize: number;
+      /** The request's LoRA adapter (vLLM's lora_name); absent for the base model. */
+      loraName?: string;
+      /** vLLM's extra_keys, one entry per block: [lora_name?, cache_salt? (block 0 only)] or null. */
+      extraKeys?: (string[] | null)[];
+    }
   | { type: "BlockRemoved"; blockHashes: BlockHash[] }
   | { type: "AllBlocksCleared" };
 
@@ -167,24 +177,37 @@ export class BlockPool {
    * sequence; `parent` is the hash of the block before the first. A hash already cached by another
    * block (two requests computed the same prefix at once) is not entered twice.
    */
-  store(entries: { block: Block; hash: BlockHash; tokens: ArrayLike<number> }[], parent: BlockHash | null): void {
+  store(
+    entries: { block: Block; hash: BlockHash; tokens: ArrayLike<number> }[],
+    parent: BlockHash | null,
+    firstIndex = 0,
+    lora: string | null = null,
+    cacheSalt: string | null = null,
+  ): void {
     let ev: (KvEvent & { type: "BlockStored" }) | null = null;
     let prev = parent;
+    let index = firstIndex;
     for (const { block, hash, tokens } of entries) {
       if (block.hash === null && !this.cached.has(hash)) {
         block.hash = hash;
         this.cached.set(hash, block);
         if (ev === null || ev.blockHashes.length === 0) {
-          ev = { type: "BlockStored", blockHashes: [], parentBlockHash: prev, tokenIds: [], blockSize: this.blockSize };
+          ev = { type: "BlockStored", blockHashes: [], parentBlockHash: prev, tokenIds: [], blockSize: this.blockSize, extraKeys: [] };
+          if (lora !== null) ev.loraName = lora;
           this.events.push(ev);
         }
         ev.blockHashes.push(hash);
+        const keys: string[] = [];
+        if (lora !== null) keys.push(lora);
+        if (cacheSalt !== null && index === 0) keys.push(cacheSalt);
+        ev.extraKeys!.push(keys.length > 0 ? keys : null);
         const ids = ev.tokenIds;
         for (let i = 0; i < tokens.length; i++) ids.push(tokens[i]!);
       } else {
         ev = null; // a gap: the next stored block starts a new event with its own parent
       }
       prev = hash;
+      index++;
     }
   }
 

@@ -63,6 +63,8 @@ export function generate(ctx: GenerateContext, g: GenerationRequest, signal: Abo
       promptTokens: g.promptTokens,
       maxTokens,
       ignoreEos: g.ignoreEos,
+      lora: g.lora,
+      cacheSalt: g.cacheSalt,
       nextToken: (i) => {
         const t = out.token(i);
         return { id: t.id, eos: t.eos };

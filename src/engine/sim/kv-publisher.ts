@@ -91,14 +91,21 @@ export function isBindEndpoint(ep: string): boolean {
   return ep.includes("*") || ep.includes("::");
 }
 
-/** The block pool's events as vLLM's KVEventBatch events (medium "GPU", no LoRA). */
+/**
+ * The block pool's events as vLLM's KVEventBatch events, with the fields of the newest capture
+ * (vLLM v0.26.0, volcano-sh/kthena#1535): medium "GPU", lora_name, extra_keys (one entry per
+ * block), group_idx 0, kv_cache_spec_kind "full_attention"; BlockRemoved with group_idx 0.
+ */
 export function toWireEvents(events: readonly SimKvEvent[]): KvEvent[] {
   return events.map((e): KvEvent => {
     switch (e.type) {
       case "BlockStored":
-        return blockStored({ blockHashes: e.blockHashes, parentBlockHash: e.parentBlockHash, tokenIds: e.tokenIds, blockSize: e.blockSize, medium: "GPU" });
+        return blockStored({
+          blockHashes: e.blockHashes, parentBlockHash: e.parentBlockHash, tokenIds: e.tokenIds, blockSize: e.blockSize, medium: "GPU",
+          loraName: e.loraName ?? null, extraKeys: e.extraKeys ?? e.blockHashes.map(() => null), groupIdx: 0, kvCacheSpecKind: "full_attention",
+        });
       case "BlockRemoved":
-        return blockRemoved(e.blockHashes, "GPU");
+        return { ...blockRemoved(e.blockHashes, "GPU"), groupIdx: 0 } as KvEvent;
       case "AllBlocksCleared":
         return { type: "AllBlocksCleared" };
     }

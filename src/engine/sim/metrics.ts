@@ -13,6 +13,39 @@ const TOKEN_BUCKETS = [1, 2, 5, 10, 20, 50, 100, 200, 500, 1000, 2000, 5000, 100
 
 const LABELS = ["model_name", "engine"] as const;
 
+/** What the sim knows of its CacheConfig. */
+export interface CacheInfo {
+  blockSize: number;
+  numBlocks: number;
+  /** vLLM's --gpu-memory-utilization (the sim's KV size stands for 0.9 on an H100-80GB). */
+  gpuMemoryUtilization?: number;
+}
+
+/**
+ * vllm:cache_config_info's labels: CacheConfig's fields as strings (CacheConfig.metrics_info) plus
+ * `engine`; the set seen on a live vLLM /metrics (block_size, cache_dtype, calculate_kv_scales,
+ * cpu_offload_gb, enable_prefix_caching, gpu_memory_utilization, is_attention_free, num_cpu_blocks,
+ * num_gpu_blocks, num_gpu_blocks_override, sliding_window, swap_space_bytes). Python str() of
+ * booleans and None.
+ */
+export function cacheConfigLabels(c: CacheInfo): Record<string, string> {
+  return {
+    block_size: String(c.blockSize),
+    cache_dtype: "auto",
+    calculate_kv_scales: "False",
+    cpu_offload_gb: "0",
+    enable_prefix_caching: "True",
+    engine: "0",
+    gpu_memory_utilization: String(c.gpuMemoryUtilization ?? 0.9),
+    is_attention_free: "False",
+    num_cpu_blocks: "None",
+    num_gpu_blocks: String(c.numBlocks),
+    num_gpu_blocks_override: "None",
+    sliding_window: "None",
+    swap_space_bytes: String(4 * 2 ** 30),
+  };
+}
+
 export class SimMetrics {
   readonly registry = new Registry();
   private readonly labels: { model_name: string; engine: string };
@@ -23,10 +56,14 @@ export class SimMetrics {
   private readonly queueTime: Histogram.Internal<string>;
   private readonly promptHist: Histogram.Internal<string>;
   private readonly genHist: Histogram.Internal<string>;
+  private readonly tpot: Histogram.Internal<string>;
+  private readonly inferenceTime: Histogram.Internal<string>;
+  private readonly prefillTime: Histogram.Internal<string>;
+  private readonly decodeTime: Histogram.Internal<string>;
   private readonly success: Counter<string>;
   private last = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0 };
 
-  constructor(model: string, stats: () => SchedulerStats, cacheInfo: { blockSize: number; numBlocks: number }) {
+  constructor(model: string, stats: () => SchedulerStats, cacheInfo: CacheInfo) {
     this.labels = { model_name: model, engine: "0" };
     const r = [this.registry];
     const labels = this.labels;
@@ -62,12 +99,20 @@ export class SimMetrics {
     this.queueTime = hist("vllm:request_queue_time_seconds", "Histogram of time spent in WAITING phase for request.", LATENCY_BUCKETS);
     this.promptHist = hist("vllm:request_prompt_tokens", "Number of prefill tokens processed.", TOKEN_BUCKETS);
     this.genHist = hist("vllm:request_generation_tokens", "Number of generation tokens processed.", TOKEN_BUCKETS);
-    new Gauge({
-      name: "vllm:cache_config_info",
-      help: "Information of the LLMEngine CacheConfig",
-      labelNames: ["engine", "block_size", "num_gpu_blocks", "enable_prefix_caching"],
+    this.tpot = hist("vllm:request_time_per_output_token_seconds", "Histogram of time_per_output_token_seconds per request.", ITL_BUCKETS);
+    this.inferenceTime = hist("vllm:request_inference_time_seconds", "Histogram of time spent in RUNNING phase for request.", LATENCY_BUCKETS);
+    this.prefillTime = hist("vllm:request_prefill_time_seconds", "Histogram of time spent in PREFILL phase for request.", LATENCY_BUCKETS);
+    this.decodeTime = hist("vllm:request_decode_time_seconds", "Histogram of time spent in DECODE phase for request.", LATENCY_BUCKETS);
+    // vLLM sets every sleep_state child at start-up: awake 1, the two sleep levels 0.
+    const sleep = new Gauge({
+      name: "vllm:engine_sleep_state",
+      help: "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2.",
+      labelNames: [...LABELS, "sleep_state"],
       registers: r,
-    }).set({ engine: "0", block_size: String(cacheInfo.blockSize), num_gpu_blocks: String(cacheInfo.numBlocks), enable_prefix_caching: "True" }, 1);
+    });
+    for (const [state, v] of [["awake", 1], ["weights_offloaded", 0], ["discard_all", 0]] as const) sleep.set({ ...labels, sleep_state: state }, v);
+    const info = cacheConfigLabels(cacheInfo);
+    new Gauge({ name: "vllm:cache_config_info", help: "Information of the LLMEngine CacheConfig", labelNames: Object.keys(info), registers: r }).set(info, 1);
   }
 
   /** Record one token's timing; `prevMs` is the previous token's time (undefined for the first). */
@@ -83,6 +128,15 @@ export class SimMetrics {
     if (f.scheduledMs !== undefined) this.queueTime.observe((f.scheduledMs - f.arrivalMs) / 1000);
     this.promptHist.observe(f.promptTokens);
     this.genHist.observe(f.outputTokens);
+    // vLLM v1 (metrics/stats.py update_from_finished_request): prefill = scheduled → first token,
+    // decode = first → last token, inference = scheduled → last token, TPOT = decode / (n − 1).
+    if (f.scheduledMs !== undefined && f.firstTokenMs !== undefined) {
+      const decodeS = (f.finishMs - f.firstTokenMs) / 1000;
+      this.prefillTime.observe((f.firstTokenMs - f.scheduledMs) / 1000);
+      this.decodeTime.observe(decodeS);
+      this.inferenceTime.observe((f.finishMs - f.scheduledMs) / 1000);
+      this.tpot.observe(f.outputTokens > 1 ? decodeS / (f.outputTokens - 1) : 0);
+    }
   }
 
   text(): Promise<string> {

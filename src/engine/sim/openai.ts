@@ -11,13 +11,20 @@ export interface GenerationRequest {
   endpoint: Endpoint;
   model: string;
   promptTokens: number[];
-  /** null = vLLM's default: the rest of the context window. */
+  /** null = vLLM's chat default: the rest of the context window (completions default to 16). */
   maxTokens: number | null;
   stop: string[];
   stream: boolean;
   includeUsage: boolean;
   ignoreEos: boolean;
+  /** The --lora-modules adapter the request names as its model; null = the base model. */
+  lora: string | null;
+  /** vLLM's cache_salt (block 0's extra hash key); null when absent. */
+  cacheSalt: string | null;
 }
+
+/** Completions without max_tokens generate 16 tokens (vLLM's CompletionRequest default, as OpenAI's). */
+export const COMPLETION_DEFAULT_MAX_TOKENS = 16;
 
 const isObj = (v: unknown): v is Record<string, unknown> => v !== null && typeof v === "object" && !Array.isArray(v);
 const isTokenList = (v: unknown): v is number[] => Array.isArray(v) && v.every((x) => Number.isInteger(x) && x >= 0);
@@ -37,15 +44,58 @@ function optBool(body: Record<string, unknown>, key: string): boolean {
   return v;
 }
 
-/** Parse a /v1/chat/completions or /v1/completions body. `served` is the engine's model name. */
-export function parseGeneration(endpoint: Endpoint, body: unknown, served: string, tok: Tokenizer): GenerationRequest {
+/**
+ * A float field as pydantic (lax mode) validates vLLM's request models: a number, or a string that
+ * parses as one; anything else is a 400 naming the field (vLLM answers RequestValidationError 400).
+ */
+function optFloat(body: Record<string, unknown>, key: string): number | null {
+  const v = body[key];
+  if (v === undefined || v === null) return null;
+  if (typeof v === "number" && Number.isFinite(v)) return v;
+  if (typeof v === "string" && v.trim() !== "" && Number.isFinite(Number(v))) return Number(v);
+  const shown = typeof v === "string" ? `'${v}'` : JSON.stringify(v);
+  throw badRequest(`1 validation error: ${key}: Input should be a valid number, unable to parse ${typeof v} as a number [input_value=${shown}]`, key);
+}
+
+/** Sampling fields the sim ignores but, like vLLM (SamplingParams._verify_args), still checks. */
+function checkSampling(body: Record<string, unknown>): void {
+  const temperature = optFloat(body, "temperature");
+  if (temperature !== null && temperature < 0) throw badRequest(`temperature must be non-negative, got ${temperature}.`, "temperature");
+  const topP = optFloat(body, "top_p");
+  if (topP !== null && !(topP > 0 && topP <= 1)) throw badRequest(`top_p must be in (0, 1], got ${topP}.`, "top_p");
+  for (const key of ["presence_penalty", "frequency_penalty"]) {
+    const v = optFloat(body, key);
+    if (v !== null && !(v >= -2 && v <= 2)) throw badRequest(`${key} must be in [-2, 2], got ${v}.`, key);
+  }
+  for (const key of ["top_k", "seed"]) {
+    const v = body[key];
+    if (v !== undefined && v !== null && !Number.isInteger(v)) throw badRequest(`1 validation error: ${key}: Input should be a valid integer [input_value=${JSON.stringify(v)}]`, key);
+  }
+}
+
+/**
+ * Parse a /v1/chat/completions or /v1/completions body. `served` is the engine's model name;
+ * `loras` the --lora-modules names (a request naming one runs under that adapter).
+ */
+export function parseGeneration(endpoint: Endpoint, body: unknown, served: string, tok: Tokenizer, loras: readonly string[] = []): GenerationRequest {
   if (!isObj(body)) throw badRequest("request body must be a JSON object", null);
   const model = body.model === undefined || body.model === null ? served : body.model;
   if (typeof model !== "string") throw badRequest("model must be a string", "model");
-  if (model !== served) throw new HerdError(404, "not_found_error", `The model \`${model}\` does not exist.`, "model_not_found", "model");
+  const lora = model !== served && loras.includes(model) ? model : null;
+  if (model !== served && lora === null) throw new HerdError(404, "not_found_error", `The model \`${model}\` does not exist.`, "model_not_found", "model");
   const n = optInt(body, "n", 1);
   if (n !== null && n !== 1) throw badRequest("n must be 1: the simulated engine returns one choice per request", "n");
-  const maxTokens = optInt(body, "max_completion_tokens", 1) ?? optInt(body, "max_tokens", 1);
+  checkSampling(body);
+  // vllm/entrypoints/openai/completion/protocol.py (and chat's): `cache_salt: str | None`,
+  // min_length 1, max_length 1024, checked by pydantic before anything runs.
+  const salt = body.cache_salt;
+  if (salt !== undefined && salt !== null && (typeof salt !== "string" || salt === "" || salt.length > 1024)) {
+    throw badRequest("Parameter 'cache_salt' must be a string of 1 to 1024 characters if provided.", "cache_salt");
+  }
+  const cacheSalt = typeof salt === "string" ? salt : null;
+  const maxTokens = optInt(body, "max_completion_tokens", 1) ?? optInt(body, "max_tokens", 1) 
+    // Absent, not null: an explicit null means "the rest of the context" on both endpoints.
+    ?? (endpoint === "completion" && body.max_tokens === undefined ? COMPLETION_DEFAULT_MAX_TOKENS : null);
   const stream = optBool(body, "stream");
   let includeUsage = false;
   if (body.stream_options !== undefined && body.stream_options !== null) {
@@ -62,7 +112,7 @@ export function parseGeneration(endpoint: Endpoint, body: unknown, served: strin
   const promptTokens = endpoint === "chat"
     ? tok.encode(renderChat(body, tok), { addSpecialTokens: false })
     : parsePrompt(body.prompt, tok);
-  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos };
+  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos, lora, cacheSalt };
 }
 
 /** The chat prompt text: messages (+ tools, chat_template_kwargs) through the chat template. */

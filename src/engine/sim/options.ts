@@ -11,6 +11,10 @@ export interface SimEngineOptions {
   port: number;
   /** Served model name (what /v1/models lists and clients send). */
   model: string;
+  /** The model path vLLM was started with (/v1/models `root`); null = the served name. */
+  modelPath: string | null;
+  /** vLLM's --lora-modules: adapters served beside the base model (a request names one as its model). */
+  loraModules: { name: string; path: string }[];
   /** Directory with tokenizer.json (+ tokenizer_config.json); null = built-in fallback tokenizer. */
   tokenizer: string | null;
   blockSize: number;
@@ -33,7 +37,7 @@ export interface SimEngineOptions {
   hangAfter: number | null;
   /** The process dies in the middle of the stream of request N+1. */
   crashAfter: number | null;
-  /** "Loading" time: the port refuses connections until it has passed. */
+  /** "Loading" time: the port refuses connections until it has passed (vLLM's start-up lines spread over it). */
   startupDelayMs: number;
   /** vLLM's --kv-events-config; null = no KV event publisher. */
   kvEvents: KvEventsConfig | null;
@@ -52,6 +56,8 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   host: "127.0.0.1",
   port: 8000,
   model: "sim",
+  modelPath: null,
+  loraModules: [],
   tokenizer: null,
   blockSize: 16,
   kvBlocks: 24_700,
@@ -73,6 +79,18 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvEventsBindHost: null,
 };
 
+/** The vLLM release whose wire formats the sim speaks (KV events as the v0.26.0 capture); /version answers it. */
+export const VLLM_VERSION = "0.26.0";
+
+/**
+ * A realistic start-up for Qwen3-8B on one H100 under vLLM V1: ~45 s from process start to
+ * "Application startup complete." (upb-cn/vllm-startup-profiler, A100, 7B, vLLM 0.10.1: 43–51 s
+ * with a warm compile cache: bootstrap ~20 s, weights 7.5 s, torch.compile + graph load ~16 s,
+ * KV profiling 2 s, CUDA graphs 0.3–8 s). `--realistic-startup` uses it; the default stays 0 so
+ * the embedded `herd run` config and tests start at once. For herd simulate and the planner.
+ */
+export const REALISTIC_STARTUP_MS = 45_000;
+
 export class UsageError extends Error {
   override name = "UsageError";
 }
@@ -91,6 +109,18 @@ export const FLAGS: Record<string, Flag> = {
   port: { kind: "int", help: "port; 0 = ephemeral (default 8000)", set: (o, v) => void (o.port = v as number) },
   model: { kind: "str", help: "served model name (default sim)", set: (o, v) => void (o.model = v as string) },
   "served-model-name": { kind: "str", help: "same as --model (vLLM's name)", set: (o, v) => void (o.model = v as string) },
+  "model-path": { kind: "str", help: "model path vLLM loaded: /v1/models root (default: the served name)", set: (o, v) => void (o.modelPath = v as string) },
+  "lora-modules": {
+    kind: "str",
+    help: "LoRA adapters, vLLM's name=path pairs (space or comma separated)",
+    set: (o, v) => {
+      for (const item of (v as string).split(/[\s,]+/).filter((x) => x !== "")) {
+        const eq = item.indexOf("=");
+        if (eq <= 0 || eq === item.length - 1) throw new UsageError(`--lora-modules: expected name=path, got ${JSON.stringify(item)}`);
+        o.loraModules = [...o.loraModules, { name: item.slice(0, eq), path: item.slice(eq + 1) }];
+      }
+    },
+  },
   tokenizer: { kind: "str", help: "dir with tokenizer.json (+ tokenizer_config.json); default built-in", set: (o, v) => void (o.tokenizer = v as string) },
   "block-size": { kind: "int", help: "KV block size in tokens (16)", set: (o, v) => void (o.blockSize = v as number) },
   "kv-blocks": { kind: "int", help: "KV capacity in blocks (24700 ≈ 395k tokens)", set: (o, v) => void (o.kvBlocks = v as number) },
@@ -143,7 +173,8 @@ export const FLAGS: Record<string, Flag> = {
     help: "bind the KV event sockets on this host (e.g. 127.0.0.1) instead of the endpoint's `*`",
     set: (o, v) => void (o.kvEventsBindHost = v as string),
   },
-  "startup-delay-ms": { kind: "int", help: "refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
+  "startup-delay-ms": { kind: "int", help: "load time: refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
+  "realistic-startup": { kind: "bool", help: `load time of Qwen3-8B on an H100 (${REALISTIC_STARTUP_MS / 1000} s) unless --startup-delay-ms`, set: (o) => void (o.startupDelayMs = REALISTIC_STARTUP_MS) },
 };
 
 const POSITIVE = new Set(["block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
@@ -164,6 +195,7 @@ function parseValue(name: string, kind: Kind, raw: string): string | number {
 export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
   const o: SimEngineOptions = { ...DEFAULT_OPTIONS, cost: { ...DEFAULT_OPTIONS.cost } };
   let zeroDelay = false;
+  let realistic = false;
   const later: [Flag, string | number | boolean][] = [];
   for (let i = 0; i < argv.length; i++) {
     const arg = argv[i]!;
@@ -176,6 +208,7 @@ export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
     if (flag.kind === "bool") {
       if (eq >= 0) throw new UsageError(`--${name} takes no value`);
       zeroDelay ||= name === "zero-delay";
+      realistic ||= name === "realistic-startup";
       continue;
     }
     const raw: string | undefined = eq < 0 ? argv[++i] : arg.slice(eq + 1);
@@ -184,6 +217,7 @@ export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
   }
   // --zero-delay first, so an explicit timing flag can still set one figure on top of it.
   if (zeroDelay) o.cost = { ...ZERO_COST };
+  if (realistic) o.startupDelayMs = REALISTIC_STARTUP_MS;
   for (const [flag, v] of later) flag.set(o, v);
   return o;
 }

@@ -31,6 +31,18 @@ export interface SchedulerConfig {
   hashSeed: bigint;
 }
 
+/**
+ * The engine-hash seed of block i of a request: vLLM hashes (parent, tokens, extra_keys) with the
+ * LoRA name in every block's extra keys and cache_salt in block 0's (kv_cache_utils.py
+ * generate_block_hash_extra_keys); here they perturb the seed of those blocks.
+ */
+function blockSeed(seed: bigint, sub: SubmitRequest, i: number): bigint {
+  let s = seed;
+  if (sub.lora) s ^= BigInt(Bun.hash.xxHash3(`lora:${sub.lora}`));
+  if (i === 0 && sub.cacheSalt) s ^= BigInt(Bun.hash.xxHash3(`salt:${sub.cacheSalt}`));
+  return s;
+}
+
 export interface FinishInfo {
   reason: FinishReason;
   promptTokens: number;
@@ -58,6 +70,10 @@ export interface SubmitRequest {
   nextToken(index: number): { id: number; eos: boolean };
   ignoreEos: boolean;
   handlers: RequestHandlers;
+  /** LoRA adapter (a --lora-modules name): an extra key of every block's hash, as in vLLM. */
+  lora?: string | null;
+  /** vLLM's cache_salt: an extra key of block 0's hash only. */
+  cacheSalt?: string | null;
 }
 
 export interface SchedulerStats {
@@ -314,7 +330,7 @@ export class SimScheduler {
   private extendHashes(r: Req, upTo: number): void {
     const bs = this.cfg.blockSize;
     for (let i = r.hashes.length; i < upTo; i++) {
-      r.hashes.push(hashBlockOf(this.cfg.hashSeed, i === 0 ? null : r.hashes[i - 1]!, r.prompt, r.out, i * bs, (i + 1) * bs));
+      r.hashes.push(hashBlockOf(blockSeed(this.cfg.hashSeed, r.sub, i), i === 0 ? null : r.hashes[i - 1]!, r.prompt, r.out, i * bs, (i + 1) * bs));
     }
   }
 
@@ -363,7 +379,7 @@ export class SimScheduler {
     this.extendHashes(r, full);
     const entries = [];
     for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: blockTokens(r, i, bs) });
-    this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!);
+    this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!, r.numStored, r.sub.lora ?? null, r.sub.cacheSalt ?? null);
     r.numStored = full;
   }
 

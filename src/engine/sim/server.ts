@@ -11,7 +11,7 @@ import { type GenerateContext, generate } from "./generate.ts";
 import { SimMetrics } from "./metrics.ts";
 import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
 import { ZERO_COST } from "./cost.ts";
-import { DEFAULT_OPTIONS, type SimEngineOptions } from "./options.ts";
+import { DEFAULT_OPTIONS, type SimEngineOptions, VLLM_VERSION } from "./options.ts";
 import { OutputVocabulary } from "./output.ts";
 import { type SchedulerStats, SimScheduler } from "./scheduler.ts";
 
@@ -100,12 +100,7 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     setTimeout(() => (opts.onCrash ?? (() => void server?.stop(true)))(), 10);
   };
 
-  log(`INFO ${ts()} [scheduler] Chunked prefill is enabled with max_num_batched_tokens=${o.maxNumBatchedTokens}.`);
-  if (o.startupDelayMs > 0) await Bun.sleep(o.startupDelayMs);
-  const kvTokens = o.kvBlocks * o.blockSize;
-  log(`INFO ${ts()} [kv_cache_utils] GPU KV cache size: ${kvTokens.toLocaleString("en-US")} tokens`);
-  log(`INFO ${ts()} [kv_cache_utils] Maximum concurrency for ${maxModelLen.toLocaleString("en-US")} tokens per request: ${(kvTokens / maxModelLen).toFixed(2)}x`);
-
+  await loadModel(o, maxModelLen, log);
   const handleGeneration = async (endpoint: "chat" | "completion", req: Request): Promise<Response> => {
     const n = ++requests;
     if (dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
@@ -121,7 +116,7 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         req.signal.addEventListener("abort", done, { once: true });
       });
     }
-    const g = parseGeneration(endpoint, await readJson(req), o.model, tokenizer);
+    const g = parseGeneration(endpoint, await readJson(req), o.model, tokenizer, o.loraModules.map((l) => l.name));
     const ctx: GenerateContext = {
       scheduler, metrics, vocab, seed: o.seed, outputLen: o.outputLen, maxModelLen, now: () => clock.now(),
       crash: o.crashAfter !== null && n === o.crashAfter + 1 ? crash : null, inflight,
@@ -141,15 +136,9 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         return new Response(null, { status: dead ? 503 : 200 });
       case "/v1/models":
         want("GET");
-        return json(200, {
-          object: "list",
-          data: [{
-            id: o.model, object: "model", created: Math.floor(Date.now() / 1000), owned_by: "vllm", root: o.model, parent: null, max_model_len: maxModelLen,
-            permission: [{ id: `modelperm-${crypto.randomUUID().replaceAll("-", "")}`, object: "model_permission", created: Math.floor(Date.now() / 1000), allow_create_engine: false, allow_sampling: true, allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: "*", group: null, is_blocking: false }],
-          }],
-        });
+        return json(200, { object: "list", data: modelCards(o, maxModelLen) });
       case "/version":
-        return json(200, { version: "0.0.0+herd.sim" });
+        return json(200, { version: VLLM_VERSION });
       case "/metrics":
         want("GET");
         return new Response(await metrics.text(), { headers: { "content-type": metrics.registry.contentType } });
@@ -165,13 +154,17 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         } else if (typeof b.prompt === "string") {
           tokens = tokenizer.encode(b.prompt, { addSpecialTokens: b.add_special_tokens !== false });
         } else tokens = parsePrompt(b.prompt, tokenizer);
-        return json(200, { count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: null });
+        // return_token_strs: transformers' convert_ids_to_tokens (vllm serving_tokenization.py).
+        const strs = b.return_token_strs === true ? tokens.map((id) => tokenizer.idToToken?.(id) ?? tokenizer.decode([id])) : null;
+        return json(200, { count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: strs });
       }
       case "/detokenize": {
         want("POST");
         const b = (await readJson(req)) as { tokens?: unknown } | null;
         const t = b?.tokens;
         if (!Array.isArray(t) || !t.every((x) => Number.isInteger(x) && x >= 0)) throw new HerdError(400, "invalid_request_error", "tokens must be a list of token ids", "invalid_value", "tokens");
+        const oov = (t as number[]).find((id) => id >= tokenizer.vocabSize);
+        if (oov !== undefined) throw new HerdError(400, "invalid_request_error", `Token id ${oov} is out of vocabulary`, "invalid_value", "tokens");
         return json(200, { prompt: tokenizer.decode(t as number[]) });
       }
       case "/reset_prefix_cache":
@@ -222,6 +215,56 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
       server = null;
     },
   };
+}
+
+/** /v1/models: the base model, then one card per LoRA adapter (vllm serving_models.py show_available_models). */
+function modelCards(o: SimEngineOptions, maxModelLen: number): unknown[] {
+  const created = Math.floor(Date.now() / 1000);
+  const permission = () => [{
+    id: `modelperm-${crypto.randomUUID().replaceAll("-", "")}`, object: "model_permission", created, allow_create_engine: false, allow_sampling: true,
+    allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: "*", group: null, is_blocking: false,
+  }];
+  const base = { id: o.model, object: "model", created, owned_by: "vllm", root: o.modelPath ?? o.model, parent: null, max_model_len: maxModelLen, permission: permission() };
+  const loras = o.loraModules.map((l) => ({ id: l.name, object: "model", created, owned_by: "vllm", root: l.path, parent: o.model, max_model_len: null, permission: permission() }));
+  return [base, ...loras];
+}
+
+/**
+ * "Loading the model": vLLM V1's start-up lines, spread over --startup-delay-ms in the proportions
+ * of a real start (planner notes: bootstrap and imports first, then weights, torch.compile, KV
+ * profiling, CUDA graphs). Wording as vLLM logs it (vllm/v1/engine/core.py "init engine (profile,
+ * create kv cache, warmup model) took …", v1/core/kv_cache_utils.py "GPU KV cache size", …).
+ */
+async function loadModel(o: SimEngineOptions, maxModelLen: number, log: (line: string) => void): Promise<void> {
+  const total = o.startupDelayMs;
+  const path = o.modelPath ?? o.model;
+  const secs = (f: number) => ((total * f) / 1000).toFixed(2);
+  let at = 0;
+  const until = async (f: number) => {
+    const ms = total * f - at;
+    if (ms > 0) await Bun.sleep(ms);
+    at = total * f;
+  };
+  const kvTokens = o.kvBlocks * o.blockSize;
+  log(`INFO ${ts()} [api_server.py] vLLM API server version ${VLLM_VERSION}`);
+  log(`INFO ${ts()} [model.py] Using max model len ${maxModelLen}`);
+  log(`INFO ${ts()} [scheduler.py] Chunked prefill is enabled with max_num_batched_tokens=${o.maxNumBatchedTokens}.`);
+  await until(0.4);
+  log(`INFO ${ts()} [gpu_model_runner.py] Starting to load model ${path}...`);
+  await until(0.55);
+  log(`INFO ${ts()} [default_loader.py] Loading weights took ${secs(0.15)} seconds`);
+  log(`INFO ${ts()} [gpu_model_runner.py] Model loading took 15.27 GiB memory and ${secs(0.16)} seconds`);
+  await until(0.85);
+  log(`INFO ${ts()} [monitor.py] torch.compile takes ${secs(0.28)} s in total`);
+  log(`INFO ${ts()} [gpu_worker.py] Available KV cache memory: ${((kvTokens * 147_456) / 2 ** 30).toFixed(2)} GiB`);
+  log(`INFO ${ts()} [kv_cache_utils.py] GPU KV cache size: ${kvTokens.toLocaleString("en-US")} tokens`);
+  log(`INFO ${ts()} [kv_cache_utils.py] Maximum concurrency for ${maxModelLen.toLocaleString("en-US")} tokens per request: ${(kvTokens / maxModelLen).toFixed(2)}x`);
+  await until(0.97);
+  log(`INFO ${ts()} [gpu_model_runner.py] Graph capturing finished in ${Math.round((total * 0.1) / 1000)} secs, took 0.53 GiB`);
+  await until(1);
+  log(`INFO ${ts()} [core.py] init engine (profile, create kv cache, warmup model) took ${secs(0.6)} seconds`);
+  log(`INFO ${ts()} [loggers.py] Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: ${o.kvBlocks}`);
+  log(`INFO ${ts()} [api_server.py] Supported_tasks: ['generate']`);
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -121,10 +121,14 @@ describe.skipIf(!hasPyZmq())("wire format against libzmq + python3-msgpack", () 
     expect(r.live.map((m: any) => [m.topic, m.seq, m.f64])).toEqual([["kv@t@m", 0, true], ["kv@t@m", 1, true], ["kv@t@m", 2, true]]);
     expect(r.live[0].batch).toEqual([
       1700000000.5,
-      [{ type: "BlockStored", block_hashes: [BIG.toString(), 7], parent_block_hash: null, token_ids: [1, 2, 3, 4, 5, 6, 7, 8], block_size: 4, lora_id: null, medium: "GPU", lora_name: null }],
+      // The fields of the vLLM v0.26.0 capture (volcano-sh/kthena#1535): extra_keys per block, group_idx, kind.
+      [{
+        type: "BlockStored", block_hashes: [BIG.toString(), 7], parent_block_hash: null, token_ids: [1, 2, 3, 4, 5, 6, 7, 8], block_size: 4, lora_id: null, medium: "GPU", lora_name: null,
+        extra_keys: [null, null], group_idx: 0, kv_cache_spec_kind: "full_attention",
+      }],
       0,
     ]);
-    expect(r.live[1].batch[1]).toEqual([{ type: "BlockRemoved", block_hashes: [BIG.toString()], medium: "GPU" }]);
+    expect(r.live[1].batch[1]).toEqual([{ type: "BlockRemoved", block_hashes: [BIG.toString()], medium: "GPU", group_idx: 0 }]);
     expect(r.live[2].batch[1]).toEqual([{ type: "AllBlocksCleared" }]);
     // Replay from 1: batches 1 and 2 as [b"", topic, seq, payload], then [b"", b"", ff×8, b""].
     expect(r.replay.map((f: string[]) => f.slice(0, 3))).toEqual([
@@ -137,8 +141,8 @@ describe.skipIf(!hasPyZmq())("wire format against libzmq + python3-msgpack", () 
 
   test("array encoding: positional events with the tag first", async () => {
     const r = await pyPeer(publisher({ encoding: "array" }), 3);
-    expect(r.live[0].batch[1]).toEqual([["BlockStored", [BIG.toString(), 7], null, [1, 2, 3, 4, 5, 6, 7, 8], 4, null, "GPU", null]]);
-    expect(r.live[1].batch[1]).toEqual([["BlockRemoved", [BIG.toString()], "GPU"]]);
+    expect(r.live[0].batch[1]).toEqual([["BlockStored", [BIG.toString(), 7], null, [1, 2, 3, 4, 5, 6, 7, 8], 4, null, "GPU", null, [null, null], 0, "full_attention"]]);
+    expect(r.live[1].batch[1]).toEqual([["BlockRemoved", [BIG.toString()], "GPU", 0]]);
     expect(r.live[2].batch[1]).toEqual([["AllBlocksCleared"]]);
   });
 });

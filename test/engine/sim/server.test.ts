@@ -139,7 +139,11 @@ describe("sim engine over HTTP with the openai client", () => {
     expect(text).toMatch(/^vllm:request_success_total\{model_name="qwen3-8b",engine="0",finished_reason="length"\} [1-9]/m);
     const hits = Number(/^vllm:prefix_cache_hits_total\{[^}]*\} (\d+)/m.exec(text)![1]);
     expect(hits).toBeGreaterThan(0);
-    expect(text).toMatch(/vllm:cache_config_info\{engine="0",block_size="16",num_gpu_blocks="24700"/);
+    // CacheConfig's fields as a live vLLM /metrics shows them, plus engine (issue 11: the full label set).
+    expect(text).toContain(
+      'vllm:cache_config_info{block_size="16",cache_dtype="auto",calculate_kv_scales="False",cpu_offload_gb="0",enable_prefix_caching="True",engine="0",' +
+        'gpu_memory_utilization="0.9",is_attention_free="False",num_cpu_blocks="None",num_gpu_blocks="24700",num_gpu_blocks_override="None",sliding_window="None",swap_space_bytes="4294967296"} 1',
+    );
   });
 
   test("a client disconnect mid-stream aborts the request and frees its blocks", async () => {
