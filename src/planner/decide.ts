@@ -104,7 +104,9 @@ function decidePool(
   const samples = [...mem.samples.filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: demand }];
   const stable = windowMean(samples, nowMs, cfg.stableWindowMs);
   const panic = windowMean(samples, nowMs, cfg.panicWindowMs);
-  let need = Math.ceil(Math.max(stable, panic) - 1e-9);
+  // Knative's panic mode: the short window only counts when it shows twice the capacity there is.
+  const panicking = panic >= 2 * Math.max(1, current);
+  let need = Math.ceil((panicking ? Math.max(stable, panic) : stable) - 1e-9);
   if (sig.heldRequests > 0) need = Math.max(need, 1);
   Object.assign(terms, { demand: round3(demand), stable: round3(stable), panic: round3(panic), need });
   const idleLong = idleSinceMs !== null && nowMs - idleSinceMs >= cfg.idleToSleepMs;
@@ -115,7 +117,8 @@ function decidePool(
     desired = pool.pinned;
     reason = "pinned";
   } else if (idleLong) desired = floor;
-  let next: PoolMemory = { ...mem, samples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs };
+  const stableSamples = [...(mem.stableSamples ?? []).filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: stable }];
+  let next: PoolMemory = { ...mem, samples, stableSamples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs };
 
   if (desired > current) {
     let missing = desired - current;
@@ -159,13 +162,13 @@ function decidePool(
       return done(desired, pool.canSleep ? "sleep_idle" : "stop_idle", { ...next, lastDownMs: nowMs });
     }
     if (reason !== "pinned") {
-      const window = windowMax(samples, nowMs, cfg.downWindowMs, next.samplingSinceMs!);
+      const window = windowMax(stableSamples, nowMs, cfg.downWindowMs, next.samplingSinceMs!);
       terms.down_window_max = round3(window.max);
       const consolidated = window.max <= (current - 1) * cfg.downHeadroom;
       if (nowMs - leaderSinceMs < cfg.downWindowMs) return done(current, "new_leader_window", next);
       if (mem.lastUpMs !== null && nowMs - mem.lastUpMs < cfg.upHoldMs) return done(current, "up_hold", next);
       if (mem.lastDownMs !== null && nowMs - mem.lastDownMs < cfg.downStepMs) return done(current, "hold", next);
-      if (!window.covered || !consolidated) return done(current, "hold", next);
+      if (panicking || !window.covered || !consolidated) return done(current, "hold", next);
     }
     const victim = pickVictim(ready);
     if (victim === null) return done(current, "drain_wait", next);

@@ -16,8 +16,28 @@ export function missingSignal(s: PoolSignals | undefined): boolean {
   return [s.arrivalsPerS, s.uncachedPrefillTokensPerS, s.decodeTokensPerS, s.heldRequests, s.heldTokens].some((x) => !Number.isFinite(x) || x < 0);
 }
 
-/** Engines needed (fractional) at `utilization` of each engine's capacity. */
+/** Per-engine gain of a pool of `n` engines (1 for one engine, or without a measured gain). */
+export function poolingGainAt(pool: PoolSpec, n: number): number {
+  const g = pool.poolingGain;
+  if (!g || g.engines <= 1 || g.factor <= 0 || n <= 1) return 1;
+  return Math.pow(g.factor, Math.log(n) / Math.log(g.engines));
+}
+
+/** Engines needed (fractional) at `utilization` of each engine's capacity, pooling gain included. */
 export function engineDemand(pool: PoolSpec, s: PoolSignals, utilization: number): number {
+  const single = singleEngineDemand(pool, s, utilization);
+  if (!pool.poolingGain || single <= 1) return single;
+  // Smallest n with n × gain(n) ≥ single, interpolated between the neighbouring counts.
+  let prev = 1;
+  for (let n = 2; n <= 4096; n++) {
+    const served = n * poolingGainAt(pool, n);
+    if (served >= single) return n - 1 + (single - prev) / (served - prev);
+    prev = served;
+  }
+  return single;
+}
+
+function singleEngineDemand(pool: PoolSpec, s: PoolSignals, utilization: number): number {
   const p = Math.max(1e-9, pool.capacity.prefillTokensPerS * utilization);
   const d = Math.max(1e-9, pool.capacity.decodeTokensPerS * utilization);
   const prefill = s.uncachedPrefillTokensPerS / p;

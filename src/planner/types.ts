@@ -14,6 +14,12 @@ export interface PoolSpec {
   gpusPerEngine: number;
   /** One engine's sustainable throughput at the SLO (from `herd bench` / `simulate --calibrate`). */
   capacity: { prefillTokensPerS: number; decodeTokensPerS: number };
+  /**
+   * Pooling gain: n engines behind the router serve more than n × one engine at the same SLO
+   * (queueing: a burst spreads). `factor` is the per-engine gain measured at `engines` engines; the
+   * gain at other counts follows factor^(ln n / ln engines). Null: no gain assumed.
+   */
+  poolingGain?: { engines: number; factor: number } | null;
   /** Engines of this pool can sleep (vLLM sleep mode): wake in seconds instead of a cold start. */
   canSleep: boolean;
   /** Time-of-day floors (seconds since local midnight): at least `min` engines in [fromS, toS). */
@@ -124,6 +130,8 @@ export interface PoolDecision {
 export interface PoolMemory {
   /** (time, demanded engines) samples, oldest first, trimmed to the longest window. */
   samples: readonly { atMs: number; need: number }[];
+  /** The stable-window mean at each tick: scale-down reads its maximum (smoothed, not raw noise). */
+  stableSamples?: readonly { atMs: number; need: number }[];
   /** When sampling began (null before the first sample): a window is covered once it is that old. */
   samplingSinceMs: number | null;
   lastUpMs: number | null;

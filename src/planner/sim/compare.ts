@@ -30,12 +30,13 @@ export const DEFAULT_POOL: PoolSpec = {
 };
 
 export const DEFAULT_PLANNER: PlannerConfig = {
-  utilizationTarget: 0.7, downHeadroom: 0.8, stableWindowMs: 60_000, panicWindowMs: 6_000, downWindowMs: 300_000, downStepMs: 120_000,
+  // The capacity is calibrated at the SLO (the highest rate that still meets it), so the target is all of it.
+  utilizationTarget: 1, downHeadroom: 0.9, stableWindowMs: 60_000, panicWindowMs: 6_000, downWindowMs: 300_000, downStepMs: 120_000,
   upHoldMs: 30_000, idleToSleepMs: 300_000, sleepToStopMs: 1_800_000, gpuBudget: null, pools: [DEFAULT_POOL],
 };
 
-export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, durationS: number, initial = 0, capacity = DEFAULT_POOL.capacity): FleetSimSpec {
-  const pool = { ...DEFAULT_POOL, max: o.gpus, capacity };
+export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, durationS: number, initial = 0, capacity = DEFAULT_POOL.capacity, poolingGain: PoolSpec["poolingGain"] = null): FleetSimSpec {
+  const pool = { ...DEFAULT_POOL, max: o.gpus, capacity, poolingGain };
   return {
     shape, durationS, seed: o.seed, law, planner: { ...DEFAULT_PLANNER, gpuBudget: o.gpus, pools: [pool] },
     hosts: Array.from({ length: Math.ceil(o.gpus / 8) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(8, o.gpus - 8 * i) })),
@@ -84,18 +85,21 @@ export function comparePlanners(o: CompareOptions): { shape: string; duration_s:
   let staticN: number | null = null;
   const cal = calibrateCapacity(shape, o);
   const capacity = { prefillTokensPerS: cal.prefillTokensPerS, decodeTokensPerS: cal.decodeTokensPerS };
+  // The pooling gain from the same measurements: one engine's rate vs the peak pool's per-engine rate.
+  const peakN = staticPeakCount(shape, o);
+  const gain = peakN > 1 ? { engines: peakN, factor: Math.max(1, shape.peak / 1.01 / peakN / cal.ratePerS) } : null;
   for (const name of o.planners) {
     const t0 = performance.now();
     let law: PlannerLaw | null = name === "herd" ? HERD : emulatedLaw(name);
     // Every planner starts the trace with one engine up; static with its peak count.
     let initial = 1;
     if (name === "static") {
-      staticN = staticPeakCount(shape, o);
+      staticN = peakN;
       law = staticLaw(staticN);
       initial = staticN;
     }
     if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
-    const r = runFleetSim(specFor(shape, law, o, durationS, initial, capacity));
+    const r = runFleetSim(specFor(shape, law, o, durationS, initial, capacity, gain));
     const { actions: _log, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }
