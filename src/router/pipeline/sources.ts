@@ -6,6 +6,7 @@
 //   entries — the blocks of this router's own recent decisions, remembered for
 //   router.kv.predicted_ttl_ms, so a burst of requests sharing a new prefix does not scatter before
 //   the engine's BlockStored events arrive (Dynamo's --router-predicted-ttl-secs, routers.md §1.7).
+//   A prediction is dropped as soon as the index reports the engine removed one of its blocks.
 // prefix (approximate): no engine events. The router remembers which block hashes it sent to which
 //   worker (router.prefix: TTL after the last send, per-worker capacity, least recently sent
 //   forgotten first; ../prefix-memory.ts) and treats them as GPU overlap (Dynamo's
@@ -35,6 +36,15 @@ const LITTLE_ENDIAN = new Uint8Array(new Uint32Array([1]).buffer)[0] === 1;
 
 export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheSource {
   const pairIndex = LITTLE_ENDIAN && "findMatchesPairs" in index && typeof index.findMatchesPairs === "function" ? (index as PairIndex) : null;
+  // A prediction stands in for a BlockStored event not yet seen; once the index sees the engine
+  // evict those blocks (or drop the worker's cache) the prediction is wrong: drop it (issue 11).
+  const unsubscribe =
+    predicted && index.onRemoved
+      ? index.onRemoved((worker, removal) => {
+          if (removal === null) predicted.forget(worker);
+          else if (removal.medium === "gpu") predicted.dropRemoved(worker, removal.pairs, removal.n);
+        })
+      : null;
   return {
     type: "kv-index",
     needs: { blockHashes: true },
@@ -59,6 +69,7 @@ export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheS
     },
     // The event index learns of removals and restarts from the engine's own stream (src/kv).
     forget: (worker) => predicted?.forget(worker),
+    close: () => unsubscribe?.(),
   };
 }
 
