@@ -10,9 +10,9 @@ import type { Worker } from "../../workers/worker.ts";
 import type { CandidateExplain, LoadView, Pick, Policy, RouteCtx, RouteRequest } from "../types.ts";
 import { loadTerms } from "../load.ts";
 import { r3 } from "./scorers.ts";
-import { stagesOf, unionNeeds, type Needs, type Pipeline, type RequestFacts, type Row, type Stage, type Terms } from "./types.ts";
+import { stagesOf, unionNeeds, type CacheSource, type Needs, type Pipeline, type RequestFacts, type Row, type Stage, type Terms } from "./types.ts";
 
-export type { CacheSource } from "./types.ts";
+export type { CacheSource };
 
 /** A LoadView with nothing booked: for policies built without a Router (tests, benchmarks). */
 export const NO_LOAD: LoadView = {
@@ -113,24 +113,7 @@ export class PipelinePolicy implements Policy {
   }
 
   private facts(req: RouteRequest, nowMs: number): RequestFacts {
-    const source = this.pipeline.source;
-    const hashes = this.needs.blockHashes ? (req.blockHashes ?? NO_HASHES) : NO_HASHES;
-    const blockSize = req.blockSize && req.blockSize > 0 ? req.blockSize : DEFAULT_BLOCK_SIZE;
-    const tokens = Math.max(0, req.promptTokens, hashes.length * blockSize);
-    const pairs = req.blockHashPairs && req.blockHashPairs.length >= 2 * hashes.length ? req.blockHashPairs : undefined;
-    const { overlap, predicted } = source ? source.match(hashes, nowMs, pairs) : { overlap: NO_MAP, predicted: NO_MAP };
-    return {
-      req,
-      tokens,
-      blockSize,
-      hashes,
-      requestBlocks: Math.ceil(tokens / blockSize),
-      overlap,
-      predicted,
-      activeOverlap: hashes.length > 0 ? this.load.activeOverlaps(hashes) : NO_MAP,
-      load: this.load,
-      nowMs,
-    };
+    return gatherFacts(req, nowMs, this.load, this.needs.blockHashes, this.pipeline.source);
   }
 
   forgetWorker(workerId: string): void {
@@ -140,4 +123,28 @@ export class PipelinePolicy implements Policy {
   close(): void {
     for (const s of this.stages) s.close?.();
   }
+}
+
+/**
+ * A request's facts, once per decision: block hashes only when a stage reads them, the cache
+ * source's match (overlap, predicted), and the prompt blocks already active per worker.
+ */
+export function gatherFacts(req: RouteRequest, nowMs: number, load: LoadView, readHashes: boolean, source?: CacheSource): RequestFacts {
+  const hashes = readHashes ? (req.blockHashes ?? NO_HASHES) : NO_HASHES;
+  const blockSize = req.blockSize && req.blockSize > 0 ? req.blockSize : DEFAULT_BLOCK_SIZE;
+  const tokens = Math.max(0, req.promptTokens, hashes.length * blockSize);
+  const pairs = req.blockHashPairs && req.blockHashPairs.length >= 2 * hashes.length ? req.blockHashPairs : undefined;
+  const { overlap, predicted } = source ? source.match(hashes, nowMs, pairs) : { overlap: NO_MAP, predicted: NO_MAP };
+  return {
+    req,
+    tokens,
+    blockSize,
+    hashes,
+    requestBlocks: Math.ceil(tokens / blockSize),
+    overlap,
+    predicted,
+    activeOverlap: hashes.length > 0 ? load.activeOverlaps(hashes) : NO_MAP,
+    load,
+    nowMs,
+  };
 }
