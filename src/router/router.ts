@@ -220,11 +220,12 @@ export class Router {
     }
     const filtered: FilteredOut[] = [];
     let candidates = all;
+    const facts = { req };
     for (const f of this.filters) {
-      const keep = f.keep(candidates, { req });
+      const keep = f.accepts ? null : f.keep(candidates, facts);
       const kept: Readonly<Worker>[] = [];
       for (const w of candidates) {
-        if (keep.has(w.id)) kept.push(w);
+        if (keep ? keep.has(w.id) : f.accepts!(w, facts)) kept.push(w);
         else filtered.push({ worker: w.id, node: w.node, filter: f.type });
       }
       candidates = kept;

@@ -17,6 +17,7 @@ function perWorker(type: string, needs: Needs, ok: (w: Readonly<Worker>, f: Filt
   return {
     type,
     needs,
+    accepts: ok,
     keep(ws, f) {
       const keep = new Set<string>();
       for (const w of ws) if (ok(w, f)) keep.add(w.id);

@@ -41,9 +41,11 @@ export class PipelinePolicy implements Policy {
   }
 
   pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick {
-    const t0 = performance.now();
+    // Timed only where there is a match to time (timings are reported for cache-reading pipelines).
+    const timed = this.pipeline.source !== undefined;
+    const t0 = timed ? performance.now() : 0;
     const facts = this.facts(req, ctx.nowMs);
-    const t1 = performance.now();
+    const t1 = timed ? performance.now() : 0;
 
     const droppedBy = new Map<string, string>();
     const skipped: string[] = [];
@@ -81,7 +83,7 @@ export class PipelinePolicy implements Policy {
     const { index: i, reason: why } = picker.pick(rows, facts, ctx.rng);
     invariant(Number.isInteger(i) && i >= 0 && i < rows.length, `picker ${picker.type} returned row ${i} of ${rows.length}`);
     const chosen = rows[i]!.worker;
-    const t2 = performance.now();
+    const t2 = timed ? performance.now() : 0;
 
     if (!ctx.dryRun) for (const s of this.commits) s.commit!(chosen, facts);
 

@@ -77,6 +77,8 @@ export interface Stage {
  */
 export interface Filter extends Stage {
   keep(candidates: readonly Readonly<Worker>[], facts: FilterFacts): Set<string>;
+  /** Optional per-worker form of `keep` for filters that judge each worker alone (no Set built). */
+  accepts?(worker: Readonly<Worker>, facts: FilterFacts): boolean;
 }
 
 /** What a filter may read: the request always; the other facts inside a pipeline. */
