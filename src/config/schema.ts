@@ -111,7 +111,7 @@ const router = obj("How requests are spread across engines.", {
       ],
       16,
     ),
-    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest) or `min` (always the cheapest).", "softmax"),
+    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest), `min` (the cheapest), `lightest` (the cheapest, ties to lower KV usage), `power-of-two` (the lighter of two drawn at random), `random`, `round-robin` (per model, in worker-id order), `ring` (session ring with bounded load, router.session).", "softmax"),
   }),
 });
 

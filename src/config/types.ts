@@ -89,7 +89,7 @@ export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload"] as cons
 export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
 export const PIPELINE_SCORERS = ["kv-cost", "load", "session"] as const;
 export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
-export const PIPELINE_PICKERS = ["softmax", "min"] as const;
+export const PIPELINE_PICKERS = ["softmax", "min", "lightest", "power-of-two", "random", "round-robin", "ring"] as const;
 /** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */
 export const PREFILL_LOAD_MODELS = ["none", "progress"] as const;
 export type PrefillLoadModel = (typeof PREFILL_LOAD_MODELS)[number];
@@ -108,7 +108,7 @@ export interface OverloadGuardConfig {
   rel_threshold: number;
 }
 
-/** The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in blocks), then a picker. */
+/** The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in blocks), then a picker (src/router/pipeline). */
 export interface PipelineConfig {
   filters: PipelineFilterName[];
   overload: OverloadGuardConfig;

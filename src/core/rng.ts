@@ -71,3 +71,8 @@ function rotl(x: number, k: number): number {
 export function exponential(rng: Rng, mean: number): number {
   return -Math.log(1 - rng.float()) * mean;
 }
+
+/** A fresh nonzero 32-bit seed, for "seed 0 = random": the caller logs it so the run can be replayed. */
+export function randomSeed(): number {
+  return 1 + Math.floor(Math.random() * 0xfffffffe);
+}

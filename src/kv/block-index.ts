@@ -3,7 +3,7 @@
 // cluster costs 12 bytes of bitsets per distinct block; 33+ workers widen every bitset by one
 // word. findMatches walks the prompt's hashes once, intersecting bitsets and recording the
 // position at which each worker drops out; it stops as soon as no worker is left.
-import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "./indexer.ts";
+import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap, RemovalListener } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
 import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
@@ -21,6 +21,8 @@ export class BlockIndex implements KvIndex {
   private sink = 0;
   /** apply()'s hashes as u32 halves (reused). */
   private pairs = new Uint32Array(64);
+  /** onRemoved subscribers; empty on the ingest hot path unless a router predicts. */
+  private removalListeners: RemovalListener[] = [];
 
   constructor(initialCapacity = 1024) {
     this.table = new U64Table(NM, initialCapacity);
@@ -100,6 +102,12 @@ export class BlockIndex implements KvIndex {
       this.entries--;
       if (this.emptyAt(slot)) t.removeAt(slot);
     }
+    if (this.removalListeners.length > 0) for (const l of this.removalListeners) l(worker, { medium, pairs, n });
+  }
+
+  onRemoved(listener: RemovalListener): () => void {
+    this.removalListeners = [...this.removalListeners, listener];
+    return () => void (this.removalListeners = this.removalListeners.filter((l) => l !== listener));
   }
 
   private emptyAt(slot: number): boolean {
@@ -225,6 +233,8 @@ export class BlockIndex implements KvIndex {
 
   /** Clear one worker's bit everywhere: a full scan, fine for a rare event (~ms per million slots). */
   private clearSlot(ws: number): void {
+    const name = this.names[ws];
+    if (name && this.removalListeners.length > 0) for (const l of this.removalListeners) l(name, null);
     const t = this.table;
     const W = this.words;
     const word = ws >>> 5;

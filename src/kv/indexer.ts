@@ -21,6 +21,14 @@ export type IndexEvent =
   /** The worker holds nothing any more (all media). */
   | { kind: "cleared" };
 
+/**
+ * Told what the index saw a worker lose: `removal` = blocks removed on `medium`, as u32 halves
+ * (`pairs[2i]` low, `pairs[2i + 1]` high, the first `n`; valid only during the call), or null when
+ * the worker was cleared or removed (it holds nothing). Called synchronously inside apply(): keep it
+ * cheap, and never apply events from it.
+ */
+export type RemovalListener = (worker: string, removal: { medium: Medium; pairs: Uint32Array; n: number } | null) => void;
+
 export interface IndexStats {
   /** Distinct block hashes held by at least one worker. */
   blocks: number;
@@ -49,6 +57,11 @@ export interface KvIndex {
   removeWorker(worker: string): void;
   /** Drop every block of the worker but keep it known (resync, AllBlocksCleared). */
   clearWorker(worker: string): void;
+  /**
+   * Optional: subscribe to removals (the router drops its predicted blocks when the engine evicts
+   * them). Returns the unsubscribe function.
+   */
+  onRemoved?(listener: RemovalListener): () => void;
   /** Distinct blocks indexed. */
   size(): number;
   stats(): IndexStats;

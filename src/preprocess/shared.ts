@@ -2,9 +2,11 @@
 // token ids, KV block hashes, memos, tokenizer threads) for the frontend's routing and for
 // /admin/route/explain, so both hash a prompt alike and share one memo.
 //
-// Started eagerly when the routing policy reads block hashes (kv, prefix), else lazily on first use
+// Started eagerly when the routing policy reads block hashes (router.needs.blockHashes), else lazily on first use
 // (explain under a load-only policy should not cost every daemon its tokenizer threads).
-import type { ModelConfig } from "../config/types.ts";
+import type { ModelConfig, RouterConfig } from "../config/types.ts";
+import { defaultConfig } from "../config/index.ts";
+import { presetNeeds } from "../router/index.ts";
 import { unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { createPreprocessor, type PrepareOptions, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
@@ -15,12 +17,16 @@ export interface PromptPreparer {
   prepare(model: string, input: PromptInput, opts?: PrepareOptions): Promise<PreparedPrompt>;
 }
 
-/** Policies whose decisions read the prompt's block hashes (their pipeline's cost needs overlap). */
-const HASH_POLICIES: ReadonlySet<string> = new Set(["kv", "prefix"]);
-
-/** Does routing under this config need each request tokenized and hashed? */
-export function policyNeedsPrompt(router: { policy: string }): boolean {
-  return HASH_POLICIES.has(router.policy);
+/**
+ * Does routing need each request tokenized and hashed? A shim over the router's own answer
+ * (`router.needs.blockHashes`, the union of its stages' needs): pass the Router, the router config
+ * (custom `router.pipeline` included), or just `{ policy }` (that preset at its default stages).
+ */
+export function policyNeedsPrompt(router: { needs: { blockHashes: boolean } } | { policy: string } | RouterConfig): boolean {
+  if ("needs" in router) return router.needs.blockHashes;
+  if ("pipeline" in router) return presetNeeds(router).blockHashes;
+  const defaults = defaultConfig({ hostname: "herd", dataDir: "/nonexistent" }).router;
+  return presetNeeds({ ...defaults, policy: router.policy as RouterConfig["policy"] }).blockHashes;
 }
 
 export class SharedPreprocessor implements PromptPreparer {

@@ -18,6 +18,10 @@ import { blocksCovered, trackedKeys } from "./sampling.ts";
 export class PrefixMemory {
   /** Per worker: mapKey(block hash) → expiry (ms), least recent first. */
   private readonly workers = new Map<string, Map<number, number>>();
+  /** Per worker: the newest expiry recorded (entries are in expiry order; this is the last). */
+  private readonly newest = new Map<string, number>();
+  /** Per worker: until then, removed entries may have left holes (dropRemoved): verify runs. */
+  private readonly holesUntil = new Map<string, number>();
   private readonly sliceMs: number;
 
   constructor(
@@ -37,7 +41,8 @@ export class PrefixMemory {
     let m = this.workers.get(worker);
     if (!m) this.workers.set(worker, (m = new Map()));
     const expiry = Math.ceil((nowMs + this.ttlMs) / this.sliceMs) * this.sliceMs;
-    if (m.get(keys[keys.length - 1]!) === expiry) return; // sent in this slice already (and so is its prefix)
+    if (m.get(keys[keys.length - 1]!) === expiry && !this.holey(worker, nowMs)) return; // sent in this slice already (and so is its prefix)
+    this.newest.set(worker, expiry);
     for (let i = keys.length - 1; i >= 0; i--) {
       m.delete(keys[i]!);
       m.set(keys[i]!, expiry);
@@ -62,9 +67,34 @@ export class PrefixMemory {
         if ((m.get(keys[mid - 1]!) ?? 0) > nowMs) lo = mid;
         else hi = mid - 1;
       }
+      // A removal may have cut the run: the binary search then errs long, never short; walk it.
+      if (lo > 0 && this.holey(worker, nowMs)) {
+        let j = 0;
+        while (j < lo && (m.get(keys[j]!) ?? 0) > nowMs) j++;
+        lo = j;
+      }
       if (lo > 0) out.set(worker, blocksCovered(lo));
     }
     return out;
+  }
+
+  /**
+   * The engine evicted blocks (`pairs`: u32 halves of their hashes, the first `n`; from the KV
+   * index's removal listener): credit the worker with none of them any more. Only the removed
+   * entries go. Their descendants stay, unreachable (a leading run stops at the hole), so until every
+   * entry older than the removal has expired (`holesUntil`) the worker's lookups verify the run
+   * block by block instead of trusting the binary search; a prompt sent again afterwards records its
+   * whole prefix, so it never creates a hole. A removed block that is not tracked (sampling.ts: past
+   * the first 64, between strides) costs at most one stride of credit until a tracked one goes.
+   * Returns the entries dropped.
+   */
+  dropRemoved(worker: string, pairs: Uint32Array, n: number): number {
+    const m = this.workers.get(worker);
+    if (!m || m.size === 0) return 0;
+    let dropped = 0;
+    for (let i = 0; i < n; i++) if (m.delete(pairs[2 * i]! + (pairs[2 * i + 1]! & 0xfffff) * 4294967296)) dropped++;
+    if (dropped > 0) this.holesUntil.set(worker, Math.max(this.holesUntil.get(worker) ?? 0, this.newest.get(worker) ?? 0));
+    return dropped;
   }
 
   /** Tracked hashes remembered for a worker (expired ones included until evicted). */
@@ -72,7 +102,17 @@ export class PrefixMemory {
     return this.workers.get(worker)?.size ?? 0;
   }
 
+  private holey(worker: string, nowMs: number): boolean {
+    const until = this.holesUntil.get(worker);
+    if (until === undefined) return false;
+    if (until > nowMs) return true;
+    this.holesUntil.delete(worker);
+    return false;
+  }
+
   forget(worker: string): void {
     this.workers.delete(worker);
+    this.newest.delete(worker);
+    this.holesUntil.delete(worker);
   }
 }

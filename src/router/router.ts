@@ -10,11 +10,12 @@
 import type { Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, invariant, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { SeededRng, type Rng } from "../core/rng.ts";
+import { SeededRng, randomSeed, type Rng } from "../core/rng.ts";
 import type { RouterConfig } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
-import { DEFAULT_FILTERS } from "./filters.ts";
+import { BASE_FILTERS } from "./pipeline/filters.ts";
+import { NEEDS_KEYS, unionNeeds, type Needs } from "./pipeline/types.ts";
 import { LoadBook, type BookedPrompt, type Lease, type PrefillLoad } from "./lease.ts";
 import type { KvIndex } from "../kv/indexer.ts";
 import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
@@ -42,11 +43,14 @@ export interface RouterOptions {
   config: RouterConfig;
   registry: WorkerRegistry;
   clock: Clock;
-  /** Defaults to a SeededRng from config.seed (0 = a random seed). */
+  /** Defaults to a SeededRng from `seed`. */
   rng?: Rng;
+  /** Overrides config.seed (e.g. the daemon's one seed); 0 = a random seed, reported as `router.seed`. */
+  seed?: number;
   log?: Logger;
   /** Overrides config.policy (tests, benchmarks, the KV issue's pipelines). */
   policy?: Policy;
+  /** Base filters (default BASE_FILTERS: model, state, role, excluded); what they drop is a 503. */
   filters?: readonly Filter[];
   /** The event-fed block index for the `kv` policy (src/kv); shared with every other reader. */
   kvIndex?: KvIndex;
@@ -57,6 +61,16 @@ export const SESSION_ID_MAX_CHARS = 256;
 
 export class Router {
   readonly policy: Policy;
+  /**
+   * The seed the router's Rng was built from (config.seed, or a random one when that is 0): log it,
+   * and a run's routing decisions can be replayed with `router.seed` set to it.
+   */
+  readonly seed: number;
+  /**
+   * The request inputs routing reads (union over the base filters and the policy's stages): e.g.
+   * `needs.blockHashes` says whether every request must be tokenized and hashed (src/preprocess).
+   */
+  readonly needs: Readonly<Required<Needs>>;
   readonly retryBudget: RetryBudget;
   readonly sessionHeader: string;
   private readonly registry: WorkerRegistry;
@@ -68,14 +82,17 @@ export class Router {
   private readonly filters: readonly Filter[];
   private readonly loads: LoadBook;
   private readonly observers = new Set<RouterObserver>();
+  private unsubscribe: () => void = () => {};
 
   constructor(opts: RouterOptions) {
     this.registry = opts.registry;
     this.clock = opts.clock;
     this.log = opts.log;
-    this.rng = opts.rng ?? new SeededRng(opts.config.seed !== 0 ? opts.config.seed : Math.floor(Math.random() * 2 ** 32));
+    const seed = opts.seed ?? opts.config.seed;
+    this.seed = seed !== 0 || opts.rng ? seed : randomSeed();
+    this.rng = opts.rng ?? new SeededRng(this.seed);
     this.explainRng = this.rng.fork();
-    this.filters = opts.filters ?? DEFAULT_FILTERS;
+    this.filters = opts.filters ?? BASE_FILTERS;
     this.sessionHeader = opts.config.session.header.toLowerCase();
     this.retryBudget = new RetryBudget(opts.config.retry, opts.clock);
     this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)), () => opts.clock.now());
@@ -95,10 +112,13 @@ export class Router {
       };
       this.policy = f.create(opts.config, { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
     }
+    // A policy without declared needs (a hand-made one) is assumed to read everything.
+    const all = Object.fromEntries(NEEDS_KEYS.map((k) => [k, true])) as Required<Needs>;
+    this.needs = unionNeeds([...this.filters, { needs: this.policy.needs ?? all }]);
     if (this.policy.forgetWorker) {
       // A removed worker, or one whose engine restarted, holds none of what the policy remembers.
       const forget = this.policy.forgetWorker.bind(this.policy);
-      opts.registry.onChange((c) => {
+      this.unsubscribe = opts.registry.onChange((c) => {
         if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) forget(c.worker.id);
       });
     }
@@ -180,6 +200,12 @@ export class Router {
     return s ? s.slice(0, SESSION_ID_MAX_CHARS) : null;
   }
 
+  /** The router is being replaced (reload) or the daemon stops: the policy drops its subscriptions. */
+  close(): void {
+    this.unsubscribe();
+    this.policy.close?.();
+  }
+
   /** Subscribe to routing events; returns the unsubscribe function. */
   observe(observer: RouterObserver): () => void {
     this.observers.add(observer);
@@ -194,11 +220,13 @@ export class Router {
     }
     const filtered: FilteredOut[] = [];
     let candidates = all;
+    const facts = { req };
     for (const f of this.filters) {
+      const keep = f.accepts ? null : f.keep(candidates, facts);
       const kept: Readonly<Worker>[] = [];
       for (const w of candidates) {
-        if (f.keep(w, req)) kept.push(w);
-        else filtered.push({ worker: w.id, node: w.node, filter: f.name });
+        if (keep ? keep.has(w.id) : f.accepts!(w, facts)) kept.push(w);
+        else filtered.push({ worker: w.id, node: w.node, filter: f.type });
       }
       candidates = kept;
     }

@@ -1,13 +1,16 @@
 // The routing seam. A policy is a small pure module: given the request's routing facts and the
 // eligible workers' views, it picks one and says why, term by term. Filtering (state, model, role,
 // excluded-after-failure) happens before a policy sees the candidates, so every policy gets only
-// workers it may choose. The KV-aware issue adds scorers and pickers behind the same Policy seam:
-// a pipeline (filters → weighted scorers → picker) is itself one Policy.
+// workers it may choose. Every built-in policy is a preset of the one pipeline (filters → weighted
+// scorers → picker, ./pipeline/types.ts), run by PipelinePolicy (./pipeline/runner.ts).
 import type { Rng } from "../core/rng.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { RouterConfig } from "../config/types.ts";
 import type { KvIndex } from "../kv/indexer.ts";
 import type { PrefillLoad } from "./lease.ts";
+import type { Filter, Needs } from "./pipeline/types.ts";
+
+export type { Filter, Needs };
 
 /** What the router knows about a request when it routes it. */
 export interface RouteRequest {
@@ -85,10 +88,14 @@ export interface Decision extends Pick {
 
 export interface Policy {
   readonly name: string;
+  /** The request inputs the policy's stages read (union); absent = treat as all. */
+  readonly needs?: Required<Needs>;
   /** `candidates` is non-empty and already filtered. Must not mutate shared state except its own. */
   pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick;
   /** The worker left, or its engine restarted (its cache is empty): drop what the policy remembers of it. */
   forgetWorker?(workerId: string): void;
+  /** The router is being replaced (reload): drop subscriptions (e.g. to the KV index). */
+  close?(): void;
 }
 
 /** Live load the Router's leases keep, for load terms finer than in_flight (KV-aware policies). */
@@ -114,10 +121,4 @@ export interface PolicyDeps {
 export interface PolicyFactory {
   readonly name: string;
   create(config: RouterConfig, deps?: PolicyDeps): Policy;
-}
-
-/** A filter keeps or drops one worker for a request; filters run in order before the policy. */
-export interface Filter {
-  readonly name: string;
-  keep(worker: Readonly<Worker>, req: RouteRequest): boolean;
 }

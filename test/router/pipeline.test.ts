@@ -297,8 +297,7 @@ describe("tracked sampling of long prompts", () => {
 
 test("the runner names a scorer that returns a non-finite cost, and the worker", async () => {
   const { PipelinePolicy } = await import("../../src/router/pipeline/runner.ts");
-  const bad = { type: "broken", score: () => ({ cost: Number.NaN, terms: {} }) };
-  const none = { match: () => ({ overlap: new Map(), predicted: new Map() }), record: () => {}, forget: () => {} };
-  const policy = new PipelinePolicy("t", { filters: [], scorers: [{ scorer: bad, weight: 1 }], picker: { type: "min", pick: () => 0 } }, none);
+  const bad = { type: "broken", needs: {}, score: () => ({ cost: Number.NaN, terms: {} }) };
+  const policy = new PipelinePolicy("t", { filters: [], scorers: [{ scorer: bad, weight: 1 }], picker: { type: "min", needs: {}, pick: () => ({ index: 0, reason: "" }) } });
   expect(() => policy.pick(req(), [worker("w1")], { rng: new SeededRng(1), nowMs: 0, dryRun: false })).toThrow(/scorer broken gave a non-finite cost \(NaN\) for worker w1/);
 });

@@ -1,31 +1,47 @@
-// Pipeline filters. `healthy`, `model` and `role` repeat the Router's own pre-filters so a composed
-// pipeline reads complete on its own; `overload` is SGLang's imbalance guard (routers.md §6) as a
-// filter: the cluster is imbalanced when (max − min) > abs AND max > rel × min (load in requests,
-// ../load.ts); here each worker is judged against the least loaded one by the same two tests, and
-// dropped when it fails both. The least loaded worker always passes, so the guard never empties
-// the set; a hot prefix therefore spills to other workers instead of queueing on its cached one.
+// Every filter, defined once. The Router runs BASE_FILTERS on every request (model → state `ready`
+// → role `aggregated` → not excluded after a failure; each removal listed in `decision.filtered`,
+// nothing left = 503); a pipeline's configured filters (router.pipeline.filters) then run as
+// guards, each skipped when it would drop every worker. `healthy` is the state filter under its
+// pipeline name. `overload` is SGLang's imbalance guard (routers.md §6) as a filter: the cluster is
+// imbalanced when (max − min) > abs AND max > rel × min (load in requests, ../load.ts); here each
+// worker is judged against the least loaded one by the same two tests, and dropped when it fails
+// both. The least loaded worker always passes, so the guard never empties the set; a hot prefix
+// therefore spills to other workers instead of queueing on its cached one.
 import type { OverloadGuardConfig } from "../../config/types.ts";
+import type { Worker } from "../../workers/worker.ts";
 import { effectiveLoad } from "../load.ts";
-import type { PipelineFilter } from "./types.ts";
+import type { Filter, FilterFacts, Needs } from "./types.ts";
 
-export const healthyFilter: PipelineFilter = {
-  type: "healthy",
-  keep: (ws) => new Set(ws.filter((w) => w.state === "ready").map((w) => w.id)),
-};
+/** A filter that judges each worker on its own. */
+function perWorker(type: string, needs: Needs, ok: (w: Readonly<Worker>, f: FilterFacts) => boolean): Filter {
+  return {
+    type,
+    needs,
+    accepts: ok,
+    keep(ws, f) {
+      const keep = new Set<string>();
+      for (const w of ws) if (ok(w, f)) keep.add(w.id);
+      return keep;
+    },
+  };
+}
 
-export const modelFilter: PipelineFilter = {
-  type: "model",
-  keep: (ws, f) => new Set(ws.filter((w) => w.model === f.req.model).map((w) => w.id)),
-};
+export const modelFilter = perWorker("model", {}, (w, f) => w.model === f.req.model);
 
-export const roleFilter: PipelineFilter = {
-  type: "role",
-  keep: (ws) => new Set(ws.filter((w) => w.role === "aggregated").map((w) => w.id)),
-};
+/** Only `ready` workers take traffic: not starting, draining, failed or stopped. */
+export const stateFilter = perWorker("state", {}, (w) => w.state === "ready");
+export const healthyFilter: Filter = { ...stateFilter, type: "healthy" };
 
-export function overloadFilter(cfg: OverloadGuardConfig): PipelineFilter {
+/** Until P/D disaggregation lands, requests go to aggregated workers only. */
+export const roleFilter = perWorker("role", { role: true }, (w) => w.role === "aggregated");
+
+/** A retry never goes back to a worker that already failed this request. */
+export const excludedFilter = perWorker("excluded", {}, (w, f) => !f.req.exclude.has(w.id));
+
+export function overloadFilter(cfg: OverloadGuardConfig): Filter {
   return {
     type: "overload",
+    needs: { load: true },
     keep(ws) {
       let min = Infinity;
       for (const w of ws) min = Math.min(min, effectiveLoad(w.load));
@@ -38,3 +54,6 @@ export function overloadFilter(cfg: OverloadGuardConfig): PipelineFilter {
     },
   };
 }
+
+/** The model filter comes first so `decision.filtered` lists only the model's own workers. */
+export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, excludedFilter];

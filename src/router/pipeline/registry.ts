@@ -1,41 +1,56 @@
-// Every pipeline stage, one line each, and the one function that builds a pipeline from
-// `router.pipeline` (+ the `router.kv` knobs). No import side effects; a new stage is one entry
-// here and its name in PIPELINE_* in src/config/types.ts, so the config accepts it.
+// Every pipeline stage, one line each, by the name `router.pipeline` uses, and the one function that
+// builds a pipeline from such a spec. No import side effects. A new stage is one entry here and its
+// name in PIPELINE_* in src/config/types.ts (so the config accepts it); a new policy is a preset
+// over these names (../policies/).
 import type {
   PipelineFilterName,
   PipelinePickerName,
+  PipelineScorerConfig,
   PipelineScorerName,
   RouterConfig,
 } from "../../config/types.ts";
-import type { Rng } from "../../core/rng.ts";
-import { pickByCost } from "../cost.ts";
 import { healthyFilter, modelFilter, overloadFilter, roleFilter } from "./filters.ts";
+import { lightestPicker, minPicker, powerOfTwoPicker, randomPicker, ringPicker, roundRobinPicker, softmaxPicker } from "./pickers.ts";
 import { kvCostScorer, loadScorer, sessionScorer } from "./scorers.ts";
-import type { Picker, Pipeline, PipelineFilter, Scorer } from "./types.ts";
+import type { CacheSource, Filter, Picker, Pipeline, Scorer } from "./types.ts";
 
-const FILTERS: Record<PipelineFilterName, (cfg: RouterConfig) => PipelineFilter> = {
+export const FILTERS: Record<PipelineFilterName, (cfg: RouterConfig) => Filter> = {
   healthy: () => healthyFilter,
   model: () => modelFilter,
   role: () => roleFilter,
   overload: (cfg) => overloadFilter(cfg.pipeline.overload),
 };
 
-const SCORERS: Record<PipelineScorerName, (cfg: RouterConfig) => Scorer> = {
+/** Factories, called once per Router: a stage with memory (session) gets its own. */
+export const SCORERS: Record<PipelineScorerName, (cfg: RouterConfig) => Scorer> = {
   "kv-cost": (cfg) => kvCostScorer(cfg.kv),
   load: () => loadScorer,
-  session: () => sessionScorer,
+  session: () => sessionScorer(),
 };
 
-const PICKERS: Record<PipelinePickerName, (cfg: RouterConfig) => Picker> = {
-  softmax: (cfg) => ({ type: "softmax", pick: (costs: readonly number[], rng: Rng) => pickByCost(costs, cfg.kv.temperature, rng) }),
-  min: () => ({ type: "min", pick: (costs: readonly number[], rng: Rng) => pickByCost(costs, 0, rng) }),
+export const PICKERS: Record<PipelinePickerName, (cfg: RouterConfig) => Picker> = {
+  softmax: (cfg) => softmaxPicker(cfg.kv.temperature),
+  min: () => minPicker,
+  lightest: () => lightestPicker,
+  "power-of-two": () => powerOfTwoPicker,
+  random: () => randomPicker,
+  "round-robin": () => roundRobinPicker(),
+  ring: (cfg) => ringPicker(cfg.session),
 };
 
-/** Build the pipeline `router.pipeline` describes. The config layer has validated every name. */
-export function buildPipeline(cfg: RouterConfig): Pipeline {
+/** A pipeline by stage names: what a preset declares and `router.pipeline` spells in YAML. */
+export interface PipelineSpec {
+  filters: readonly PipelineFilterName[];
+  scorers: readonly PipelineScorerConfig[];
+  picker: PipelinePickerName;
+}
+
+/** Build the pipeline a spec describes. The config layer has validated every name. */
+export function buildPipeline(spec: PipelineSpec, cfg: RouterConfig, source?: CacheSource): Pipeline {
   return {
-    filters: cfg.pipeline.filters.map((n) => FILTERS[n](cfg)),
-    scorers: cfg.pipeline.scorers.map((s) => ({ scorer: SCORERS[s.type](cfg), weight: s.weight })),
-    picker: PICKERS[cfg.pipeline.picker](cfg),
+    ...(source ? { source } : {}),
+    filters: spec.filters.map((n) => FILTERS[n](cfg)),
+    scorers: spec.scorers.map((s) => ({ scorer: SCORERS[s.type](cfg), weight: s.weight })),
+    picker: PICKERS[spec.picker](cfg),
   };
 }

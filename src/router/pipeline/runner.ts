@@ -1,23 +1,18 @@
-// The pipeline runner: one Policy that gathers the request's facts once (match), runs filters,
-// weighted scorers and the picker (score), explains every candidate term by term, and only then,
-// outside a dry run, remembers the decision (the cache source's record, the session binding).
-// The runner owns validation: a non-finite cost names its scorer and worker (style-anchors §1.3).
+// The pipeline runner: the one Policy every preset is. It gathers the request's facts once (the
+// cache source's match, only when a stage reads block hashes), runs the filters as guards, the
+// weighted scorers and the picker, explains every candidate term by term with a reason assembled
+// from the stages' own words, and only then, outside a dry run, lets the stages commit (the
+// round-robin counter, session bindings, the blocks sent to the worker).
+// The runner owns validation and timing: a non-finite cost names its scorer and worker, a picker
+// row out of range names its picker (style-anchors §1.3); `timings` = {match_ms, score_ms}.
 import { invariant } from "../../core/errors.ts";
 import type { Worker } from "../../workers/worker.ts";
-import type { Overlap } from "../../kv/indexer.ts";
 import type { CandidateExplain, LoadView, Pick, Policy, RouteCtx, RouteRequest } from "../types.ts";
+import { loadTerms } from "../load.ts";
 import { r3 } from "./scorers.ts";
-import type { Pipeline, RequestFacts, Terms } from "./types.ts";
+import { stagesOf, unionNeeds, type CacheSource, type Needs, type Pipeline, type RequestFacts, type Row, type Stage, type Terms } from "./types.ts";
 
-/** Where a policy's cache signal comes from: the event index, routing history, or both. */
-export interface CacheSource {
-  /** `pairs`, when given: the same hashes as u32 halves (RouteRequest.blockHashPairs). */
-  match(hashes: readonly bigint[], nowMs: number, pairs?: Uint32Array): { overlap: Map<string, Overlap>; predicted: Map<string, number> };
-  /** The request's blocks were sent to `worker` (not called on dry runs). */
-  record(worker: string, hashes: readonly bigint[], nowMs: number): void;
-  /** Forget what was recorded for a worker (it left or restarted). */
-  forget(worker: string): void;
-}
+export type { CacheSource };
 
 /** A LoadView with nothing booked: for policies built without a Router (tests, benchmarks). */
 export const NO_LOAD: LoadView = {
@@ -26,24 +21,31 @@ export const NO_LOAD: LoadView = {
   activeOverlaps: () => new Map(),
 };
 
-/** Session bindings kept (LRU); a forgotten session simply loses its preference. */
-export const SESSION_BINDINGS_MAX = 65_536;
 const DEFAULT_BLOCK_SIZE = 16;
+const NO_MAP: ReadonlyMap<string, never> = new Map<string, never>();
+const NO_HASHES: readonly bigint[] = [];
 
 export class PipelinePolicy implements Policy {
-  private readonly sessions = new Map<string, string>();
+  readonly needs: Required<Needs>;
+  private readonly stages: Stage[];
+  private readonly commits: Stage[];
 
   constructor(
     readonly name: string,
     private readonly pipeline: Pipeline,
-    private readonly source: CacheSource,
     private readonly load: LoadView = NO_LOAD,
-  ) {}
+  ) {
+    this.stages = stagesOf(pipeline);
+    this.commits = this.stages.filter((s) => s.commit);
+    this.needs = unionNeeds(this.stages);
+  }
 
   pick(req: RouteRequest, candidates: readonly Readonly<Worker>[], ctx: RouteCtx): Pick {
-    const t0 = performance.now();
+    // Timed only where there is a match to time (timings are reported for cache-reading pipelines).
+    const timed = this.pipeline.source !== undefined;
+    const t0 = timed ? performance.now() : 0;
     const facts = this.facts(req, ctx.nowMs);
-    const t1 = performance.now();
+    const t1 = timed ? performance.now() : 0;
 
     const droppedBy = new Map<string, string>();
     const skipped: string[] = [];
@@ -62,88 +64,89 @@ export class PipelinePolicy implements Policy {
       live = next;
     }
 
-    const costs: number[] = [];
-    const terms: Terms[] = [];
+    const scorers = this.pipeline.scorers;
+    const rows: Row[] = [];
     for (const w of live) {
       let total = 0;
-      const t: Terms = {};
-      for (const { scorer, weight } of this.pipeline.scorers) {
+      const t: Terms = loadTerms(w);
+      for (const { scorer, weight } of scorers) {
         const s = scorer.score(w, facts);
         invariant(Number.isFinite(s.cost), `scorer ${scorer.type} gave a non-finite cost (${s.cost}) for worker ${w.id}`);
         Object.assign(t, s.terms);
         t[`${scorer.type}_weighted`] = r3(weight * s.cost);
         total += weight * s.cost;
       }
-      t.cost = r3(total);
-      costs.push(total);
-      terms.push(t);
+      if (scorers.length > 0) t.cost = r3(total);
+      rows.push({ worker: w, cost: total, terms: t });
     }
-    const i = this.pipeline.picker.pick(costs, ctx.rng);
-    invariant(i >= 0 && i < live.length, `picker ${this.pipeline.picker.type} returned row ${i} of ${live.length}`);
-    const chosen = live[i]!;
-    const t2 = performance.now();
+    const picker = this.pipeline.picker;
+    const { index: i, reason: why } = picker.pick(rows, facts, ctx.rng);
+    invariant(Number.isInteger(i) && i >= 0 && i < rows.length, `picker ${picker.type} returned row ${i} of ${rows.length}`);
+    const chosen = rows[i]!.worker;
+    const t2 = timed ? performance.now() : 0;
 
-    if (!ctx.dryRun) {
-      this.source.record(chosen.id, facts.hashes, ctx.nowMs);
-      if (req.sessionId) this.bindSession(req.sessionId, chosen.id);
-    }
+    if (!ctx.dryRun) for (const s of this.commits) s.commit!(chosen, facts);
 
-    const termsOf = new Map(live.map((w, k) => [w.id, terms[k]!]));
+    const termsOf = new Map(rows.map((r) => [r.worker.id, r.terms]));
     const explained: CandidateExplain[] = candidates.map((w) => ({
       worker: w.id,
       node: w.node,
       terms: termsOf.get(w.id) ?? { filtered_by: droppedBy.get(w.id) ?? "unknown", in_flight: w.load.in_flight, running: w.load.running, waiting: w.load.waiting },
     }));
-    const o = facts.overlap.get(chosen.id) ?? { gpu: 0, cpu: 0, disk: 0 };
-    const gpu = o.gpu;
-    const ct = terms[i]!;
-    const reason =
-      `${this.pipeline.picker.type === "softmax" && live.length > 1 && Math.min(...costs) !== costs[i] ? "sampled" : "lowest"} cost ${ct.cost}` +
-      ` among ${live.length} worker(s)` +
-      (ct.prefill_blocks !== undefined
-        ? ` (prefill ${ct.prefill_blocks} + decode ${ct.decode_blocks} blocks; overlap gpu/cpu/disk ${o.gpu}/${o.cpu}/${o.disk} of ${facts.requestBlocks} blocks)`
-        : "") +
-      (droppedBy.size > 0 ? `; ${droppedBy.size} dropped by filters` : "") +
-      (skipped.length > 0 ? `; filter ${skipped.join(", ")} skipped (would drop every worker)` : "");
-    return {
-      chosen: chosen.id,
-      candidates: explained,
-      reason,
-      timings: { match_ms: t1 - t0, score_ms: t2 - t1 },
-      predictedCachedTokens: Math.min(facts.tokens, gpu * facts.blockSize),
-      request: { tokens: facts.tokens, block_size: facts.blockSize, hashed_blocks: facts.hashes.length, request_blocks: facts.requestBlocks },
-    };
+    const pick: Pick = { chosen: chosen.id, candidates: explained, reason: this.reason(why, rows[i]!.terms, facts, droppedBy.size, skipped) };
+    if (this.pipeline.source) {
+      pick.timings = { match_ms: t1 - t0, score_ms: t2 - t1 };
+      pick.predictedCachedTokens = Math.min(facts.tokens, (facts.overlap.get(chosen.id)?.gpu ?? 0) * facts.blockSize);
+      pick.request = { tokens: facts.tokens, block_size: facts.blockSize, hashed_blocks: facts.hashes.length, request_blocks: facts.requestBlocks };
+    }
+    return pick;
+  }
+
+  /** The picker's sentence, the scorers' clauses on the chosen row, then what the filters did. */
+  private reason(why: string, chosen: Terms, facts: RequestFacts, dropped: number, skipped: readonly string[]): string {
+    const clauses: string[] = [];
+    for (const { scorer } of this.pipeline.scorers) if (scorer.explain) clauses.push(scorer.explain(chosen, facts));
+    return (
+      why +
+      (clauses.length > 0 ? ` (${clauses.join("; ")})` : "") +
+      (dropped > 0 ? `; ${dropped} dropped by filters` : "") +
+      (skipped.length > 0 ? `; filter ${skipped.join(", ")} skipped (would drop every worker)` : "")
+    );
   }
 
   private facts(req: RouteRequest, nowMs: number): RequestFacts {
-    const hashes = req.blockHashes ?? [];
-    const blockSize = req.blockSize && req.blockSize > 0 ? req.blockSize : DEFAULT_BLOCK_SIZE;
-    const tokens = Math.max(0, req.promptTokens, hashes.length * blockSize);
-    const pairs = req.blockHashPairs && req.blockHashPairs.length >= 2 * hashes.length ? req.blockHashPairs : undefined;
-    const { overlap, predicted } = this.source.match(hashes, nowMs, pairs);
-    const sessionWorker = req.sessionId ? (this.sessions.get(req.sessionId) ?? null) : null;
-    return {
-      req,
-      tokens,
-      blockSize,
-      hashes,
-      requestBlocks: Math.ceil(tokens / blockSize),
-      overlap,
-      predicted,
-      activeOverlap: hashes.length > 0 ? this.load.activeOverlaps(hashes) : new Map(),
-      sessionWorker,
-      load: this.load,
-      nowMs,
-    };
+    return gatherFacts(req, nowMs, this.load, this.needs.blockHashes, this.pipeline.source);
   }
 
   forgetWorker(workerId: string): void {
-    this.source.forget(workerId);
+    for (const s of this.stages) s.forget?.(workerId);
   }
 
-  private bindSession(id: string, worker: string): void {
-    this.sessions.delete(id);
-    this.sessions.set(id, worker);
-    if (this.sessions.size > SESSION_BINDINGS_MAX) this.sessions.delete(this.sessions.keys().next().value!);
+  close(): void {
+    for (const s of this.stages) s.close?.();
   }
+}
+
+/**
+ * A request's facts, once per decision: block hashes only when a stage reads them, the cache
+ * source's match (overlap, predicted), and the prompt blocks already active per worker.
+ */
+export function gatherFacts(req: RouteRequest, nowMs: number, load: LoadView, readHashes: boolean, source?: CacheSource): RequestFacts {
+  const hashes = readHashes ? (req.blockHashes ?? NO_HASHES) : NO_HASHES;
+  const blockSize = req.blockSize && req.blockSize > 0 ? req.blockSize : DEFAULT_BLOCK_SIZE;
+  const tokens = Math.max(0, req.promptTokens, hashes.length * blockSize);
+  const pairs = req.blockHashPairs && req.blockHashPairs.length >= 2 * hashes.length ? req.blockHashPairs : undefined;
+  const { overlap, predicted } = source ? source.match(hashes, nowMs, pairs) : { overlap: NO_MAP, predicted: NO_MAP };
+  return {
+    req,
+    tokens,
+    blockSize,
+    hashes,
+    requestBlocks: Math.ceil(tokens / blockSize),
+    overlap,
+    predicted,
+    activeOverlap: hashes.length > 0 ? load.activeOverlaps(hashes) : NO_MAP,
+    load,
+    nowMs,
+  };
 }

@@ -9,12 +9,17 @@
 // load — the effective load in requests (in_flight + outside, ../load.ts).
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
-//   more than w × the request's blocks ("prefer the session's worker unless clearly worse").
+//   more than w × the request's blocks ("prefer the session's worker unless clearly worse"). It
+//   remembers each session's last worker in its commit (LRU, SESSION_BINDINGS_MAX). The `session`
+//   *policy* is a different thing: a hash ring (pickers.ts `ring`) that needs no memory.
 import type { KvPolicyConfig } from "../../config/types.ts";
 import type { Overlap } from "../../kv/indexer.ts";
 import { kvCost } from "../cost.ts";
 import { effectiveLoad, outsideRequests } from "../load.ts";
 import type { Scorer } from "./types.ts";
+
+/** Session bindings kept (LRU); a forgotten session simply loses its preference. */
+export const SESSION_BINDINGS_MAX = 65_536;
 
 const NO_OVERLAP: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 
@@ -23,6 +28,9 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
   const progress = cfg.prefill_load_model === "progress";
   return {
     type: "kv-cost",
+    needs: { blockHashes: true, load: true },
+    explain: (t, f) =>
+      `prefill ${t.prefill_blocks} + decode ${t.decode_blocks} blocks; overlap gpu/cpu/disk ${t.overlap_gpu}/${t.overlap_cpu}/${t.overlap_disk} of ${f.requestBlocks} blocks`,
     score(w, f) {
       const o = f.overlap.get(w.id) ?? NO_OVERLAP;
       const pre = progress && f.load.prefillRemaining ? f.load.prefillRemaining(w.id) : f.load.prefilling(w.id);
@@ -66,19 +74,32 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
 
 export const loadScorer: Scorer = {
   type: "load",
+  needs: { load: true },
   score(w) {
     const load = effectiveLoad(w.load);
     return { cost: load, terms: { load } };
   },
 };
 
-export const sessionScorer: Scorer = {
-  type: "session",
-  score(w, f) {
-    const mine = f.sessionWorker === w.id;
-    return { cost: mine ? -f.requestBlocks : 0, terms: { session_worker: mine ? 1 : 0 } };
-  },
-};
+export function sessionScorer(): Scorer {
+  const bindings = new Map<string, string>();
+  return {
+    type: "session",
+    needs: { sessionKey: true },
+    score(w, f) {
+      const id = f.req.sessionId;
+      const mine = id ? bindings.get(id) === w.id : false;
+      return { cost: mine ? -f.requestBlocks : 0, terms: { session_worker: mine ? 1 : 0 } };
+    },
+    commit(chosen, f) {
+      const id = f.req.sessionId;
+      if (!id) return;
+      bindings.delete(id);
+      bindings.set(id, chosen.id);
+      if (bindings.size > SESSION_BINDINGS_MAX) bindings.delete(bindings.keys().next().value!);
+    },
+  };
+}
 
 /** Three decimals keep explain output readable; costs themselves are never rounded. */
 export function r3(x: number): number {
