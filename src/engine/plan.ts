@@ -2,7 +2,7 @@
 // driver's LaunchSpec. Ports are decided once per herd start and kept across engine restarts, so
 // a worker's URL never changes while herd runs.
 import type { Config, EngineConfig } from "../config/types.ts";
-import { driverFor } from "./drivers.ts";
+import { driverFor } from "./drivers/registry.ts";
 import { selfCommand } from "./self.ts";
 import type { EnginePlan } from "./types.ts";
 
@@ -106,6 +106,7 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
         port,
         gpus,
         self,
+        drainMs: config.frontend.drain_timeout_ms,
         ...(kvPorts ? { kvPorts } : {}),
       });
       if (!spec) throw new Error(`${where}: driver ${entry.kind} produced no command line`);
