@@ -101,7 +101,8 @@ function checkPorts(config: Config, add: Add): void {
 }
 
 function checkGpus(config: Config, add: Add): void {
-  const owner = new Map<number, number>();
+  // Sharing one GPU between engines, and GPUs the host lacks, are checked against the host's GPUs
+  // by engine/gpus.ts (`herd config check`, `herd run`).
   config.engines.forEach((e, i) => {
     const p = `engines[${i}].gpus`;
     if (e.gpus.length && e.gpus.length % e.count !== 0)
@@ -110,9 +111,6 @@ function checkGpus(config: Config, add: Add): void {
     for (const g of e.gpus) {
       if (seen.has(g)) add("error", p, `GPU ${g} is listed twice`);
       seen.add(g);
-      const o = owner.get(g);
-      if (o !== undefined && o !== i) add("warning", p, `GPU ${g} is also used by engines[${o}]; they will share its memory`);
-      else owner.set(g, i);
     }
   });
 }
