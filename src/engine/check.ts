@@ -4,13 +4,15 @@
 import type { Finding } from "../config/findings.ts";
 import type { Config } from "../config/types.ts";
 import { lastFlag } from "./drivers/common.ts";
-import { driverFor } from "./drivers/registry.ts";
+import { ALL_DRIVERS, driverFor } from "./drivers/registry.ts";
+import type { EngineConfig } from "../config/types.ts";
 import { assignGpus, type HostGpus } from "./gpus.ts";
 
 export function checkEngines(config: Config, host: HostGpus, lineOf: (path: string) => number = () => 0): Finding[] {
   const out: Finding[] = [];
   const add = (severity: Finding["severity"], path: string, message: string) => out.push({ path, line: lineOf(path), message, severity });
   config.engines.forEach((entry, i) => {
+    checkOwnKeys(entry, i, add);
     const model = config.models.find((m) => m.name === entry.model);
     for (const f of driverFor(entry.kind).check(entry, { config, model })) {
       const absolute = f.key.startsWith("models[") || f.key.startsWith("supervisor.") || f.key.startsWith("frontend.");
@@ -20,6 +22,16 @@ export function checkEngines(config: Config, host: HostGpus, lineOf: (path: stri
   checkHashAlgos(config, add);
   for (const issue of assignGpus(config, host).issues) add(issue.severity, issue.path, issue.message);
   return dedupe(out);
+}
+
+/** `url` only for external, `command` only for command: keys a kind owns are errors elsewhere. */
+function checkOwnKeys(e: EngineConfig, i: number, add: (s: Finding["severity"], p: string, m: string) => void): void {
+  const mine = driverFor(e.kind).ownKeys;
+  for (const key of ["url", "command"] as const) {
+    if (mine.includes(key) || e[key].length === 0) continue;
+    const owners = ALL_DRIVERS.filter((d) => d.ownKeys.includes(key)).map((d) => d.kind).join(", ");
+    add("error", `engines[${i}].${key}`, `only valid for kind ${owners}, not ${e.kind}`);
+  }
 }
 
 /**

@@ -66,6 +66,8 @@ export interface EngineDriver {
   usesGpus: boolean;
   /** Whether the planner should allocate KV event ports (publisher, replay) for this kind. */
   wantsKvPorts: boolean;
+  /** engines[] keys only this kind may set (e.g. `url` for external); set on another kind: an error. */
+  ownKeys: readonly ("url" | "command")[];
   /** Command line and environment; null for unmanaged kinds. KV-event config is part of it. */
   launch(input: DriverInput): LaunchSpec | null;
   health: {

@@ -27,8 +27,8 @@ function inputFor(d: EngineDriver): DriverInput {
   const entry = engine({
     kind: d.kind,
     model: "m",
-    args: ["--extra", "last"],
-    env: { MY_VAR: "1" },
+    // external: herd starts nothing, so args and env would be config errors.
+    ...(d.managed ? { args: ["--extra", "last"], env: { MY_VAR: "1" } } : {}),
     ...(d.kind === "command" ? { command: ["srv", "--port", "{port}"] } : {}),
     ...(d.kind === "external" ? { url: "http://10.0.0.1:8000" } : {}),
   });

@@ -3,7 +3,7 @@
 // GET health_path → 200, load comes from vLLM-style /metrics when it has them.
 import type { EngineDriver } from "../driver.ts";
 import type { DriverInput } from "../types.ts";
-import { httpOk, kvBindJson, makeSpec, noCapacity, noChecks, sameLaunch } from "./common.ts";
+import { httpOk, kvBindJson, makeSpec, noCapacity, sameLaunch } from "./common.ts";
 import { vllm } from "./vllm.ts";
 
 /** `{port}`, `{host}`, `{model}`, `{model_path}`, `{block_size}` in a command entry's argv. */
@@ -25,6 +25,7 @@ export const command: EngineDriver = {
   // Unknown: it gets GPUs only when the entry names them.
   usesGpus: false,
   wantsKvPorts: false,
+  ownKeys: ["command"],
   launch(input) {
     if (input.entry.command.length === 0) throw new Error(`engine ${input.id}: kind command needs a non-empty command`);
     const argv = input.entry.command.map((a) => substitute(a, input));
@@ -34,7 +35,12 @@ export const command: EngineDriver = {
   health: httpOk,
   metrics: vllm.metrics,
   kvCapacity: noCapacity,
-  // url/command/{port} rules are reported by config/validate.ts.
-  check: noChecks,
+  check(e) {
+    if (e.command.length === 0)
+      return [{ severity: "error", key: "command", message: 'missing required key: kind command needs the argv to run, e.g. [my-server, --port, "{port}"]' }];
+    if (!e.command.some((a) => a.includes("{port}")) && e.port === 0)
+      return [{ severity: "warning", key: "command", message: "does not mention {port}, so the engine cannot learn the port herd allocated; set port or use {port}" }];
+    return [];
+  },
   recover: sameLaunch,
 };

@@ -18,6 +18,7 @@ export const sglang: EngineDriver = {
   managed: true,
   usesGpus: true,
   wantsKvPorts: true,
+  ownKeys: [],
   launch(input) {
     const { model, entry } = input;
     const argv = ["python3", "-m", "sglang.launch_server", "--model-path", model.path];

@@ -2,7 +2,7 @@
 // without a GPU.
 import type { EngineDriver } from "../driver.ts";
 import { parseSimArgs } from "../sim/options.ts";
-import { httpOk, kvBindJson, loopbackBindHost, makeSpec, noChecks, sameLaunch } from "./common.ts";
+import { httpOk, kvBindJson, loopbackBindHost, makeSpec, sameLaunch } from "./common.ts";
 import { vllm } from "./vllm.ts";
 
 export const sim: EngineDriver = {
@@ -12,6 +12,7 @@ export const sim: EngineDriver = {
   usesGpus: false,
   // The simulated engine publishes KV events exactly like vLLM, so it takes the same JSON.
   wantsKvPorts: true,
+  ownKeys: [],
   launch(input) {
     const { model, entry } = input;
     const argv = [...input.self, "sim-engine", "--host", entry.host, "--port", String(input.port)];
@@ -42,7 +43,8 @@ export const sim: EngineDriver = {
       return undefined;
     }
   },
-  // "sim engines use no GPUs" is still reported by config/validate.ts (see engine/README.md).
-  check: noChecks,
+  check(entry) {
+    return entry.gpus.length ? [{ severity: "warning", key: "gpus", message: "sim engines use no GPUs; the ids only set CUDA_VISIBLE_DEVICES" }] : [];
+  },
   recover: sameLaunch,
 };

@@ -57,6 +57,7 @@ export const trtllm: EngineDriver = {
   // KV events live in trtllm's YAML (`--config`) and their payload's vLLM compatibility is
   // unverified; until tested against a real peer, trtllm workers are routed without them.
   wantsKvPorts: false,
+  ownKeys: [],
   launch(input) {
     const { model, entry } = input;
     const argv = ["trtllm-serve", model.path, "--host", entry.host, "--port", String(input.port)];

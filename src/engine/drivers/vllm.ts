@@ -36,6 +36,7 @@ export const vllm: EngineDriver = {
   managed: true,
   usesGpus: true,
   wantsKvPorts: true,
+  ownKeys: [],
   launch(input) {
     const { model, entry } = input;
     const argv = ["vllm", "serve", model.path, "--host", entry.host, "--port", String(input.port)];
