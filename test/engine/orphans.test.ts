@@ -127,3 +127,26 @@ describe("orphans", () => {
     expect(parseStat("garbage")).toBeNull();
   });
 });
+
+describe("reapLeftovers runs on the injected clock", () => {
+  test("a leftover that ignores SIGTERM is SIGKILLed once the clock passes stop_timeout_ms (a minute, here instantly)", async () => {
+    const { reapLeftovers } = await import("../../src/engine/orphans.ts");
+    const stubborn = Bun.spawn(["bash", "-c", 'trap "" TERM; sleep 30 & wait'], { stdio: ["ignore", "ignore", "ignore"], detached: true });
+    await until(() => (readCmdline(stubborn.pid) ?? []).length > 0, 2_000, "bash to start");
+    await Bun.sleep(100); // let it install the trap and start its child
+    const rec = recordFor("n1/stubborn-0", stubborn.pid, "2026-01-01T00:00:00Z");
+    // Each sleep advances this clock by 10 s: the 60 s SIGTERM grace is over after 6 polls.
+    let now = 0;
+    const sleeps: number[] = [];
+    const clock = { now: () => now, setTimer: () => ({ cancel() {} }), sleep: async (ms: number) => { sleeps.push(ms); now += 10_000; await Bun.sleep(1); } };
+    const logger = memoryLogger();
+    const t0 = performance.now();
+    const reaped = await reapLeftovers([rec], { stopTimeoutMs: 60_000, logger, clock });
+    expect(performance.now() - t0).toBeLessThan(10_000); // safety bound: no real minute was waited
+    expect(reaped.map((r) => r.pid)).toEqual([stubborn.pid]);
+    expect(logger.lines.some((l) => l.includes("ignored SIGTERM; sending SIGKILL"))).toBe(true);
+    expect(sleeps.slice(0, 6)).toEqual([50, 50, 50, 50, 50, 50]);
+    await stubborn.exited;
+    expect(stubborn.signalCode).toBe("SIGKILL");
+  });
+});
