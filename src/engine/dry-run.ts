@@ -31,7 +31,11 @@ export function renderDryRun(config: Config, plans: readonly EnginePlan[], host:
     lines.push(`ports: ${ports.join(", ")}`);
     lines.push(`gpus:  ${s.gpus.length ? s.gpus.join(",") : "none"}`);
     lines.push("env:");
-    for (const [k, v] of Object.entries(s.env).sort(([a], [b]) => (a < b ? -1 : 1))) lines.push(`  ${k}=${shellQuote(v)}`);
+    for (const [k, v] of Object.entries(s.env).sort(([a], [b]) => (a < b ? -1 : 1))) {
+      // The sim's watchdog names the herd that runs it: this dry run's pid would mislead.
+      const shown = k === "HERD_SUPERVISOR_PID" && v === String(process.pid) ? "<pid of herd run>" : shellQuote(v);
+      lines.push(`  ${k}=${shown}`);
+    }
     lines.push("argv:");
     lines.push(`  ${s.argv.map(shellQuote).join(" ")}`);
   }
