@@ -52,7 +52,7 @@ export async function sortLeftovers(live: readonly EngineRecord[], plans: readon
     const matches =
       plan !== undefined && spec != null && !adopt.has(rec.worker) && rec.port !== undefined && rec.argvHash !== undefined &&
       leaderIsRecorded(rec) && driverFor(plan.kind).recover({ worker: rec.worker, port: rec.port, argvHash: rec.argvHash }, spec);
-    if (matches && (await probe(plan.url + plan.healthPath, timeoutMs)).ok) adopt.set(rec.worker, rec);
+    if (matches && (await probe(plan.url + plan.healthPath, timeoutMs, driverFor(plan.kind).health.healthy)).ok) adopt.set(rec.worker, rec);
     else reap.push(rec);
   }
   return { adopt, reap };

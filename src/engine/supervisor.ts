@@ -19,6 +19,7 @@ import type { PlanOptions } from "./plan.ts";
 import { attachEngine, LogFile, logPath, spawnEngine } from "./process.ts";
 import { heldPorts, liveRecords, sortLeftovers, specPorts } from "./recover.ts";
 import { launchHash } from "./drivers/common.ts";
+import { driverFor } from "./drivers/registry.ts";
 import type { EngineProcess, ExitInfo } from "./process.ts";
 import { MachineRunner } from "./runner.ts";
 import type { EnginePlan } from "./types.ts";
@@ -225,6 +226,7 @@ export class Supervisor {
     const { config, clock } = this.opts;
     const sup = config.supervisor;
     const probe = this.opts.probe ?? httpProbe;
+    const healthy = driverFor(plan.kind).health.healthy;
     const log = this.log;
     const slot: Slot = {
       plan,
@@ -239,7 +241,7 @@ export class Supervisor {
     slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null }, clock, {
       spawn: () => this.spawn(slot),
       signal: (sig) => slot.proc?.signal(sig),
-      probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms),
+      probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms, healthy),
       inFlight: () => this.opts.inFlight?.(plan.id) ?? 0,
       log: (level, msg, fields) => log[level](msg, { worker: plan.id, ...fields }),
       changed: (prev, next) => this.changed(slot, prev, next),
