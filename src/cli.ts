@@ -35,6 +35,8 @@ interface Command {
   help: string;
   /** Flags taking a value (`--name VALUE` or `--name=VALUE`). */
   valueFlags?: readonly string[];
+  /** Flags without a value (`--name`); parsed as "true". */
+  boolFlags?: readonly string[];
   positionals?: { min: number; max: number };
   /** Hand argv untouched to the command, which does its own parsing and --help. */
   passThrough?: boolean;
@@ -47,6 +49,20 @@ class UsageError extends Error {}
 export interface Entrypoints {
   runDaemon(config: Config, opts: { configPath: string | null; overrides?: { listen?: string } }): Promise<number>;
   simEngineMain(argv: string[]): Promise<number>;
+  /** Engine checks against this host (GPUs) and the --dry-run text; default: engine/preflight.ts. */
+  preflight?(config: Config, lineOf?: (path: string) => number): Promise<import("./engine/preflight.ts").Preflight>;
+}
+
+const realPreflight = async (config: Config, lineOf?: (path: string) => number) => (await import("./engine/preflight.ts")).preflight(config, lineOf);
+
+/** The config result with the engine checks added (a config with an engine error is unusable). */
+async function withEngineChecks(result: ConfigResult, entry: Entrypoints) {
+  if (!result.config) return { result, pre: null };
+  const pre = await (entry.preflight ?? realPreflight)(result.config, result.lineOf);
+  const findings = [...result.findings, ...pre.findings];
+  const bad = pre.findings.some((f) => f.severity === "error");
+  const { config: _dropped, ...rest } = result;
+  return { result: bad ? { ...rest, findings } : { ...result, findings }, pre };
 }
 
 const realEntrypoints: Entrypoints = {
@@ -58,13 +74,15 @@ const COMMANDS: readonly Command[] = [
   {
     name: "run",
     summary: "start the daemon: engines, router and the OpenAI-compatible frontend",
-    args: "[--config FILE] [--listen HOST:PORT]",
+    args: "[--config FILE] [--listen HOST:PORT] [--dry-run]",
     help: [
       "Options:",
       "  --config FILE        YAML config (default: the embedded default, two simulated engines)",
       "  --listen HOST:PORT   override frontend.listen",
+      "  --dry-run            print each engine's environment, argv, ports and GPUs, then exit",
     ].join("\n"),
     valueFlags: ["config", "listen"],
+    boolFlags: ["dry-run"],
     async run({ flags }, io, { entry }) {
       const listen = flags.listen;
       if (listen !== undefined) {
@@ -78,8 +96,14 @@ const COMMANDS: readonly Command[] = [
         result = applyOverrides(result.config, { listen });
         if (!report(result, io)) return 1;
       }
-      const config = result.config;
+      const checked = await withEngineChecks(result, entry);
+      if (!report({ ...checked.result, findings: checked.result.findings.slice(result.findings.length) }, io)) return 1;
+      const config = checked.result.config;
       if (!config) return 1;
+      if (flags["dry-run"] !== undefined) {
+        io.out(checked.pre!.dryRun());
+        return 0;
+      }
       return await entry.runDaemon(config, { configPath, overrides: listen !== undefined ? { listen } : {} });
     },
   },
@@ -89,9 +113,10 @@ const COMMANDS: readonly Command[] = [
     args: "FILE",
     help: "Prints the resolved config as YAML (exit 0), or one line per problem as\n`path: message at FILE:LINE` on stderr (exit 1). Warnings go to stderr either way.",
     positionals: { min: 1, max: 1 },
-    async run({ positionals }, io) {
+    async run({ positionals }, io, { entry }) {
       const file = positionals[0] ?? "";
-      const result = await loadConfigFile(file);
+      const loaded = await loadConfigFile(file);
+      const result = (await withEngineChecks(loaded, entry)).result;
       if (!report(result, io)) return 1;
       if (!result.config) return 1;
       io.out(`# ${file}: valid; resolved with defaults\n${configToYaml(result.config)}`);
@@ -199,6 +224,10 @@ function parseArgs(c: Command, argv: readonly string[]): Parsed | "help" {
     if (a.startsWith("-") && a !== "-") {
       const m = /^--([A-Za-z0-9-]+)(?:=(.*))?$/s.exec(a);
       const name = m?.[1];
+      if (m && name !== undefined && (c.boolFlags ?? []).includes(name) && m[2] === undefined) {
+        flags[name] = "true";
+        continue;
+      }
       if (!m || name === undefined || !valueFlags.includes(name)) throw new UsageError(`unknown flag ${a}`);
       const value = m[2] ?? argv[++i];
       if (value === undefined) throw new UsageError(`flag --${name} needs a value`);

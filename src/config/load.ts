@@ -21,6 +21,8 @@ export interface ConfigResult {
   findings: Finding[];
   /** The file the findings' lines refer to (for renderFindings); absent for command-line overrides. */
   file?: string;
+  /** Line of a key path in that file (0 when unknown), for checks run after loading (engine/check.ts). */
+  lineOf?: (path: string) => number;
 }
 
 export interface Overrides {
@@ -68,7 +70,7 @@ function parseUnsafe(text: string, file: string, env: DefaultsEnv): ConfigResult
     if (!given("engines")) value.engines = [];
   }
   findings.push(...validateConfig(value, (p) => lineOfPath(ctx.lines, p)));
-  return hasErrors(findings) ? { findings, file } : { config: value, findings, file };
+  return hasErrors(findings) ? { findings, file } : { config: value, findings, file, lineOf: (p) => lineOfPath(ctx.lines, p) };
 }
 
 export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaults()): Promise<ConfigResult> {

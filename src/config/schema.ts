@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, ROLES, type Config } from "./types.ts";
+import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkUrl } from "./checks.ts";
 
@@ -121,6 +121,11 @@ const modelEntry = obj("A model clients can ask for.", {
   tokenizer: str("Directory with tokenizer.json (+ tokenizer_config.json); empty = built-in fallback (sim only).", ""),
   block_size: int("KV block size in tokens; must match the engines'.", 16, { min: 1, max: 1024 }),
   max_model_len: int("Context window passed to engines as --max-model-len; 0 = engine default.", 0, { min: 0 }),
+  prefix_caching_hash_algo: oneOf(
+    PREFIX_CACHING_HASH_ALGOS,
+    "vLLM engines' --prefix-caching-hash-algo; \"\" = engine default. One value per model: every engine of the model hashes its blocks alike.",
+    "",
+  ),
 });
 
 const kvEvents = obj("KV event endpoints (ZMQ) of an engine.", {
@@ -148,6 +153,8 @@ const engineEntry = obj(
     url: str("Base URL for kind `external` (http or https).", "", { check: (v) => (v === "" ? null : checkUrl(v)) }),
     kv_events: nullable(kvEvents, "KV event endpoints (for `external`, or to override the generated ones); null = none."),
     health_path: str("Health path polled before the engine takes traffic.", "/health", { check: checkHealthPath }),
+    gpu_memory_utilization: num("vLLM --gpu-memory-utilization: share of each GPU's total memory; 0 = engine default.", 0, { min: 0, max: 1 }),
+    share_gpu: bool("Let these engines share a GPU with other engines (a warning instead of an error).", false),
   },
   {
     allOf: [
@@ -180,7 +187,7 @@ const supervisor = obj("Starting, health-checking, restarting and stopping engin
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
-const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0 }];
+const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const }];
 const demoEngines = () => [
   {
     kind: "sim" as const,
@@ -196,6 +203,8 @@ const demoEngines = () => [
     url: "",
     kv_events: null,
     health_path: "/health",
+    gpu_memory_utilization: 0,
+    share_gpu: false,
   },
 ];
 

@@ -8,6 +8,10 @@ export type PolicyName = (typeof POLICIES)[number];
 export const ENGINE_KINDS = ["sim", "vllm", "sglang", "trtllm", "command", "external"] as const;
 export type EngineKind = (typeof ENGINE_KINDS)[number];
 
+/** vLLM's `--prefix-caching-hash-algo` values (vllm/config/cache.py PrefixCachingHashAlgo); "" = engine default. */
+export const PREFIX_CACHING_HASH_ALGOS = ["", "sha256", "sha256_cbor", "xxhash", "xxhash_cbor"] as const;
+export type PrefixCachingHashAlgo = (typeof PREFIX_CACHING_HASH_ALGOS)[number];
+
 export const ROLES = ["aggregated", "prefill", "decode"] as const;
 export type Role = (typeof ROLES)[number];
 
@@ -140,6 +144,8 @@ export interface ModelConfig {
   block_size: number;
   /** Context window passed to engines as --max-model-len; 0 = engine default. */
   max_model_len: number;
+  /** vLLM engines' prefix-caching block hash (--prefix-caching-hash-algo); "" = engine default. Same for every engine of the model. */
+  prefix_caching_hash_algo: PrefixCachingHashAlgo;
 }
 
 export interface KvEventsEndpoint {
@@ -172,6 +178,10 @@ export interface EngineConfig {
   kv_events: KvEventsEndpoint | null;
   /** Health path polled before the worker takes traffic. */
   health_path: string;
+  /** vLLM --gpu-memory-utilization (share of each GPU's total memory); 0 = engine default. */
+  gpu_memory_utilization: number;
+  /** Allow this entry's engines to share a GPU with another engine (else over-subscription is an error). */
+  share_gpu: boolean;
 }
 
 export interface SupervisorConfig {

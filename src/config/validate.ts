@@ -1,5 +1,6 @@
-// Checks across keys that the per-key schema cannot express: references between sections, rules that
-// depend on an engine's kind, and resources (ports, GPUs) that must not be claimed twice. Pure: takes
+// Checks across keys that the per-key schema cannot express: references between sections and
+// resources (ports, GPUs) that must not be claimed twice. Rules that depend on an engine's kind live
+// in the engine drivers (src/engine/check.ts). Pure: takes
 // a resolved Config plus a path → line lookup and returns findings.
 
 import { didYouMean, type Finding, type Severity } from "./findings.ts";
@@ -56,26 +57,8 @@ function checkEngine(config: Config, e: EngineConfig, p: string, add: Add): void
     const known = names.length ? `defined models: ${names.join(", ")}` : "no models are defined (add a models: entry)";
     add("error", `${p}.model`, `unknown model ${JSON.stringify(e.model)}${didYouMean(e.model, names)}; ${known}`);
   }
-  const onlyFor = (key: string, kinds: string) => add("error", `${p}.${key}`, `only valid for kind ${kinds}, not ${e.kind}`);
-  if (e.kind === "external") {
-    if (e.url === "") add("error", `${p}.url`, "missing required key: kind external needs the engine's base URL");
-    if (e.count !== 1) add("error", `${p}.count`, "must be 1 for kind external (one URL is one engine)");
-    if (e.port !== 0) add("error", `${p}.port`, "not used by kind external (herd reaches it at url)");
-    if (e.gpus.length) add("error", `${p}.gpus`, "not used by kind external (herd does not start it)");
-    if (e.args.length) add("error", `${p}.args`, "not used by kind external (herd does not start it)");
-    if (Object.keys(e.env).length) add("error", `${p}.env`, "not used by kind external (herd does not start it)");
-  } else if (e.url !== "") {
-    onlyFor("url", "external");
-  }
-  if (e.kind === "command") {
-    if (e.command.length === 0)
-      add("error", `${p}.command`, "missing required key: kind command needs the argv to run, e.g. [my-server, --port, \"{port}\"]");
-    else if (!e.command.some((a) => a.includes("{port}")) && e.port === 0)
-      add("warning", `${p}.command`, "does not mention {port}, so the engine cannot learn the port herd allocated; set port or use {port}");
-  } else if (e.command.length) {
-    onlyFor("command", "command");
-  }
-  if (e.kind === "sim" && e.gpus.length) add("warning", `${p}.gpus`, "sim engines use no GPUs; the ids only set CUDA_VISIBLE_DEVICES");
+  // Everything specific to a kind (external's url, command's argv, …) is checked by its engine
+  // driver (src/engine/drivers/<kind>.ts `check`, run by `herd config check` and `herd run`).
 }
 
 function checkPorts(config: Config, add: Add): void {
@@ -101,7 +84,8 @@ function checkPorts(config: Config, add: Add): void {
 }
 
 function checkGpus(config: Config, add: Add): void {
-  const owner = new Map<number, number>();
+  // Sharing one GPU between engines, and GPUs the host lacks, are checked against the host's GPUs
+  // by engine/gpus.ts (`herd config check`, `herd run`).
   config.engines.forEach((e, i) => {
     const p = `engines[${i}].gpus`;
     if (e.gpus.length && e.gpus.length % e.count !== 0)
@@ -110,9 +94,6 @@ function checkGpus(config: Config, add: Add): void {
     for (const g of e.gpus) {
       if (seen.has(g)) add("error", p, `GPU ${g} is listed twice`);
       seen.add(g);
-      const o = owner.get(g);
-      if (o !== undefined && o !== i) add("warning", p, `GPU ${g} is also used by engines[${o}]; they will share its memory`);
-      else owner.set(g, i);
     }
   });
 }

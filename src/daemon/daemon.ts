@@ -21,7 +21,7 @@ import type { Config } from "../config/types.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
 import type { EnginePlan } from "../engine/types.ts";
-import { parseSimArgs } from "../engine/sim/options.ts";
+import { kvCapacityHint } from "../engine/drivers.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
 import { Router } from "../router/index.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
@@ -261,27 +261,5 @@ function kvIngestService(config: Config, kv: KvConsumer, supervisor: Supervisor)
   );
 }
 
-/**
- * An engine's KV capacity in blocks when its command line states it (sim: --kv-blocks or the sim's
- * default; vLLM: --num-gpu-blocks-override), so the KV index can be sized up front. Otherwise
- * undefined: the index grows as events arrive.
- */
-export function kvCapacityHint(p: Pick<EnginePlan, "kind" | "spec">): number | undefined {
-  const argv = p.spec?.argv;
-  if (!argv) return undefined;
-  try {
-    if (p.kind === "sim") {
-      const at = argv.indexOf("sim-engine");
-      return at < 0 ? undefined : parseSimArgs(argv.slice(at + 1))?.kvBlocks;
-    }
-    for (let i = argv.length - 1; i >= 0; i--) {
-      const a = argv[i]!;
-      const raw = a.startsWith("--num-gpu-blocks-override=") ? a.slice(a.indexOf("=") + 1) : a === "--num-gpu-blocks-override" ? argv[i + 1] : undefined;
-      const n = raw === undefined ? NaN : Number(raw);
-      if (Number.isInteger(n) && n > 0) return n;
-    }
-  } catch {
-    // An argv the sim would reject: the engine will fail to start anyway; no hint.
-  }
-  return undefined;
-}
+// Moved to the engine drivers (drivers/<kind>.ts kvCapacity); re-exported until the daemon is rewired.
+export { kvCapacityHint } from "../engine/drivers.ts";

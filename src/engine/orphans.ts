@@ -1,7 +1,10 @@
 // No orphaned GPU processes: every engine herd starts is recorded in data_dir/run/engines.json
 // (pid, process group, start time, command line). If herd dies without stopping them (SIGKILL,
 // OOM kill, power to the daemon only), the next start finds the survivors and terminates them
-// before starting new engines — otherwise they would keep their GPU memory and ports forever.
+// before starting new engines — otherwise they would keep their GPU memory and ports forever —
+// unless the new plan has the very same engine (same worker, port and command line) and it still
+// answers its health check: then it is adopted (recover.ts), sparing minutes of model loading.
+import type { Clock } from "../core/clock.ts";
 import { mkdirSync, readFileSync, renameSync, writeFileSync } from "node:fs";
 import { dirname } from "node:path";
 import type { Logger } from "../core/log.ts";
@@ -18,6 +21,11 @@ export interface EngineRecord {
   bootId: string;
   cmdline: string[];
   startedAt: string;
+  /** The planned HTTP port and launchHash(spec) (drivers/common.ts); absent in records of older herds. */
+  port?: number;
+  argvHash?: string;
+  /** Every port the engine binds (HTTP, KV events), so a new plan can give them to it again. */
+  ports?: number[];
 }
 
 /** The herd process that wrote the record (to refuse sharing a data_dir with a live herd). */
@@ -73,9 +81,10 @@ function isRecord(x: unknown): x is EngineRecord {
 }
 
 /** Identity of a freshly spawned engine, read from /proc right after spawn. */
-export function recordFor(worker: string, pid: number, nowIso: string): EngineRecord {
+export function recordFor(worker: string, pid: number, nowIso: string, launch?: { port: number; argvHash: string; ports: number[] }): EngineRecord {
   const st = readStat(pid);
   return {
+    ...(launch ?? {}),
     worker,
     pid,
     pgid: st?.pgrp ?? pid,
@@ -121,7 +130,7 @@ function signalGroup(pgid: number, sig: NodeJS.Signals): void {
  */
 export async function reapLeftovers(
   records: EngineRecord[],
-  opts: { stopTimeoutMs: number; logger: Logger; sleep: (ms: number) => Promise<void> },
+  opts: { stopTimeoutMs: number; logger: Logger; clock: Clock },
 ): Promise<EngineRecord[]> {
   const found: { rec: EngineRecord; procs: ProcStat[] }[] = [];
   for (const rec of records) {
@@ -139,15 +148,16 @@ export async function reapLeftovers(
     signalGroup(rec.pgid, "SIGTERM");
   }
   const alive = () => found.some((f) => f.procs.some((p) => isRunning(p.pid) && readStat(p.pid)?.startTicks === p.startTicks));
-  const deadline = Date.now() + opts.stopTimeoutMs;
-  while (alive() && Date.now() < deadline) await opts.sleep(50);
+  const { clock } = opts;
+  const deadline = clock.now() + opts.stopTimeoutMs;
+  while (alive() && clock.now() < deadline) await clock.sleep(50);
   if (alive()) {
     for (const f of found) {
       opts.logger.warn("leftover engine ignored SIGTERM; sending SIGKILL", { worker: f.rec.worker, pgid: f.rec.pgid });
       signalGroup(f.rec.pgid, "SIGKILL");
     }
-    const killDeadline = Date.now() + 2_000;
-    while (alive() && Date.now() < killDeadline) await opts.sleep(20);
+    const killDeadline = clock.now() + 2_000;
+    while (alive() && clock.now() < killDeadline) await clock.sleep(20);
     if (alive()) opts.logger.error("leftover engine processes survived SIGKILL (uninterruptible?)", {});
   }
   return found.map((f) => f.rec);

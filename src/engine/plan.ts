@@ -2,7 +2,8 @@
 // driver's LaunchSpec. Ports are decided once per herd start and kept across engine restarts, so
 // a worker's URL never changes while herd runs.
 import type { Config, EngineConfig } from "../config/types.ts";
-import { driverFor } from "./drivers.ts";
+import { driverFor } from "./drivers/registry.ts";
+import { assignGpus, detectGpus, type HostGpus } from "./gpus.ts";
 import { selfCommand } from "./self.ts";
 import type { EnginePlan } from "./types.ts";
 
@@ -11,7 +12,12 @@ export interface PlanOptions {
   self?: string[];
   /** Whether a port can be bound on host (default: tries to listen). Allocation skips taken ones. */
   isPortFree?: (host: string, port: number) => boolean;
+  /** The host's GPUs, for entries without `gpus` (default: detected once, see gpus.ts). */
+  hostGpus?: HostGpus;
 }
+
+let detected: HostGpus | null = null;
+const hostGpusOnce = (): HostGpus => (detected ??= detectGpus());
 
 /** Try to bind host:port for a moment. vLLM binds with SO_REUSEPORT (§A.3), so herd must choose. */
 export function canListen(host: string, port: number): boolean {
@@ -66,6 +72,9 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
   const alloc = new PortAllocator(config.supervisor.port_range_start, reserved, isFree);
   const perKind = new Map<string, number>();
   const plans: EnginePlan[] = [];
+  const gpuPlan = assignGpus(config, opts.hostGpus ?? hostGpusOnce());
+  const gpuError = gpuPlan.issues.find((i) => i.severity === "error");
+  if (gpuError) throw new Error(`${gpuError.path}: ${gpuError.message}`);
 
   config.engines.forEach((entry, entryIndex) => {
     const where = `engines[${entryIndex}]`;
@@ -95,7 +104,8 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
       }
       const port = entry.port > 0 ? entry.port + index : alloc.take(entry.host);
       const kvPorts = driver.wantsKvPorts && !entry.kv_events ? { pub: alloc.take("0.0.0.0"), replay: alloc.take("0.0.0.0") } : undefined;
-      const gpus = gpuShare(entry, index, where);
+      gpuShare(entry, index, where); // throws on an uneven split
+      const gpus = gpuPlan.byEntry[entryIndex]?.[index] ?? [];
       const spec = driver.launch({
         id,
         node: config.node,
@@ -106,6 +116,7 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
         port,
         gpus,
         self,
+        drainMs: config.frontend.drain_timeout_ms,
         ...(kvPorts ? { kvPorts } : {}),
       });
       if (!spec) throw new Error(`${where}: driver ${entry.kind} produced no command line`);

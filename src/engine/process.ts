@@ -4,9 +4,10 @@
 import { createWriteStream, mkdirSync } from "node:fs";
 import type { WriteStream } from "node:fs";
 import { dirname, join } from "node:path";
+import type { Clock } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { LogTail } from "./logtail.ts";
-import { groupMembers } from "./procfs.ts";
+import { groupMembers, readStat } from "./procfs.ts";
 import type { LaunchSpec } from "./types.ts";
 
 /** After the engine exits, wait this long at most for its last output before reporting the exit. */
@@ -113,6 +114,48 @@ export function spawnEngine(
           // Exited.
         }
       }
+    },
+  };
+}
+
+/** How often an adopted engine (not our child: no exit notification) is checked for life. */
+const ADOPTED_POLL_MS = 500;
+
+/**
+ * Take over an engine a previous herd started (recover.ts). It is not our child, so its exit is
+ * noticed by polling /proc (same pid, same start time), and its output went to the previous herd's
+ * pipes: only what it logged before is in the log file.
+ */
+export function attachEngine(
+  rec: { pid: number; pgid: number; startTicks: number; worker: string },
+  clock: Clock,
+  io: { tail: LogTail; file: LogFile; onExit: (info: ExitInfo) => void },
+): EngineProcess & { detach(): void } {
+  const { pid, pgid } = rec;
+  const header = `herd: adopted ${rec.worker} pid ${pid} from a previous herd (its output is not captured)`;
+  io.file.write(`\n=== ${header}\n`);
+  io.tail.line(`[${header}]`);
+  let timer = clock.setTimer(ADOPTED_POLL_MS, check);
+  let done = false;
+  function check(): void {
+    const st = readStat(pid);
+    if (st !== null && st.state !== "Z" && st.startTicks === rec.startTicks) {
+      timer = clock.setTimer(ADOPTED_POLL_MS, check);
+      return;
+    }
+    done = true;
+    if (groupMembers(pgid).some((m) => m.session === pgid)) signalGroup(pgid, "SIGKILL");
+    io.tail.line(`[herd: adopted pid ${pid} exited]`);
+    io.onExit({ code: null, signal: null });
+  }
+  return {
+    pid,
+    signal(sig) {
+      if (!done) signalGroup(pgid, sig);
+    },
+    detach() {
+      done = true;
+      timer.cancel();
     },
   };
 }

@@ -14,9 +14,12 @@ import { workerState } from "./machine.ts";
 import type { MachineState, Phase } from "./machine.ts";
 import { EngineRecordFile, ownerIsAnotherLiveHerd, reapLeftovers, recordFor } from "./orphans.ts";
 import type { EngineRecord } from "./orphans.ts";
-import { planEngines } from "./plan.ts";
+import { canListen, planEngines } from "./plan.ts";
 import type { PlanOptions } from "./plan.ts";
-import { LogFile, logPath, spawnEngine } from "./process.ts";
+import { attachEngine, LogFile, logPath, spawnEngine } from "./process.ts";
+import { heldPorts, liveRecords, sortLeftovers, specPorts } from "./recover.ts";
+import { launchHash } from "./drivers/common.ts";
+import { driverFor } from "./drivers/registry.ts";
 import type { EngineProcess, ExitInfo } from "./process.ts";
 import { MachineRunner } from "./runner.ts";
 import type { EnginePlan } from "./types.ts";
@@ -54,6 +57,9 @@ interface Slot {
   file: LogFile | null;
   proc: EngineProcess | null;
   lastExit: ExitInfo | null;
+  /** A previous herd's engine to take over instead of the first spawn (recover.ts). */
+  adopt: EngineRecord | null;
+  detach: (() => void) | null;
 }
 
 export class Supervisor {
@@ -93,17 +99,25 @@ export class Supervisor {
       throw new Error(`another herd (pid ${this.recordFile.owner()!.pid}) is running with node.data_dir ${config.node.data_dir}; stop it or give each herd its own data_dir`);
     }
     const previous = this.recordFile.load();
+    const live = liveRecords(previous);
+    // Ports a previous engine still holds may be planned again: for that very engine if it is
+    // adopted, otherwise it is terminated below before anything is spawned.
+    const held = heldPorts(live);
+    const isFree = this.opts.plan?.isPortFree ?? canListen;
+    const plans = planEngines(config, { ...this.opts.plan, isPortFree: (h, p) => held.has(p) || isFree(h, p) });
+    const { adopt, reap } = await sortLeftovers(live, plans, this.opts.probe ?? httpProbe, config.supervisor.health_timeout_ms);
+    if (reap.length > 0) await reapLeftovers(reap, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, clock });
     if (previous.length > 0) {
-      const reaped = await reapLeftovers(previous, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, sleep: (ms) => clock.sleep(ms) });
-      this.log.info("checked engines recorded by the previous herd", { recorded: previous.length, terminated: reaped.length });
+      this.log.info("checked engines recorded by the previous herd", { recorded: previous.length, adopted: adopt.size, terminated: reap.length });
     }
+    // Adopted engines stay recorded even if stop() came meanwhile: the next herd finds them.
+    for (const rec of adopt.values()) this.records.set(rec.worker, rec);
+    this.saveRecords();
     // stop() may have been called while leftovers were being terminated: start nothing then.
     if (this.stopping) return;
-    this.saveRecords();
-    const plans = planEngines(config, this.opts.plan);
-    for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan));
+    for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan, adopt.get(plan.id) ?? null));
     for (const slot of this.slots.values()) {
-      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec?.argv.join(" ") ?? "(external)" });
+      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec?.argv.join(" ") ?? "(external)", ...(slot.adopt ? { adopted_pid: slot.adopt.pid } : {}) });
       slot.runner.dispatch({ type: "start" });
     }
   }
@@ -208,10 +222,11 @@ export class Supervisor {
     };
   }
 
-  private makeSlot(plan: EnginePlan): Slot {
+  private makeSlot(plan: EnginePlan, adopt: EngineRecord | null): Slot {
     const { config, clock } = this.opts;
     const sup = config.supervisor;
     const probe = this.opts.probe ?? httpProbe;
+    const healthy = driverFor(plan.kind).health.healthy;
     const log = this.log;
     const slot: Slot = {
       plan,
@@ -219,12 +234,14 @@ export class Supervisor {
       file: plan.spec ? new LogFile(logPath(config.node.data_dir, plan.id)) : null,
       proc: null,
       lastExit: null,
+      adopt,
+      detach: null,
       runner: undefined as unknown as MachineRunner,
     };
     slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null }, clock, {
       spawn: () => this.spawn(slot),
       signal: (sig) => slot.proc?.signal(sig),
-      probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms),
+      probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms, healthy),
       inFlight: () => this.opts.inFlight?.(plan.id) ?? 0,
       log: (level, msg, fields) => log[level](msg, { worker: plan.id, ...fields }),
       changed: (prev, next) => this.changed(slot, prev, next),
@@ -235,22 +252,34 @@ export class Supervisor {
   private spawn(slot: Slot): void {
     const spec = slot.plan.spec;
     if (!spec || !slot.file) throw new Error(`${slot.plan.id} has no command line`);
-    const proc = spawnEngine(spec, {
-      tail: slot.tail,
-      file: slot.file,
-      onExit: (info) => {
-        if (slot.proc !== proc) return;
-        slot.proc = null;
-        slot.lastExit = info;
-        this.records.delete(slot.plan.id);
-        this.saveRecords();
-        slot.runner.dispatch({ type: "exited", code: info.code, signal: info.signal });
-      },
-    });
+    const onExit = (info: ExitInfo) => {
+      if (slot.proc !== proc) return;
+      slot.proc = null;
+      slot.detach = null;
+      slot.lastExit = info;
+      this.records.delete(slot.plan.id);
+      this.saveRecords();
+      slot.runner.dispatch({ type: "exited", code: info.code, signal: info.signal });
+    };
+    const io = { tail: slot.tail, file: slot.file, onExit };
+    let proc: EngineProcess;
+    const adopted = slot.adopt;
+    if (adopted) {
+      // The first "spawn" takes over the previous herd's engine; restarts spawn as usual.
+      slot.adopt = null;
+      const attached = attachEngine(adopted, this.opts.clock, io);
+      slot.detach = attached.detach;
+      proc = attached;
+      this.records.set(slot.plan.id, adopted);
+      this.log.info("engine adopted from the previous herd", { worker: slot.plan.id, pid: adopted.pid, started_at: adopted.startedAt });
+    } else {
+      proc = spawnEngine(spec, io);
+      const launch = { port: spec.port, argvHash: launchHash(spec), ports: specPorts(spec) };
+      this.records.set(slot.plan.id, recordFor(slot.plan.id, proc.pid, new Date().toISOString(), launch));
+      this.log.info("engine started", { worker: slot.plan.id, pid: proc.pid });
+    }
     slot.proc = proc;
-    this.records.set(slot.plan.id, recordFor(slot.plan.id, proc.pid, new Date().toISOString()));
     this.saveRecords();
-    this.log.info("engine started", { worker: slot.plan.id, pid: proc.pid });
   }
 
   private changed(slot: Slot, prev: MachineState, next: MachineState): void {
@@ -268,7 +297,10 @@ export class Supervisor {
   }
 
   private async finish(): Promise<void> {
-    for (const s of this.slots.values()) s.runner.dispose();
+    for (const s of this.slots.values()) {
+      s.runner.dispose();
+      s.detach?.();
+    }
     await Promise.all([...this.slots.values()].map((s) => s.file?.close()));
     this.saveRecords();
   }

@@ -59,14 +59,8 @@ export interface DriverInput {
   gpus: number[];
   /** argv prefix that re-invokes this herd executable (see self.ts). */
   self: string[];
+  /** herd's drain (frontend.drain_timeout_ms): engines that drain on SIGTERM get as long. */
+  drainMs: number;
 }
 
-export interface EngineDriver {
-  kind: EngineKind;
-  /** Whether herd starts a process for this kind (false for `external`). */
-  managed: boolean;
-  /** Whether the planner should allocate KV event ports for engines of this kind. */
-  wantsKvPorts: boolean;
-  /** Build the command line; null for unmanaged kinds. */
-  launch(input: DriverInput): LaunchSpec | null;
-}
+export type { EngineDriver } from "./driver.ts";

@@ -3,10 +3,22 @@
 
 import { describe, expect, test } from "bun:test";
 import { parseConfigText, renderFindings, type Finding } from "../../src/config/index.ts";
+import { checkEngines } from "../../src/engine/check.ts";
 
 const env = { hostname: "test-host", dataDir: "/tmp/herd-test" };
 const yaml = (...lines: string[]) => lines.join("\n") + "\n";
-const errorsOf = (text: string): Finding[] => parseConfigText(text, "herd.yaml", env).findings.filter((f) => f.severity === "error");
+/**
+ * What `herd config check` reports: the config's own findings plus, once it resolves, the engine
+ * drivers' kind-specific checks (issue 9 moved those out of config/validate.ts), on an 8-GPU host.
+ */
+function check(text: string): { config?: unknown; findings: Finding[] } {
+  const r = parseConfigText(text, "herd.yaml", env);
+  if (!r.config) return r;
+  const more = checkEngines(r.config, { ids: [0, 1, 2, 3, 4, 5, 6, 7], source: "given" }, r.lineOf);
+  const findings = [...r.findings, ...more];
+  return findings.some((f) => f.severity === "error") ? { findings } : { config: r.config, findings };
+}
+const errorsOf = (text: string): Finding[] => check(text).findings.filter((f) => f.severity === "error");
 
 const MODEL = ["models:", "  - name: qwen3-8b"]; // lines 1-2 in fixtures that start with it
 
@@ -254,7 +266,7 @@ const cases: Case[] = [
 
 describe("config mistakes are reported with key path and line", () => {
   test.each(cases)("$name", ({ text, path, line, message }) => {
-    const result = parseConfigText(text, "herd.yaml", env);
+    const result = check(text);
     expect(result.config).toBeUndefined();
     const errors = result.findings.filter((f) => f.severity === "error");
     const hit = errors.find((f) => f.path === path);
@@ -279,7 +291,7 @@ describe("finding rendering", () => {
 
   test("warnings do not make a config invalid", () => {
     const text = yaml(...MODEL, "engines:", "  - kind: sim", "    model: qwen3-8b", "    gpus: [0]");
-    const r = parseConfigText(text, "herd.yaml", env);
+    const r = check(text);
     expect(r.config).toBeDefined();
     expect(r.findings).toEqual([
       { path: "engines[0].gpus", line: 6, severity: "warning", message: expect.stringContaining("sim engines use no GPUs") },

@@ -10,7 +10,7 @@ const allFree = (_host: string, _port: number) => true;
 
 function plan(cfg: Parameters<typeof testConfig>[0], isPortFree = allFree): EnginePlan[] {
   const c = testConfig({ ...cfg, supervisor: { port_range_start: 9000, python_hash_seed: 7, ...cfg.supervisor } });
-  return planEngines(c, { self: SELF, isPortFree });
+  return planEngines(c, { self: SELF, isPortFree, hostGpus: { ids: [], source: "none" } });
 }
 const specOf = (p: EnginePlan): LaunchSpec => {
   expect(p.spec).not.toBeNull();

@@ -36,7 +36,9 @@ async function firstLine(stream: ReadableStream<Uint8Array>, timeoutMs: number):
 }
 
 describe("orphans", () => {
-  test("after herd is SIGKILLed, the next start terminates the engines it left running", async () => {
+  // Issue 9 changed this: the same engine in the new plan is adopted (recover.test.ts); an engine the
+  // new config no longer asks for (here: another env) is still terminated.
+  test("after herd is SIGKILLed, the next start terminates the engines it left running that the new plan does not match", async () => {
     const dataDir = tempDir("herd-orphan-");
     const config = testConfig({
       dataDir,
@@ -65,7 +67,8 @@ describe("orphans", () => {
     expect(recorded.map((r) => r.pid)).toEqual([enginePid]);
 
     const logger = memoryLogger();
-    const next = new Supervisor({ config, clock: new RealClock(), logger });
+    const changed = { ...config, engines: [{ ...config.engines[0]!, env: { HERD_TEST_CHANGED: "1" } }] };
+    const next = new Supervisor({ config: changed, clock: new RealClock(), logger });
     try {
       await next.start();
       expect(isRunning(enginePid)).toBe(false);
@@ -122,5 +125,28 @@ describe("orphans", () => {
     const text = "4242 (my (odd) name) S 1 4242 4242 0 -1 4194560 1 0 0 0 0 0 0 0 20 0 1 0 987654 1000 10";
     expect(parseStat(text)).toEqual({ pid: 4242, state: "S", ppid: 1, pgrp: 4242, session: 4242, startTicks: 987654 });
     expect(parseStat("garbage")).toBeNull();
+  });
+});
+
+describe("reapLeftovers runs on the injected clock", () => {
+  test("a leftover that ignores SIGTERM is SIGKILLed once the clock passes stop_timeout_ms (a minute, here instantly)", async () => {
+    const { reapLeftovers } = await import("../../src/engine/orphans.ts");
+    const stubborn = Bun.spawn(["bash", "-c", 'trap "" TERM; sleep 30 & wait'], { stdio: ["ignore", "ignore", "ignore"], detached: true });
+    await until(() => (readCmdline(stubborn.pid) ?? []).length > 0, 2_000, "bash to start");
+    await Bun.sleep(100); // let it install the trap and start its child
+    const rec = recordFor("n1/stubborn-0", stubborn.pid, "2026-01-01T00:00:00Z");
+    // Each sleep advances this clock by 10 s: the 60 s SIGTERM grace is over after 6 polls.
+    let now = 0;
+    const sleeps: number[] = [];
+    const clock = { now: () => now, setTimer: () => ({ cancel() {} }), sleep: async (ms: number) => { sleeps.push(ms); now += 10_000; await Bun.sleep(1); } };
+    const logger = memoryLogger();
+    const t0 = performance.now();
+    const reaped = await reapLeftovers([rec], { stopTimeoutMs: 60_000, logger, clock });
+    expect(performance.now() - t0).toBeLessThan(10_000); // safety bound: no real minute was waited
+    expect(reaped.map((r) => r.pid)).toEqual([stubborn.pid]);
+    expect(logger.lines.some((l) => l.includes("ignored SIGTERM; sending SIGKILL"))).toBe(true);
+    expect(sleeps.slice(0, 6)).toEqual([50, 50, 50, 50, 50, 50]);
+    await stubborn.exited;
+    expect(stubborn.signalCode).toBe("SIGKILL");
   });
 });

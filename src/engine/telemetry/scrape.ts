@@ -1,6 +1,7 @@
-// The engine metrics scraper: every router.metrics_scrape_interval_ms, GET <url>/metrics of each
-// ready worker, fold the load metrics (engine-load.ts) into the registry. This is the imperative
-// shell around two pure parts (prom-text.ts, engine-load.ts).
+// The engine metrics scraper: every router.metrics_scrape_interval_ms, GET each ready worker's
+// metrics endpoint and fold the load figures into the registry. Which path, which format and which
+// names mean load is the worker's driver's business (drivers/<kind>.ts `metrics`); this file is the
+// imperative shell around those pure readers.
 // - A failed or timed-out scrape clears running/waiting/kv_usage to null: a stale figure would keep
 //   steering traffic by a queue that no longer exists; with nulls, policies fall back to herd's own
 //   in-flight count. The same happens when a worker leaves `ready` (e.g. restarts).
@@ -11,8 +12,8 @@ import { errorMessage } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { WorkerRegistry } from "../../workers/registry.ts";
 import type { Worker } from "../../workers/worker.ts";
-import { ENGINE_LOAD_METRICS, engineLoad, type EngineLoad } from "./engine-load.ts";
-import { parsePromText } from "./prom-text.ts";
+import type { EngineLoad } from "../driver.ts";
+import { driverFor } from "../drivers/registry.ts";
 import { readTextLimited } from "../../core/read-limited.ts";
 
 export interface ScraperOptions {
@@ -29,12 +30,16 @@ export interface ScraperOptions {
   log?: Logger;
   /** Wall clock for WorkerLoad.scraped_at_ms (documented as wall-clock ms). */
   wallNowMs?: () => number;
+  /** Called when an engine reports its KV capacity (vLLM: num_gpu_blocks of vllm:cache_config_info). */
+  onKvCapacity?: (workerId: string, blocks: number) => void;
 }
 
 export interface ScrapeOutcome {
   worker: string;
   ok: boolean;
   load: EngineLoad | null;
+  /** KV capacity in blocks, when the engine reports it. */
+  kvBlocks?: number;
   error?: string;
 }
 
@@ -56,7 +61,8 @@ export class MetricsScraper {
     this.maxBytes = opts.maxBytes ?? 4 * 1024 * 1024;
     this.concurrency = Math.max(1, opts.concurrency ?? 8);
     this.doFetch = opts.fetch ?? ((url, init) => fetch(url, init));
-    this.wallNowMs = opts.wallNowMs ?? (() => Date.now());
+    // Wall-clock ms without Date.now (kept to src/core): the time origin plus the monotonic offset.
+    this.wallNowMs = opts.wallNowMs ?? (() => Math.round(performance.timeOrigin + performance.now()));
   }
 
   start(): void {
@@ -113,14 +119,16 @@ export class MetricsScraper {
 
   private async scrapeWorker(w: Readonly<Worker>): Promise<ScrapeOutcome> {
     try {
-      const text = await this.fetchText(`${w.url.replace(/\/+$/, "")}/metrics`);
-      const load = engineLoad(parsePromText(text, { names: ENGINE_LOAD_METRICS }).samples);
-      if (!load) throw new Error("no engine load metrics in /metrics (metrics disabled?)");
+      const metrics = driverFor(w.kind).metrics;
+      const text = await this.fetchText(`${w.url.replace(/\/+$/, "")}${metrics.path}`);
+      const { load, kvBlocks } = metrics.read(text);
+      if (!load) throw new Error(`no engine load metrics in ${metrics.path} (metrics disabled?)`);
       // The worker may have left `ready` while we waited; its figures are cleared on that transition.
       if (this.opts.registry.get(w.id)?.state !== "ready") return { worker: w.id, ok: false, load: null, error: "not ready" };
       this.opts.registry.updateLoad(w.id, { ...load, scraped_at_ms: this.wallNowMs() });
+      if (kvBlocks !== undefined) this.opts.onKvCapacity?.(w.id, kvBlocks);
       if (this.failing.delete(w.id)) this.opts.log?.info("engine metrics scrape recovered", { worker: w.id });
-      return { worker: w.id, ok: true, load };
+      return kvBlocks !== undefined ? { worker: w.id, ok: true, load, kvBlocks } : { worker: w.id, ok: true, load };
     } catch (e) {
       const error = errorMessage(e);
       this.clear(w.id);
