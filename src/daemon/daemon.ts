@@ -38,7 +38,6 @@ import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
 import { resolveSeed } from "../core/seed.ts";
-import { SeededRng } from "../core/rng.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -89,14 +88,14 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const notify = systemdNotifier(log);
   // One seed drives every Rng of this node; logged so the run's routing can be replayed.
   const { seed, source } = resolveSeed(config.seed);
-  log.info("seed", { seed, source, replay: `HERD_SEED=${seed}` });
+  log.info("seed", { seed, source, replay: `HERD_SEED=${seed}`, ...(config.router.seed !== 0 ? { router_seed: config.router.seed } : {}) });
   // What runs now: `config` plus the live keys of every SIGHUP reload since (src/daemon/reload.ts).
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
   const kv = new KvConsumer({ clock, log });
-  const rng = new SeededRng(config.router.seed !== 0 ? config.router.seed : seed);
-  const router = new Router({ config: config.router, registry, clock, rng, log: log.child("router"), kvIndex: kv.index });
+  // router.seed pins the router's own stream; otherwise it is the run's seed.
+  const router = new Router({ config: config.router, registry, clock, seed: config.router.seed !== 0 ? config.router.seed : seed, log: log.child("router"), kvIndex: kv.index });
   const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
   const metrics = new HerdMetrics(
     config.models.map((m) => m.name),
@@ -118,12 +117,16 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     undrain: (id) => cordon(id, false),
   };
   const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
-  const scraper = new MetricsScraper({ registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape") });
+  const scraper = new MetricsScraper({
+    registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
+    onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
+  });
 
   let listening: Listening | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
   const readiness = new Readiness({ registry, notify, clock, log, url });
-  const hashPrompts = policyNeedsPrompt({ policy: router.policy.name });
+  const hashPrompts = policyNeedsPrompt(router);
   // Started first to last, stopped last to first (src/core/service.ts). Listen first: a taken port
   // fails before any engine starts. Tokenizers load while the engines warm up (start() only spawns).
   const services = new ServiceGroup(

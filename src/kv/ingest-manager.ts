@@ -79,6 +79,19 @@ export class KvIngest {
     if (sum > 0 && typeof index.reserve === "function") index.reserve(sum);
   }
 
+  /**
+   * A worker's KV capacity learned while it runs (vLLM's num_gpu_blocks from /metrics when no
+   * override flag gave it up front): reserve for it once, within the shared cap.
+   */
+  setCapacity(worker: string, blocks: number): void {
+    const e = this.entries.get(worker);
+    if (!e || e.reserved > 0) return;
+    e.reserved = Math.min(clampCapacity(blocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    if (e.reserved === 0) return;
+    e.stream.reserveCapacity(e.reserved);
+    this.reserveIndex();
+  }
+
   /** Stop consuming and forget the worker's blocks immediately. */
   removeWorker(worker: string): void {
     const e = this.entries.get(worker);

@@ -131,7 +131,7 @@ export class KvEventStream implements KvEventSink {
   private readonly maxPending: number;
   private readonly maxRetries: number;
   private readonly log: Logger | undefined;
-  private readonly capacity: number;
+  private capacity: number;
   private readonly onCleared: (() => void) | undefined;
 
   constructor(
@@ -154,6 +154,14 @@ export class KvEventStream implements KvEventSink {
   /** Blocks the engine-hash map is sized for up front (0 = no hint: it grows). */
   get reservedBlocks(): number {
     return this.capacity;
+  }
+
+  /** The engine's capacity became known after the start (vLLM reports it in /metrics): size for it. */
+  reserveCapacity(blocks: number): void {
+    const c = clampCapacity(blocks);
+    if (c <= this.capacity) return;
+    this.capacity = c;
+    this.blocks.reserve(c);
   }
 
   private clearBlocks(): void {

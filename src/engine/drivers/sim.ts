@@ -17,6 +17,8 @@ export const sim: EngineDriver = {
     const { model, entry } = input;
     const argv = [...input.self, "sim-engine", "--host", entry.host, "--port", String(input.port)];
     argv.push("--model", model.name, "--block-size", String(model.block_size));
+    // /v1/models `root` is the path the engine loaded, as vLLM reports it.
+    if (model.path && model.path !== model.name) argv.push("--model-path", model.path);
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
     const kv = kvBindJson(input, true);
