@@ -120,12 +120,12 @@ describe("command, sim, external", () => {
     expect(specOf(p!).argv).toEqual(["serve", "--listen=127.0.0.1:9000", "m", "org/m", "16", "{other}", "-v"]);
   });
 
-  test("sim re-invokes herd sim-engine with model, block size and tokenizer", () => {
+  test("sim re-invokes herd sim-engine with model, block size, model path and tokenizer", () => {
     const [p] = plan({ models: [model({ tokenizer: "/models/q" })], engines: [engine({ kind: "sim", args: ["--time-scale", "20"] })] });
     const s = specOf(p!);
     const kv = flagValue(s.argv, "--kv-events-config");
     expect(s.argv).toEqual([
-      "/usr/local/bin/herd", "sim-engine", "--host", "127.0.0.1", "--port", "9000", "--model", "m", "--block-size", "16", "--tokenizer", "/models/q",
+      "/usr/local/bin/herd", "sim-engine", "--host", "127.0.0.1", "--port", "9000", "--model", "m", "--block-size", "16", "--model-path", "org/m", "--tokenizer", "/models/q",
       "--kv-events-config", kv, "--kv-events-bind-host", "127.0.0.1", "--time-scale", "20",
     ]);
     // The engine learns who supervises it, so it can stop itself if herd is SIGKILLed.
