@@ -36,6 +36,7 @@ import type { Overrides } from "../config/load.ts";
 import { exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
+import { claimRuntimeFile } from "./runtime-file.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -82,6 +83,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const log = opts.logger ?? createLogger("herd");
   const clock = opts.clock ?? new RealClock();
   const notify = systemdNotifier(log);
+  // Before anything binds or spawns: refuse a data dir another live herd owns, else record ourselves
+  // there so `herd status|drain|logs` find this daemon (src/daemon/runtime-file.ts).
+  const runtime = claimRuntimeFile(config, opts.configPath, new Date().toISOString());
   // What runs now: `config` plus the live keys of every SIGHUP reload since (src/daemon/reload.ts).
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
@@ -124,8 +128,10 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     listening = listen(frontend, host, port, config.frontend.max_body_bytes);
   } catch (e) {
     frontend.close();
+    runtime.release();
     throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
   }
+  runtime.listening(listening.url);
   log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
 
   // Signals during startup are remembered and acted on once it is done (src/daemon/signals.ts).
@@ -146,6 +152,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     prompts.close();
     await listening.stop(true);
     frontend.close();
+    runtime.release();
     throw e;
   }
   const promptsFailed = await promptsReady;
@@ -155,6 +162,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     prompts.close();
     await listening.stop(true);
     frontend.close();
+    runtime.release();
     throw new Error(`router.policy ${router.policy.name} needs each model's tokenizer, which cannot be loaded: ${errorMessage(promptsFailed)}`);
   }
   for (const w of supervisor.list()) publish(w);
@@ -242,6 +250,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       frontend.close();
       prompts.close();
       signals.remove();
+      runtime.release();
       log.info("herd stopped");
       resolveDone(0);
       return 0;
