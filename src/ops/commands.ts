@@ -67,7 +67,7 @@ function drainCommand(drained: boolean): OpsCommand {
       ? "take a worker (or --node: all) out of rotation; in-flight requests finish"
       : "put a drained worker (or --node: all) back into rotation",
     usage: `herd ${name} WORKER | --node [--url URL | --config FILE] [--token TOKEN]`,
-    options: [`  --node           every worker of this node`],
+    options: [`  --node           every worker of this node`, "  WORKER           a worker id as `herd status` lists it (NODE/NAME), or just NAME when unique"],
     about: drained
       ? [
           "Take a worker (or, with --node, every worker of this node) out of rotation: it gets no",
@@ -80,7 +80,7 @@ function drainCommand(drained: boolean): OpsCommand {
       const node = a.bools.has("node");
       const one = a.positionals[0];
       if (node === (one !== undefined)) throw new OpsUsageError("name one WORKER or pass --node");
-      const ids = node ? (await client.cluster()).workers.map((w) => w.id) : [one!];
+      const ids = node ? (await client.cluster()).workers.map((w) => w.id) : [await resolveWorker(client, one!)];
       if (ids.length === 0) io.err(`herd ${name}: this node has no workers`);
       for (const id of ids) {
         const r = await client.setDrained(id, drained);
@@ -107,11 +107,23 @@ const logs: OpsCommand = {
     const raw = a.values.lines ?? "200";
     const n = Number(raw);
     if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new OpsUsageError(`-n: expected a whole number 1..10000, got ${JSON.stringify(raw)}`);
-    const r = await client.logs(id, n);
+    const r = await client.logs(await resolveWorker(client, id), n);
     if (r.lines.length) io.out(r.lines.join("\n"));
     return 0;
   },
 };
+
+/**
+ * A worker id as typed: the full `NODE/NAME`, or just `NAME` (e.g. `sim-0`) when exactly one of this
+ * node's workers ends with it — so commands need not spell the host name. Several matches is a usage
+ * error naming them; none is left to the admin API's own "unknown worker" answer.
+ */
+export async function resolveWorker(client: AdminClient, typed: string): Promise<string> {
+  if (typed.includes("/")) return typed;
+  const matches = (await client.cluster()).workers.map((w) => w.id).filter((id) => id.endsWith(`/${typed}`));
+  if (matches.length > 1) throw new OpsUsageError(`${typed} matches several workers (${matches.join(", ")}); give the full id`);
+  return matches[0] ?? typed;
+}
 
 export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs } as const;
 export type OpsCommandName = keyof typeof OPS_COMMANDS;
