@@ -37,6 +37,8 @@ import { exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { claimRuntimeFile } from "./runtime-file.ts";
+import { checkConfigFiles } from "../config/files.ts";
+import { renderFindings } from "../config/findings.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -69,6 +71,13 @@ export interface Daemon {
 
 /** Entry point used by the CLI: start, wait for a signal, return the exit code. */
 export async function runDaemon(config: Config, opts: DaemonOptions): Promise<number> {
+  // Every file the config names (tokenizers, local model paths, engine commands) before anything
+  // binds or spawns (src/config/files.ts): a typo must not cost an engine start.
+  const missing = checkConfigFiles(config, opts.configPath);
+  if (missing.length) {
+    process.stderr.write(`${renderFindings(missing, opts.configPath)}\nherd: not started: ${missing.length} file${missing.length === 1 ? "" : "s"} named by the config cannot be used\n`);
+    return 1;
+  }
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, { signals: true, ...opts });
