@@ -10,7 +10,7 @@ import { dirname } from "node:path";
 import type { Config } from "../config/types.ts";
 import { bootId, readStat } from "../engine/procfs.ts";
 import { RUNTIME_FILE_VERSION, describeRuntime, isLive, parseRuntimeInfo, readRuntimeFile, runtimeFilePath, type RuntimeInfo } from "../ops/runtime.ts";
-import { sourceRoot } from "../version.ts";
+import { sourceCheckoutRoot } from "../config/host.ts";
 
 export interface RuntimeFile {
   readonly path: string;
@@ -22,7 +22,7 @@ export interface RuntimeFile {
 
 /** How this herd was started, for the other instance's message: the binary or the checkout. */
 export function programName(): string {
-  const root = sourceRoot();
+  const root = sourceCheckoutRoot();
   return root ? `source checkout ${root}` : process.execPath;
 }
 
