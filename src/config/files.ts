@@ -6,7 +6,7 @@
 // Checked: models[].tokenizer (a directory holding tokenizer.json), models[].path when it is a local
 // path (absolute, ./ or ../; otherwise it is a Hugging Face repo id the engine downloads) and a
 // non-sim engine loads it, engines[].command[0] of kind `command` (an executable, by path or on
-// $PATH). Keys added later that name files (token files, password files) belong in FILE_KEYS' list.
+// $PATH). Keys added later that name files (token files, password files) get an entry in fileRefs().
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { LineCounter, isNode, parseDocument } from "yaml";
