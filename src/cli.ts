@@ -80,6 +80,7 @@ const COMMANDS: readonly Command[] = [
       "  --config FILE        YAML config (default: the embedded default, two simulated engines)",
       "  --listen HOST:PORT   override frontend.listen",
       "  --dry-run            print each engine's environment, argv, ports and GPUs, then exit",
+      "  -h, --help           this help",
     ].join("\n"),
     valueFlags: ["config", "listen"],
     boolFlags: ["dry-run"],
@@ -111,7 +112,7 @@ const COMMANDS: readonly Command[] = [
     name: "config check",
     summary: "validate a config file and print it with every default filled in",
     args: "FILE",
-    help: "Prints the resolved config as YAML (exit 0), or one line per problem as\n`path: message at FILE:LINE` on stderr (exit 1). Warnings go to stderr either way.",
+    help: "Prints the resolved config as YAML (exit 0), or one line per problem as\n`path: message at FILE:LINE` on stderr (exit 1). Warnings go to stderr either way.\n\nOptions:\n  -h, --help           this help",
     positionals: { min: 1, max: 1 },
     async run({ positionals }, io, { entry }) {
       const file = positionals[0] ?? "";
@@ -174,7 +175,7 @@ const COMMANDS: readonly Command[] = [
     name: "version",
     summary: "print the version and the commit it was built from",
     args: "",
-    help: "",
+    help: "From a source checkout the commit is git's (`git rev-parse --short=12 HEAD`, -dirty when\ntracked files differ), as scripts/build.sh embeds it in a binary.\n\nOptions:\n  -h, --help           this help",
     async run(_parsed, io) {
       io.out(versionLine());
       return 0;
@@ -205,6 +206,7 @@ function usage(): string {
   ].join("\n");
 }
 
+/** Every command's help has one layout: "herd NAME: title", "Usage: …", text, "Options: …". */
 function commandHelp(c: Command): string {
   const line = `Usage: herd ${c.name}${c.args ? ` ${c.args}` : ""}`;
   return [`herd ${c.name}: ${c.summary}`, "", line, ...(c.help ? ["", c.help] : [])].join("\n");

@@ -8,7 +8,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main, type Entrypoints } from "../src/cli.ts";
 import type { Config } from "../src/config/types.ts";
-import { VERSION } from "../src/version.ts";
+import { VERSION, checkoutCommit } from "../src/version.ts";
 
 const root = join(import.meta.dir, "..");
 const dir = mkdtempSync(join(tmpdir(), "herd-cli-"));
@@ -100,11 +100,52 @@ describe("usage", () => {
 });
 
 describe("herd version", () => {
-  test("prints the package version and a commit", async () => {
+  test("from a checkout: the package version and git's commit of the checkout", async () => {
     const r = await herd("version");
     expect(r.code).toBe(0);
-    expect(r.out).toMatch(new RegExp(`^herd ${VERSION.replaceAll(".", "\\.")} \\(commit \\S+, bun [\\d.]+\\)\\n$`));
+    const git = Bun.spawnSync(["git", "rev-parse", "--short=12", "HEAD"], { cwd: root, stdout: "pipe", stderr: "ignore" });
+    if (git.exitCode !== 0) throw new Error("this test runs in a git checkout (CI clones one)");
+    const head = git.stdout.toString().trim();
+    expect(r.out).toMatch(new RegExp(`^herd ${VERSION.replaceAll(".", "\\.")} \\(commit ${head}(-dirty)?, source checkout \\S+, bun [\\d.]+\\)\\n$`));
     expect((await herd("--version")).out).toBe(r.out);
+  });
+
+  test("a checkout whose tracked files differ is -dirty; no git repository gives null (then 'unknown')", () => {
+    const repo = mkdtempSync(join(tmpdir(), "herd-ver-"));
+    try {
+      const g = (...a: string[]) => Bun.spawnSync(["git", "-c", "user.name=t", "-c", "user.email=t@t", ...a], { cwd: repo, stdout: "pipe", stderr: "pipe" });
+      expect(checkoutCommit(repo)).toBeNull();
+      g("init", "-q");
+      writeFileSync(join(repo, "f"), "1");
+      g("add", "f");
+      g("commit", "-qm", "x");
+      const head = g("rev-parse", "--short=12", "HEAD").stdout.toString().trim();
+      expect(checkoutCommit(repo)).toBe(head);
+      writeFileSync(join(repo, "f"), "2");
+      expect(checkoutCommit(repo)).toBe(`${head}-dirty`);
+    } finally {
+      rmSync(repo, { recursive: true, force: true });
+    }
+  });
+});
+
+describe("one help layout for every command", () => {
+  // Every command `herd --help` lists, pass-through ones included (their own parsers print it).
+  const names = ["run", "config check", "status", "drain", "undrain", "logs", "sim-engine", "bench", "bench compare", "simulate", "version"];
+  test.each(names)("herd %s --help: title line, Usage:, Options:", async (name) => {
+    const p = Bun.spawnSync([process.execPath, join(root, "src", "cli.ts"), ...name.split(" "), "--help"], { cwd: root, stdout: "pipe", stderr: "pipe" });
+    expect(p.exitCode).toBe(0);
+    const lines = p.stdout.toString().split("\n");
+    expect(lines[0]).toMatch(new RegExp(`^herd ${name}: \\S`));
+    expect(lines[1]).toBe("");
+    expect(lines[2]).toStartWith(`Usage: herd ${name}`);
+    const options = lines.indexOf("Options:");
+    expect(options).toBeGreaterThan(2);
+    expect(lines.slice(options + 1).some((l) => /^\s+-/.test(l))).toBe(true); // at least one option line follows
+  });
+  test("the usage listing names every command whose help was checked", async () => {
+    const r = await herd("--help");
+    for (const n of names.filter((n) => n !== "bench compare")) expect(r.out).toContain(`  ${n} `);
   });
 });
 

@@ -8,6 +8,7 @@ import { type BenchResult, loadLabel, parseBenchResult, renderCompare, renderTab
 import { type Progress, runOnce } from "./runner.ts";
 import { parseDuration, summarize } from "../workload/stats.ts";
 import { renderSvg, type PlotRun } from "./svg.ts";
+import { resetPrefixCache } from "./reset.ts";
 import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList, trueFalse } from "../workload/flags.ts";
 
 export interface BenchIo {
@@ -62,10 +63,19 @@ Options:
   --ignore-eos B       send ignore_eos so outputs run to max_tokens (default true; vLLM/SGLang)
   --session-header H   send each request's session id in header H (default x-session-id, what
                        herd's session policy reads; "" to send none)
-  --reset-prefix-cache B  POST URL/reset_prefix_cache before each run (vLLM with
-                       VLLM_SERVER_DEV_MODE=1, herd's sim engine) so runs start cold (default false)
+  --reset-prefix-cache B  reset the engines' prefix cache before each load level, so no level
+                       reuses an earlier one's cache (default true; false keeps the cache): POST
+                       URL/reset_prefix_cache (vLLM with VLLM_SERVER_DEV_MODE=1, herd's sim engine),
+                       or, when URL is a herd, the same on every engine behind it
   --timeout S          per-request timeout (default 600; 0 = none)
   --max-inflight N     bound on requests in flight (default 4096; beyond it arrivals go late)`;
+
+export const COMPARE_HELP = `herd bench compare: every figure of two \`herd bench --json\` results side by side, and the ratio B/A
+
+Usage: herd bench compare A.json B.json
+
+Options:
+  -h, --help           this help`;
 
 const VALUE_FLAGS = new Set(["url", "model", "api-key", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "json", "svg", "ignore-eos", "timeout", "max-inflight", "session-header", "reset-prefix-cache"]);
 
@@ -122,7 +132,7 @@ export async function benchMain(argv: readonly string[], io: BenchIo = processIo
 
 async function compareMain(args: readonly string[], io: BenchIo): Promise<number> {
   if (args.includes("--help") || args.includes("-h")) {
-    io.out("Usage: herd bench compare A.json B.json\nPrints every figure of two `herd bench --json` results and the ratio B/A.");
+    io.out(COMPARE_HELP);
     return 0;
   }
   if (args.length !== 2) throw new BenchInputError("compare needs two files: herd bench compare A.json B.json");
@@ -145,13 +155,19 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   if (sessionHeader !== null && !/^[A-Za-z0-9-]+$/.test(sessionHeader)) throw new BenchInputError(`--session-header: not a header name: ${JSON.stringify(sessionHeader)}`);
   const target: Target = { url, model, apiKey, ignoreEos, timeout_s, sessionHeader };
 
-  const reset = trueFalse(flags, "reset-prefix-cache", false);
+  const reset = trueFalse(flags, "reset-prefix-cache", true);
+  const resetFailures = new Set<string>();
   const runs: RunResult[] = [];
   const plots: PlotRun[] = [];
   for (const load of loads) {
     const arrivals = arrivalsFor(load);
     const label = loadLabel(load);
-    if (reset) await resetPrefixCache(url, apiKey, io);
+    if (reset) {
+      const r = await resetPrefixCache(url, apiKey);
+      // Say each failure once per sweep, not once per level.
+      for (const f of r.failed) if (!resetFailures.has(f)) io.err(`herd bench: warning: ${f}; levels may start with a warm prefix cache (--reset-prefix-cache false to not try)`);
+      for (const f of r.failed) resetFailures.add(f);
+    }
     const started = performance.now();
     const { records, wall_s, dispatchLag_s } = await runOnce({
       target,
@@ -175,7 +191,7 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
   const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
   const config = {
     url, model, workload: workloadConfig, ...loadLists(loads), duration_s, requests, seed, warmup_s, slo,
-    ignore_eos: target.ignoreEos, reset_prefix_cache: reset, session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
+    ignore_eos: target.ignoreEos, reset_prefix_cache: reset, reset_prefix_cache_failures: [...resetFailures], session_header: sessionHeader, timeout_s, max_inflight: maxInflight, started_at: new Date().toISOString(),
   };
   const result: BenchResult = toBenchResult(config, runs);
   io.out(`herd bench: ${model} at ${url}, workload ${flags.get("workload")}, seed ${seed}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderTable(runs)}`);
@@ -195,17 +211,6 @@ async function benchRun(flags: Map<string, string>, io: BenchIo): Promise<number
     return 1;
   }
   return 0;
-}
-
-async function resetPrefixCache(url: string, apiKey: string | null, io: BenchIo): Promise<void> {
-  const base = url.replace(/\/+$/, "").replace(/\/v1$/, "");
-  try {
-    const res = await fetch(`${base}/reset_prefix_cache`, { method: "POST", headers: apiKey ? { authorization: `Bearer ${apiKey}` } : {}, signal: AbortSignal.timeout(10_000) });
-    await res.arrayBuffer();
-    if (!res.ok) io.err(`herd bench: warning: POST ${base}/reset_prefix_cache: HTTP ${res.status}; the run starts with a warm cache`);
-  } catch (e) {
-    io.err(`herd bench: warning: POST ${base}/reset_prefix_cache: ${errorMessage(e)}; the run starts with a warm cache`);
-  }
 }
 
 function progressLine(label: string, p: Progress): string {

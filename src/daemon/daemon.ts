@@ -38,6 +38,10 @@ import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
 import { resolveSeed } from "../core/seed.ts";
+import { wallClockMs } from "../core/clock.ts";
+import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
+import { checkConfigFiles } from "../config/files.ts";
+import { renderFindings } from "../config/findings.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -72,6 +76,13 @@ export interface Daemon {
 
 /** Entry point used by the CLI: start, wait for a signal, return the exit code. */
 export async function runDaemon(config: Config, opts: DaemonOptions): Promise<number> {
+  // Every file the config names (tokenizers, local model paths, engine commands) before anything
+  // binds or spawns (src/config/files.ts): a typo must not cost an engine start.
+  const missing = checkConfigFiles(config, opts.configPath);
+  if (missing.length) {
+    process.stderr.write(`${renderFindings(missing, opts.configPath)}\nherd: not started: ${missing.length} file${missing.length === 1 ? "" : "s"} named by the config cannot be used\n`);
+    return 1;
+  }
   let daemon: Daemon;
   try {
     daemon = await startDaemon(config, { signals: true, ...opts });
@@ -124,6 +135,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   });
 
   let listening: Listening | null = null;
+  let runtime: RuntimeFile | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
   const readiness = new Readiness({ registry, notify, clock, log, url });
   const hashPrompts = policyNeedsPrompt(router);
@@ -131,6 +143,13 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   // fails before any engine starts. Tokenizers load while the engines warm up (start() only spawns).
   const services = new ServiceGroup(
     [
+      // First: refuse a data dir another live herd owns, else record this daemon there so
+      // `herd status|drain|logs` find it (src/daemon/runtime-file.ts).
+      service(
+        "runtime-file",
+        () => void (runtime = claimRuntimeFile(config, opts.configPath, new Date(wallClockMs()).toISOString())),
+        () => runtime?.release(),
+      ),
       service(
         "listener",
         () => {
@@ -140,6 +159,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
           } catch (e) {
             throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
           }
+          runtime?.listening(listening.url);
           log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
         },
         async () => {

@@ -1,11 +1,18 @@
-// The admin API client behind `herd status|drain|undrain|logs`. Where herd is: `--url`, else the
-// `--config` file's frontend.listen (a wildcard listen is reached over loopback), else
-// http://127.0.0.1:8000. The admin token comes from `--token` or HERD_ADMIN_TOKEN and is only needed
+// The admin API client behind `herd status|drain|undrain|logs`. Where herd is, first match wins:
+//  1. `--url`;
+//  2. `--config FILE`: the runtime file of a live herd in that config's node.data_dir (the address it
+//     really listens on, `herd run --listen` included), else the file's frontend.listen;
+//  3. the runtime file of a live herd in the default data dir (src/config/host.ts), or in
+//     /var/lib/herd (the installed service's) — several live ones is an error naming them;
+//  4. http://127.0.0.1:8000 (the embedded default's listen).
+// A wildcard listen is reached over loopback. The admin token comes from `--token` or HERD_ADMIN_TOKEN and is only needed
 // from another host (loopback callers are trusted; src/admin/routes.ts).
 import { errorMessage } from "../core/errors.ts";
 import type { Role } from "../config/types.ts";
 import type { WorkerState } from "../workers/worker.ts";
 import { loadConfigFile } from "../config/load.ts";
+import { hostDefaults } from "../config/host.ts";
+import { describeRuntime, liveRuntime, type RuntimeInfo } from "./runtime.ts";
 import { connectHost } from "../engine/drivers.ts";
 import type { KvStreamView } from "../kv/consumer.ts";
 
@@ -21,7 +28,7 @@ export class OpsError extends Error {
 export interface Target {
   url: string;
   token: string | null;
-  /** Where the url came from, for messages: "--url", "--config FILE" or "default". */
+  /** Where the url came from, for messages: "--url", "--config FILE", "runtime file PATH" or "default". */
   source: string;
 }
 
@@ -68,7 +75,23 @@ function normaliseUrl(raw: string): string {
   return `${u.protocol}//${u.host}${u.pathname.replace(/\/+$/, "")}`;
 }
 
-export async function resolveTarget(values: Readonly<Record<string, string>>, env: Readonly<Record<string, string | undefined>> = process.env): Promise<Target> {
+/** Data dirs where a herd started without --config may have left its runtime file. */
+export function defaultDataDirs(): string[] {
+  return [...new Set([hostDefaults().dataDir, "/var/lib/herd"])];
+}
+
+/** The listen address with the port the listener really got (port 0 resolved), dialled like a config's. */
+function fromRuntime(info: RuntimeInfo, token: string | null): Target {
+  const port = info.url ? /:(\d+)$/.exec(info.url)?.[1] : undefined;
+  const listen = port ? info.listen.replace(/:\d+$/, `:${port}`) : info.listen;
+  return { url: listenToUrl(listen), token, source: `runtime file of pid ${info.pid} in ${info.data_dir}` };
+}
+
+export async function resolveTarget(
+  values: Readonly<Record<string, string>>,
+  env: Readonly<Record<string, string | undefined>> = process.env,
+  dataDirs: () => readonly string[] = defaultDataDirs,
+): Promise<Target> {
   const token = values.token ?? (env.HERD_ADMIN_TOKEN || null);
   if (values.url !== undefined) return { url: normaliseUrl(values.url), token, source: "--url" };
   const file = values.config;
@@ -78,8 +101,14 @@ export async function resolveTarget(values: Readonly<Record<string, string>>, en
       const n = result.findings.filter((f) => f.severity === "error").length;
       throw new OpsError(`cannot read frontend.listen from ${file} (${n} config error${n === 1 ? "" : "s"}; see \`herd config check ${file}\`); pass --url`);
     }
+    const live = liveRuntime(result.config.node.data_dir);
+    if (live) return fromRuntime(live, token);
     return { url: listenToUrl(result.config.frontend.listen), token, source: `--config ${file}` };
   }
+  const live = dataDirs().map(liveRuntime).filter((r): r is RuntimeInfo => r !== null);
+  if (live.length > 1)
+    throw new OpsError(`several herds are running; pass --url or --config to pick one:\n${live.map((r) => `  ${describeRuntime(r)} (data dir ${r.data_dir})`).join("\n")}`);
+  if (live[0]) return fromRuntime(live[0], token);
   return { url: DEFAULT_ADMIN_URL, token, source: "default" };
 }
 
@@ -109,7 +138,7 @@ export class AdminClient {
       res = await fetch(this.target.url + path, { method, headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "error" });
     } catch (e) {
       const why = fetchFailure(e, this.timeoutMs);
-      const hint = this.target.source === "default" ? " (pass --url or --config if it listens elsewhere)" : "";
+      const hint = this.target.source === "default" ? " (no runtime file of a running herd found; pass --url or --config if it listens elsewhere)" : "";
       throw new OpsError(`herd is not reachable at ${this.target.url} (from ${this.target.source}): ${why}. Is herd running?${hint}`);
     }
     const text = await res.text();

@@ -14,18 +14,28 @@ export interface OpsIo {
   err(text: string): void;
 }
 
-const TARGET_HELP = [
-  "Where herd is:",
+const TARGET_OPTIONS = [
   "  --url URL        herd's listener, e.g. http://127.0.0.1:8000",
-  "  --config FILE    take frontend.listen from this config (e.g. /etc/herd/herd.yaml)",
-  "                   default: http://127.0.0.1:8000",
+  "  --config FILE    the herd started with this config (e.g. /etc/herd/herd.yaml): the address in",
+  "                   its data dir's runtime file, else its frontend.listen",
   "  --token TOKEN    admin token for calls from another host (default: $HERD_ADMIN_TOKEN)",
+  "  -h, --help       this help",
+];
+
+const TARGET_HELP = [
+  "Without --url or --config, herd is found from the runtime file (run/herd.json) that a running",
+  "herd writes in its data dir — the default data dir, or /var/lib/herd — so the address",
+  "`herd run --listen` used is found too; with none, http://127.0.0.1:8000.",
 ];
 
 interface OpsCommand {
   name: string;
+  /** The title line's text after "herd NAME: ". */
+  title: string;
   usage: string;
   about: string[];
+  /** The command's own options (target options follow). */
+  options: string[];
   flags: OpsFlagSpec;
   run(a: OpsArgs, client: AdminClient, io: OpsIo): Promise<number>;
 }
@@ -34,12 +44,13 @@ const TARGET_FLAGS = ["url", "config", "token"] as const;
 
 const status: OpsCommand = {
   name: "status",
+  title: "this node's workers: state, role, load, restarts, KV events (--json for scripts)",
   usage: "herd status [--json] [--url URL | --config FILE] [--token TOKEN]",
   about: [
     "This node's workers: state, role, model, load (herd's in-flight; the engine's running,",
     "waiting and KV cache use), restarts, engine pid and the KV event stream.",
-    "  --json           the admin API's JSON as is (for scripts)",
   ],
+  options: ["  --json           the admin API's JSON as is (for scripts)"],
   flags: { values: TARGET_FLAGS, bools: ["json"], maxPositionals: 0 },
   async run(a, client, io) {
     const view = await client.cluster();
@@ -52,7 +63,11 @@ function drainCommand(drained: boolean): OpsCommand {
   const name = drained ? "drain" : "undrain";
   return {
     name,
+    title: drained
+      ? "take a worker (or --node: all) out of rotation; in-flight requests finish"
+      : "put a drained worker (or --node: all) back into rotation",
     usage: `herd ${name} WORKER | --node [--url URL | --config FILE] [--token TOKEN]`,
+    options: [`  --node           every worker of this node`, "  WORKER           a worker id as `herd status` lists it (NODE/NAME), or just NAME when unique"],
     about: drained
       ? [
           "Take a worker (or, with --node, every worker of this node) out of rotation: it gets no",
@@ -65,7 +80,7 @@ function drainCommand(drained: boolean): OpsCommand {
       const node = a.bools.has("node");
       const one = a.positionals[0];
       if (node === (one !== undefined)) throw new OpsUsageError("name one WORKER or pass --node");
-      const ids = node ? (await client.cluster()).workers.map((w) => w.id) : [one!];
+      const ids = node ? (await client.cluster()).workers.map((w) => w.id) : [await resolveWorker(client, one!)];
       if (ids.length === 0) io.err(`herd ${name}: this node has no workers`);
       for (const id of ids) {
         const r = await client.setDrained(id, drained);
@@ -78,12 +93,13 @@ function drainCommand(drained: boolean): OpsCommand {
 
 const logs: OpsCommand = {
   name: "logs",
+  title: "the tail of a worker's engine output",
   usage: "herd logs WORKER [-n N] [--url URL | --config FILE] [--token TOKEN]",
   about: [
     "The last lines of a worker's engine output (stdout and stderr, as herd captured them; the",
     "full log is in node.data_dir/logs/). The tail herd keeps is supervisor.log_tail_lines long.",
-    "  -n, --lines N    lines to show (default 200, at most 10000)",
   ],
+  options: ["  -n, --lines N    lines to show (default 200, at most 10000)"],
   flags: { values: [...TARGET_FLAGS, "lines"], bools: [], short: { n: "lines" }, maxPositionals: 1 },
   async run(a, client, io) {
     const id = a.positionals[0];
@@ -91,19 +107,36 @@ const logs: OpsCommand = {
     const raw = a.values.lines ?? "200";
     const n = Number(raw);
     if (!Number.isInteger(n) || n < 1 || n > 10_000) throw new OpsUsageError(`-n: expected a whole number 1..10000, got ${JSON.stringify(raw)}`);
-    const r = await client.logs(id, n);
+    const r = await client.logs(await resolveWorker(client, id), n);
     if (r.lines.length) io.out(r.lines.join("\n"));
     return 0;
   },
 };
 
+/**
+ * A worker id as typed: the full `NODE/NAME`, or just `NAME` (e.g. `sim-0`) when exactly one of this
+ * node's workers ends with it — so commands need not spell the host name. Several matches is a usage
+ * error naming them; none is left to the admin API's own "unknown worker" answer.
+ */
+export async function resolveWorker(client: AdminClient, typed: string): Promise<string> {
+  if (typed.includes("/")) return typed;
+  const matches = (await client.cluster()).workers.map((w) => w.id).filter((id) => id.endsWith(`/${typed}`));
+  if (matches.length > 1) throw new OpsUsageError(`${typed} matches several workers (${matches.join(", ")}); give the full id`);
+  return matches[0] ?? typed;
+}
+
 export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs } as const;
 export type OpsCommandName = keyof typeof OPS_COMMANDS;
+
+/** The same layout as every herd command's help: title line, Usage:, description, Options:. */
+export function opsHelp(c: OpsCommand): string {
+  return [`herd ${c.name}: ${c.title}`, "", `Usage: ${c.usage}`, "", ...c.about, "", "Options:", ...c.options, ...TARGET_OPTIONS, "", ...TARGET_HELP].join("\n");
+}
 
 /** Run one day-2 command with argv after its name; returns the exit code. */
 export async function opsMain(name: OpsCommandName, argv: readonly string[], io: OpsIo): Promise<number> {
   const c: OpsCommand = OPS_COMMANDS[name];
-  const help = [`Usage: ${c.usage}`, "", ...c.about, "", ...TARGET_HELP].join("\n");
+  const help = opsHelp(c);
   try {
     const a = parseOpsArgs(argv, c.flags);
     if (a.help) {

@@ -34,6 +34,8 @@ Usage: herd simulate --workload W (--rate R[,R…] | --concurrency C[,C…]) [--
                      [--slo ttft=2s,itl=50ms] [--json FILE] [engine flags]
        herd simulate --calibrate bench.json [--save FILE]
 
+Options:
+  -h, --help           this help
 Workload (as herd bench): --workload doc-qa|multi-turn|rag|hot-prefix|fixed[:k=v,…]|trace:FILE,
   --rate, --concurrency, --duration, --requests (default 200), --seed (1), --warmup, --slo, --ignore-eos
 Cluster:

@@ -138,16 +138,47 @@ describe("herd bench against a simulated engine", () => {
     expect(tr.cached_tokens_ratio!).toBeGreaterThan(0.55);
   });
 
-  test("--reset-prefix-cache: every load level starts cold", async () => {
+  test("every load level starts cold by default; --reset-prefix-cache false keeps the cache", async () => {
     const args = ["--url", engine.url, "--workload", "doc-qa:documents=1,doc_tokens=200,system_tokens=50,output=4", "--rate", "100,100", "--requests", "5"];
     const warm = join(dir, "warm.json");
     const cold = join(dir, "cold.json");
-    expect(await benchMain([...args, "--json", warm], capture())).toBe(0);
-    expect(await benchMain([...args, "--reset-prefix-cache", "true", "--json", cold], capture())).toBe(0);
+    const coldIo = capture();
+    expect(await benchMain([...args, "--reset-prefix-cache", "false", "--json", warm], capture())).toBe(0);
+    expect(await benchMain([...args, "--json", cold], coldIo)).toBe(0);
+    expect(coldIo.stderr.filter((l) => !l.startsWith("wrote"))).toEqual([]);
     const first = async (f: string) => (await read(f)).runs.map((r) => r.records[0]!.cached_tokens);
     const w = await first(warm);
     expect(w[1]!).toBeGreaterThan(200); // the second level reuses the first one's cache
     expect(await first(cold)).toEqual([0, 0]);
+    expect((await read(cold)).config).toMatchObject({ reset_prefix_cache: true, reset_prefix_cache_failures: [] });
+  });
+
+  test("a server without /reset_prefix_cache: one warning per sweep naming the reason, figures still written", async () => {
+    // A stand-in OpenAI server with no reset route (as vLLM without VLLM_SERVER_DEV_MODE=1).
+    let resets = 0;
+    const plain = Bun.serve({
+      port: 0,
+      hostname: "127.0.0.1",
+      fetch: async (req) => {
+        const path = new URL(req.url).pathname;
+        if (path === "/reset_prefix_cache") resets++;
+        if (path !== "/v1/completions") return new Response(JSON.stringify({ detail: "Not Found" }), { status: 404 });
+        return engine.url ? fetch(`${engine.url}/v1/completions`, { method: "POST", body: await req.text(), headers: { "content-type": "application/json" } }) : new Response(null, { status: 500 });
+      },
+    });
+    try {
+      const io = capture();
+      const json = join(dir, "noreset.json");
+      const code = await benchMain(["--url", `http://127.0.0.1:${plain.port}`, "--model", "sim-bench", "--workload", "fixed:input=40,output=2", "--rate", "50,50,50", "--requests", "3", "--json", json], io);
+      expect(code).toBe(0);
+      expect(resets).toBe(3); // tried before each level
+      const warnings = io.stderr.filter((l) => l.includes("reset_prefix_cache"));
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]).toContain("HTTP 404 (vLLM serves it only with VLLM_SERVER_DEV_MODE=1)");
+      expect((await read(json)).config).toMatchObject({ reset_prefix_cache: true, reset_prefix_cache_failures: [expect.stringContaining("HTTP 404")] });
+    } finally {
+      await plain.stop(true);
+    }
   });
 
   test("usage errors exit 2 with a reason", async () => {

@@ -59,7 +59,8 @@ describe("herd status", () => {
     const port = new URL(herd.url).port;
     const cfg = join(dir, "client.yaml");
     writeFileSync(cfg, `frontend: { listen: "0.0.0.0:${port}" }\n`); // a wildcard listen is dialled on loopback
-    const r = await herdCli(["status", "--json", "--config", cfg]);
+    // A private default data dir: no other herd's runtime file on this host can answer instead.
+    const r = await herdCli(["status", "--json", "--config", cfg], { XDG_DATA_HOME: join(dir, "xdg") });
     expect(r.code).toBe(0);
     const view = JSON.parse(r.out);
     expect(view.node).toBe("ops");

@@ -223,7 +223,7 @@ export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
 }
 
 export function simUsage(): string {
-  const lines = ["usage: herd sim-engine [flags]", "", "A simulated vLLM-compatible engine (OpenAI API, /metrics, /health, /tokenize).", "", "flags:"];
+  const lines = ["herd sim-engine: a simulated vLLM-compatible engine (OpenAI API, /metrics, /health, /tokenize); no GPU", "", "Usage: herd sim-engine [options]", "", "Options:"];
   for (const [name, f] of Object.entries(FLAGS)) {
     const left = `  --${name}${f.kind === "bool" ? "" : f.kind === "str" ? " S" : " N"}`;
     lines.push(`${left.padEnd(32)}${f.help}`);
