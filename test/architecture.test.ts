@@ -10,8 +10,8 @@ const SRC = resolve(import.meta.dir, "../src");
 
 /** Lower lines first. Keep in step with docs/architecture.md and the folder READMEs. */
 export const LAYERS: readonly (readonly string[])[] = [
-  ["core", "version"],
-  ["config", "protocol", "transport", "http"],
+  ["core"],
+  ["config", "protocol", "transport", "http", "version"],
   ["tokenizer", "workers"],
   ["kv", "engine", "metrics", "workload"],
   ["preprocess", "router"],

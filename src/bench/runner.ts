@@ -5,6 +5,7 @@
 // is hit, arrivals are sent late, and the lag (start_s − at_s) shows it.
 
 import { type Endpoints, endpoints, sendOne, type Target } from "./client.ts";
+import { RealClock, every } from "../core/clock.ts";
 import type { RequestRecord } from "../workload/stats.ts";
 import type { BenchRequest } from "../workload/workloads.ts";
 
@@ -57,7 +58,7 @@ export async function runOnce(opts: RunOnceOptions): Promise<RunOnceResult> {
   const elapsed = () => (performance.now() - t0Ms) / 1000;
 
   const ticker = opts.onProgress
-    ? setInterval(() => opts.onProgress!({ elapsed_s: elapsed(), sent, done, failed, inflight }), opts.progressEvery_ms ?? 250)
+    ? every(new RealClock({ unref: true }), opts.progressEvery_ms ?? 250, () => opts.onProgress!({ elapsed_s: elapsed(), sent, done, failed, inflight }))
     : null;
 
   const send = (r: BenchRequest, index: number): Promise<void> => {
@@ -104,7 +105,7 @@ export async function runOnce(opts: RunOnceOptions): Promise<RunOnceResult> {
     for (let w = 0; w < opts.concurrency; w++) all.push(worker());
   }
   await Promise.all(all);
-  if (ticker) clearInterval(ticker);
+  ticker?.cancel();
   opts.onProgress?.({ elapsed_s: elapsed(), sent, done, failed, inflight });
   records.sort((a, b) => a.index - b.index);
   return { records, wall_s: elapsed(), dispatchLag_s };

@@ -16,11 +16,14 @@ export interface Clock {
 
 /** Wall clock backed by performance.now() and setTimeout. */
 export class RealClock implements Clock {
+  /** `unref`: its timers do not keep the process alive (watchdogs, progress tickers). */
+  constructor(private readonly opts: { unref?: boolean } = {}) {}
   now(): number {
     return performance.now();
   }
   setTimer(ms: number, fn: () => void): TimerHandle {
     const t = setTimeout(fn, Math.max(0, ms));
+    if (this.opts.unref) t.unref();
     return { cancel: () => clearTimeout(t) };
   }
   sleep(ms: number): Promise<void> {
@@ -131,6 +134,26 @@ export class VirtualClock implements Clock {
     }
     return top;
   }
+}
+
+/** Run `fn` every `ms` on `clock` until the handle is cancelled (re-armed after each run). */
+export function every(clock: Clock, ms: number, fn: () => void): TimerHandle {
+  let handle: TimerHandle | null = null;
+  let cancelled = false;
+  const arm = () => {
+    handle = clock.setTimer(ms, () => {
+      if (cancelled) return;
+      fn();
+      if (!cancelled) arm();
+    });
+  };
+  arm();
+  return {
+    cancel: () => {
+      cancelled = true;
+      handle?.cancel();
+    },
+  };
 }
 
 /**

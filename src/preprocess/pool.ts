@@ -3,6 +3,7 @@
 // queue is bounded: beyond `maxPendingJobs` a request gets 503 instead of growing memory. A
 // worker that dies is replaced and its jobs fail with a typed error; the daemon never crashes on it.
 import { HerdError, unavailable } from "../core/errors.ts";
+import { type Clock, RealClock } from "../core/clock.ts";
 import type { ChainJob, ChainResult, WorkerInfo } from "./worker.ts";
 
 export interface PoolOptions {
@@ -46,6 +47,8 @@ export class TokenizerPool {
   private pending = 0;
   private closed = false;
   readonly maxPendingJobs: number;
+  /** Only for the worker start timeout (the pool's jobs have no deadlines of their own). */
+  private readonly clock: Clock = new RealClock({ unref: true });
 
   constructor(
     private readonly dir: string,
@@ -119,11 +122,11 @@ export class TokenizerPool {
   private start(slot: Slot, urls: string[]): Promise<WorkerInfo> {
     return new Promise<WorkerInfo>((resolve, reject) => {
       let started = false;
-      const timer = setTimeout(() => {
+      const timer = this.clock.setTimer(WORKER_START_TIMEOUT_MS, () => {
         if (started) return;
         slot.worker?.terminate();
         reject(new HerdError(500, "server_error", `tokenizer worker did not start within ${WORKER_START_TIMEOUT_MS} ms`, "tokenizer_error"));
-      }, WORKER_START_TIMEOUT_MS);
+      });
       const attempt = (i: number) => {
         const worker = new Worker(urls[i]!);
         slot.worker = worker;
@@ -131,11 +134,11 @@ export class TokenizerPool {
           const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo };
           if (m.op === "ready") {
             started = true;
-            clearTimeout(timer);
+            timer.cancel();
             return resolve(m.info!);
           }
           if (m.op === "failed") {
-            clearTimeout(timer);
+            timer.cancel();
             worker.terminate();
             return reject(new HerdError(500, "server_error", `tokenizer worker: ${m.error}`, "tokenizer_invalid"));
           }
@@ -152,7 +155,7 @@ export class TokenizerPool {
             // Not loadable from here (compiled binary layouts differ): try the next place.
             worker.terminate();
             if (i + 1 < urls.length) return attempt(i + 1);
-            clearTimeout(timer);
+            timer.cancel();
             return reject(new HerdError(500, "server_error", `tokenizer worker failed to start: ${ev.message}`, "tokenizer_error"));
           }
           // The thread is gone: fail its jobs and put a fresh worker in its place.

@@ -2,7 +2,7 @@
 // written from NIXL's own client source) and byte-level checks of the wire subset.
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
-import { RealClock, VirtualClock } from "../../src/core/clock.ts";
+import { type Clock, RealClock, VirtualClock } from "../../src/core/clock.ts";
 import { createLogger } from "../../src/core/log.ts";
 import { NixlMetadataService, agentOfKey } from "../../src/pd/nixl-metadata.ts";
 import { OP, TcpStoreProtocolError, VALIDATION_MAGIC, encodeBlob, parseRequests } from "../../src/pd/tcpstore-wire.ts";
@@ -15,7 +15,7 @@ afterEach(() => {
   while (services.length) services.pop()!.stop();
 });
 
-function start(clock = new RealClock(), graceMs = 50): NixlMetadataService {
+function start(clock: Clock = new RealClock(), graceMs = 50): NixlMetadataService {
   const s = new NixlMetadataService({ host: "127.0.0.1", port: 0, clock, log, orphanGraceMs: graceMs });
   s.start();
   services.push(s);

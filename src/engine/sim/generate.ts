@@ -3,6 +3,7 @@
 // away aborts the request, which frees its KV blocks.
 
 import type { SimScheduler } from "./scheduler.ts";
+import { wallClockMs } from "../../core/clock.ts";
 import type { SimMetrics } from "./metrics.ts";
 import type { OutputVocabulary } from "./output.ts";
 import { StopMatcher } from "./output.ts";
@@ -29,7 +30,7 @@ const DONE = enc.encode("data: [DONE]\n\n");
 /** Submit to the scheduler; throws the scheduler's HerdError (400/503) before anything is sent. */
 export function generate(ctx: GenerateContext, g: GenerationRequest, signal: AbortSignal): Response | Promise<Response> {
   const id = requestId(g.endpoint);
-  const head = { id, created: Math.floor(Date.now() / 1000), model: g.model };
+  const head = { id, created: Math.floor(wallClockMs() / 1000), model: g.model };
   const out = ctx.vocab.stream(ctx.seed, g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
   const stop = new StopMatcher(g.stop);
   const maxTokens = g.maxTokens ?? Math.max(1, ctx.maxModelLen - g.promptTokens.length);

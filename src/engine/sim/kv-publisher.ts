@@ -8,6 +8,7 @@
 //   - a fault knob drops a seeded fraction of batches on the PUB side only: they still enter the
 //     replay buffer, as a batch lost to the HWM or the network does in vLLM.
 import type { Logger } from "../../core/log.ts";
+import { wallClockMs } from "../../core/clock.ts";
 import { type Rng, SeededRng } from "../../core/rng.ts";
 import { blockRemoved, blockStored, encodeKvEventBatch, type KvEventFormat } from "../../protocol/kv-encode.ts";
 import type { KvEvent } from "../../protocol/kv-events.ts";
@@ -133,7 +134,7 @@ export class SimKvPublisher {
     const { config } = o;
     this.topic = new TextEncoder().encode(config.topic);
     this.rng = new SeededRng(o.seed);
-    this.nowS = o.nowS ?? (() => Date.now() / 1000);
+    this.nowS = o.nowS ?? (() => wallClockMs() / 1000);
     this.ring = new Array(config.replayEndpoint ? config.bufferSteps : 0);
     const log = o.log;
     this.pub = new PubSocket({ sndHwm: config.hwm, ...(log ? { log } : {}) });

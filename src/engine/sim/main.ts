@@ -3,6 +3,7 @@
 // 2 on a usage error, 70 on a --crash-after crash.
 
 import { errorMessage } from "../../core/errors.ts";
+import { RealClock, every } from "../../core/clock.ts";
 import { SimKvPublisher, type KvEventsConfig } from "./kv-publisher.ts";
 import { parseSimArgs, simUsage, UsageError } from "./options.ts";
 import { startSimEngine } from "./server.ts";
@@ -66,12 +67,11 @@ export async function simEngineMain(argv: string[]): Promise<number> {
 function watchParent(onGone: () => void): void {
   const expected = Number(process.env.HERD_SUPERVISOR_PID ?? "");
   if (!Number.isInteger(expected) || expected <= 0) return;
-  const timer = setInterval(() => {
+  const timer = every(new RealClock({ unref: true }), 1000, () => {
     if (process.ppid === expected) return;
-    clearInterval(timer);
+    timer.cancel();
     onGone();
-  }, 1000);
-  timer.unref();
+  });
 }
 
 if (import.meta.main) process.exit(await simEngineMain(process.argv.slice(2)));

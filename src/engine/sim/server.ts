@@ -3,7 +3,7 @@
 // delay has passed) and then prints vLLM's readiness lines, ending with uvicorn's
 // "Application startup complete.".
 
-import { type Clock, RealClock } from "../../core/clock.ts";
+import { type Clock, RealClock, wallClockMs } from "../../core/clock.ts";
 import { HerdError, errorMessage } from "../../core/errors.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
@@ -97,7 +97,7 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     dead = true;
     log(`ERROR ${ts()} [core] EngineCore encountered a fatal error (simulated crash after ${o.crashAfter} requests).`);
     // Let the chunk already written reach the socket, then die.
-    setTimeout(() => (opts.onCrash ?? (() => void server?.stop(true)))(), 10);
+    clock.setTimer(10, () => (opts.onCrash ?? (() => void server?.stop(true)))());
   };
 
   await loadModel(o, maxModelLen, log);
@@ -219,7 +219,7 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
 
 /** /v1/models: the base model, then one card per LoRA adapter (vllm serving_models.py show_available_models). */
 function modelCards(o: SimEngineOptions, maxModelLen: number): unknown[] {
-  const created = Math.floor(Date.now() / 1000);
+  const created = Math.floor(wallClockMs() / 1000);
   const permission = () => [{
     id: `modelperm-${crypto.randomUUID().replaceAll("-", "")}`, object: "model_permission", created, allow_create_engine: false, allow_sampling: true,
     allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: "*", group: null, is_blocking: false,
