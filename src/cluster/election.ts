@@ -121,6 +121,7 @@ export class Election {
       this.o.log.error("vote request from a node with a different voter list (cluster.peers.seeds must be identical on every host)", { candidate: req.candidate });
       return { term, granted: false, reason: "voter list mismatch" };
     }
+    if (!this.o.peers.otherVoters().includes(req.address)) return { term, granted: false, reason: "candidate is not a voter" };
     const inLease = this.role === "leader" || (this.leader !== null && this.o.clock.now() - this.heardLeaderAt < this.o.timing.election_ms);
     if (inLease && this.leader !== req.candidate) return { term, granted: false, reason: "leader alive" };
     if (req.pre) return { term, granted: req.term > term }; // PreVote never changes our state

@@ -32,6 +32,8 @@ export interface PeersBackendOptions {
   election?: ElectionTiming;
 }
 
+const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0;
+
 export const votersHash = (seeds: readonly string[]) =>
   createHash("sha256").update([...seeds].sort().join("\n")).digest("hex").slice(0, 16);
 
@@ -126,13 +128,16 @@ export class PeersBackend implements DiscoveryBackend {
   }
 
   onVote(req: VoteRequest): VoteReply {
-    const r = this.election.onVote(req);
+    if (!isTerm(req?.term) || typeof req.candidate !== "string" || typeof req.address !== "string" || typeof req.voters !== "string")
+      return { term: this.election.term, granted: false, reason: "malformed vote request" };
+    const r = this.election.onVote({ pre: req.pre === true, term: req.term, candidate: req.candidate, address: req.address, voters: req.voters });
     this.updateView();
     return r;
   }
 
   onBeat(req: BeatRequest): BeatReply {
-    const r = this.election.onBeat(req);
+    if (!isTerm(req?.term) || typeof req.leader !== "string") return { term: this.election.term, ok: false };
+    const r = this.election.onBeat({ term: req.term, leader: req.leader });
     this.updateView();
     return r;
   }
