@@ -112,6 +112,15 @@ describe.each(CASES)("DiscoveryBackend conformance: $kind", (c) => {
     await waitFor("rejoined", 15_000, () => membersAre(nodes, ["n0", "n1", "n2"]));
   }, 60_000);
 
+  test.skipIf(!run)("the peer API answers 401 without the cluster token", async () => {
+    const n = nodes.find((x) => x.proc !== null)!;
+    const bad = await fetch(`http://${n.address}/cluster/v1/view`);
+    expect(bad.status).toBe(401);
+    const good = await fetch(`http://${n.address}/cluster/v1/view`, { headers: { authorization: "Bearer conformance-token" } });
+    expect(good.status).toBe(200);
+    expect(((await good.json()) as { discovery: string }).discovery).toBe(c.kind);
+  });
+
   test.skipIf(!run)("history: at most one leader per term", () => {
     const byTerm = leadersByTerm(history);
     expect(byTerm.size).toBeGreaterThan(0);
