@@ -117,6 +117,16 @@ export class EtcdBackend implements DiscoveryBackend {
     return { ...this.view };
   }
 
+  /**
+   * Fencing for a leader duty that touches etcd: true only if our leader key still exists with the
+   * create revision we won (a txn compare on CREATE). Guard writes with the same compare.
+   */
+  async stillLeader(): Promise<boolean> {
+    const held = this.held;
+    if (!held || !this.leaseLive()) return false;
+    return this.client.stillCreatedAt(this.heldKey, this.heldRev).catch(() => false);
+  }
+
   async close(): Promise<void> {
     if (this.closed) return;
     this.closed = true;

@@ -8,7 +8,7 @@ import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
-import { SeededRng } from "../../src/core/rng.ts";
+import { SeededRng, type Rng } from "../../src/core/rng.ts";
 import type { PeerClient } from "../../src/cluster/peers.ts";
 import { PeersBackend } from "../../src/cluster/peers.ts";
 import { StateStore } from "../../src/cluster/state.ts";
@@ -22,7 +22,7 @@ class Net {
   votes: { voter: string; term: number; candidate: string }[] = [];
   constructor(
     readonly clock: VirtualClock,
-    readonly rng: SeededRng,
+    readonly rng: Rng,
   ) {}
   up = (a: string, b: string) => !this.cut.has(`${a}->${b}`);
   client(from: string): PeerClient {

@@ -71,8 +71,8 @@ describe("etcd outage under a live cluster", () => {
   test.skipIf(!run)("a lease lost in etcd (revoked) ends that leadership; the node registers again", async () => {
     const l = await waitFor("one agreed leader", 10_000, () => agreedLeader(nodes));
     const key = Buffer.from(`/outage/nodes/${l.leader}`).toString("base64");
-    const r = await (await fetch(`${etcd.url}/v3/kv/range`, { method: "POST", body: JSON.stringify({ key }) })).json();
-    const lease = r.kvs[0].lease as string;
+    const r = (await (await fetch(`${etcd.url}/v3/kv/range`, { method: "POST", body: JSON.stringify({ key }) })).json()) as { kvs: { lease: string }[] };
+    const lease = r.kvs[0]!.lease;
     expect(typeof lease).toBe("string"); // lease ids are int64 strings (often above 2^53)
     await fetch(`${etcd.url}/v3/lease/revoke`, { method: "POST", body: JSON.stringify({ ID: lease }) });
     const next = await waitFor("a new leader", 10_000, async () => {
