@@ -94,6 +94,11 @@ export class ClusterService {
     if (b) await b.close();
   }
 
+  /** Replace this node's published metadata (e.g. encodeAdvert() of its workers). */
+  setMeta(meta: NodeMeta): void {
+    this._backend?.setMeta(meta);
+  }
+
   members(): Member[] {
     return this._backend?.members() ?? [];
   }

@@ -112,6 +112,16 @@ describe.each(CASES)("DiscoveryBackend conformance: $kind", (c) => {
     await waitFor("rejoined", 15_000, () => membersAre(nodes, ["n0", "n1", "n2"]));
   }, 60_000);
 
+  test.skipIf(!run)("metadata (where worker adverts ride) reaches every node", async () => {
+    const live = nodes.filter((x) => x.proc !== null);
+    const src = live[0]!;
+    await fetch(`http://${src.address}/test/meta`, { method: "POST", body: JSON.stringify({ advert: "v2", pid: 1 }) });
+    await waitFor("the new metadata everywhere", 10_000, async () => {
+      const views = await Promise.all(live.map((n) => n.status()));
+      return views.every((v) => v?.nodes.find((m) => m.name === src.spec.name)?.meta.advert === "v2") ? true : undefined;
+    });
+  }, 20_000);
+
   test.skipIf(!run)("the peer API answers 401 without the cluster token", async () => {
     const n = nodes.find((x) => x.proc !== null)!;
     const bad = await fetch(`http://${n.address}/cluster/v1/view`);

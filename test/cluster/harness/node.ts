@@ -38,6 +38,10 @@ const svc = new ClusterService({
 
 const app = new Hono<{ Bindings: { ip?: string | null } }>();
 app.get("/test/status", (c) => c.json(svc.view()));
+app.post("/test/meta", async (c) => {
+  svc.setMeta(await c.req.json());
+  return c.json({ ok: true });
+});
 app.route("/", clusterRoutes(svc));
 const server = Bun.serve({
   hostname: "127.0.0.1",
