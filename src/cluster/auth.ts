@@ -56,11 +56,6 @@ export class PeerAuth {
     return this.keys.enabled;
   }
 
-  /** Header to send on outgoing peer requests. */
-  header(token: string): Record<string, string> {
-    return token === "" ? {} : { authorization: `Bearer ${token}` };
-  }
-
   /** With a token: the Bearer must match. Without one: loopback callers only. */
   check(authorization: string | null | undefined, remoteIp: string | null | undefined, path: string): boolean {
     const ok = this.keys.enabled ? this.keys.accepts(authorization) : isLoopback(remoteIp ?? null);

@@ -68,9 +68,8 @@ export interface DiscoveryBackend {
 export interface HeartbeatTiming {
   /** How often a node refreshes its own record / gossips. */
   heartbeat_ms: number;
-  /** A member whose heartbeat has not advanced for this long is dead and leaves the view. */
+  /** A member whose heartbeat has not advanced for this long is dead and leaves the view (half of it: suspect, still listed). */
   dead_after_ms: number;
-  /** Half of this marks it suspect (still routed to, shown as suspect). */
 }
 
 /** Defaults chosen so a dead node leaves every view within 5 s (issue 12): 3 s + one heartbeat + one poll. */

@@ -86,9 +86,12 @@ export class Election {
     return this.o.store.get().term;
   }
 
-  /** Leader with a quorum heard within one election timeout (CheckQuorum). */
+  /**
+   * Leader with a majority of voters heard within one election timeout (CheckQuorum), evaluated now:
+   * a leader whose process was paused reads false on resume, before its next heartbeat round.
+   */
   get isLeader(): boolean {
-    return this.role === "leader" && !this.stopped;
+    return this.role === "leader" && !this.stopped && this.checkQuorum();
   }
 
   start(): void {

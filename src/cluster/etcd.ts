@@ -114,6 +114,7 @@ export class EtcdBackend implements DiscoveryBackend {
   }
 
   leader(): LeaderView {
+    this.refresh(); // lease liveness is evaluated at call time, not only every tick
     return { ...this.view };
   }
 

@@ -107,6 +107,7 @@ export class PeersBackend implements DiscoveryBackend {
   }
 
   leader(): LeaderView {
+    this.updateView(); // CheckQuorum is evaluated at call time, not only at the last event
     return { ...this.view };
   }
 

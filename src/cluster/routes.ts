@@ -7,8 +7,8 @@ import { PEER_API_PREFIX } from "./client.ts";
 import { PeersBackend } from "./peers.ts";
 import type { ClusterService } from "./service.ts";
 
-/** Peer messages are small; anything bigger is refused before parsing. */
-export const PEER_BODY_MAX_BYTES = 1024 * 1024;
+/** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused before parsing. */
+export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
 
 type Env = { Bindings: { ip?: string | null } };
 
