@@ -12,7 +12,7 @@
 // on filesystems that do not (some FUSE/SMB mounts) two nodes can take the same term. A stalled
 // leader may still act until its next tick sees the newer term: every leader duty must carry the
 // term and be refused below the highest term a host has seen (fencing).
-import { mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
@@ -95,6 +95,8 @@ export class FileBackend implements DiscoveryBackend {
   }
 
   leader(): LeaderView {
+    // A takeover creates term held+1; one stat tells a resumed (paused) leader before its next tick.
+    if (this.held !== null && existsSync(this.termPath(this.held + 1))) this.stepDown(`term ${this.held + 1} exists`);
     return { ...this.view };
   }
 

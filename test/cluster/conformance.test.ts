@@ -112,6 +112,25 @@ describe.each(CASES)("DiscoveryBackend conformance: $kind", (c) => {
     await waitFor("rejoined", 15_000, () => membersAre(nodes, ["n0", "n1", "n2"]));
   }, 60_000);
 
+  test.skipIf(!run)("a leader paused (SIGSTOP) past the bound is replaced; resumed, it does not lead", async () => {
+    const l = await waitFor("one agreed leader", 15_000, () => agreedLeader(nodes));
+    const paused = nodes.find((n) => n.spec.name === l.leader)!;
+    const rest = nodes.filter((n) => n !== paused);
+    paused.kill("SIGSTOP");
+    try {
+      await waitFor("a new leader", c.failoverMs + 5000, async () => {
+        const a = await agreedLeader(rest);
+        return a && a.leader !== l.leader ? a : undefined;
+      });
+    } finally {
+      paused.kill("SIGCONT");
+    }
+    const after = await waitFor("all three agree again", 15_000, () => agreedLeader(nodes));
+    expect(after.leader).not.toBe(l.leader);
+    expect(after.term).toBeGreaterThan(l.term);
+    await waitFor("three members everywhere", 15_000, () => membersAre(nodes, ["n0", "n1", "n2"]));
+  }, 60_000);
+
   test.skipIf(!run)("metadata (where worker adverts ride) reaches every node", async () => {
     const live = nodes.filter((x) => x.proc !== null);
     const src = live[0]!;
