@@ -8,9 +8,9 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
+import { DISCOVERY_KINDS, ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
-import { checkAdvertise, checkHealthPath, checkListen, checkUrl } from "./checks.ts";
+import { checkAdvertise, checkHealthPath, checkListen, checkUrl, parseHostPort } from "./checks.ts";
 
 
 const node = obj("This host: its name, the address peers reach it at, and where it keeps state.", {
@@ -208,6 +208,30 @@ const demoEngines = () => [
   },
 ];
 
+// Cluster timings are not keys: file and peers remove a dead node within 5 s and elect within a few
+// seconds by construction (src/cluster/backend.ts, election.ts); etcd's bound is its lease TTL.
+const cluster = obj("Multi-node membership and leader election (see src/cluster/README.md).", {
+  discovery: oneOf(DISCOVERY_KINDS, "How nodes find each other and elect a leader: `file` (a shared directory), `peers` (seed addresses, gossip, Raft-style election), `etcd`.", "file"),
+  token: str("Shared secret every node sends on the peer API (Bearer). Empty = no token: the cluster then refuses non-loopback addresses.", ""),
+  token_file: str("File whose first line is the token (used when `token` is empty).", ""),
+  file: obj("`file` discovery.", {
+    dir: str("Directory of heartbeat and lease records (shared by all nodes); empty = <node.data_dir>/cluster/dir.", ""),
+  }),
+  peers: obj("`peers` discovery.", {
+    seeds: list(
+      str("HOST:PORT of a voting member's peer API.", undefined, { check: (v) => (parseHostPort(v) ? null : `expected HOST:PORT, got ${JSON.stringify(v)}`) }),
+      "Voting members (identical list on every host; 1, 3 or 5). Other nodes join through any of them as non-voters.",
+      [],
+      64,
+    ),
+  }),
+  etcd: obj("`etcd` discovery (etcd v3 JSON gateway).", {
+    endpoints: list(str("etcd client URL.", undefined, { check: checkUrl }), "etcd client URLs (http:// or https://).", [], 16),
+    prefix: str("Key prefix for this cluster's keys.", "/herd", { nonEmpty: true, check: (v) => (v.startsWith("/") ? null : "expected a prefix starting with /") }),
+    lease_ttl_s: int("Lease TTL: a dead node (or leader) is gone from etcd after this.", 10, { min: 2, max: 3600 }),
+  }),
+});
+
 export const configSpec = obj("herd configuration (one file per node).", {
   seed: int("The run's seed: every random choice (routing ties and draws, reconnect jitter) derives from it, so one seed replays a run; HERD_SEED overrides it; 0 = drawn at start (and logged).", 0, { min: 0, max: 2 ** 32 - 1 }),
   node,
@@ -216,7 +240,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   models: list(modelEntry, "Models served. Default (with no `engines` either): one simulated model `herd-sim`.", demoModels, 1000),
   engines: list(engineEntry, "Engines. Default (with no `models` either): two `sim` engines serving `herd-sim`.", demoEngines, 1000),
   supervisor,
-  cluster: reserved("Reserved for multi-node clustering.", "multi-node clustering arrives in a later release"),
+  cluster,
   kv_tier: reserved("Reserved for the KV cache tier.", "the KV cache tier arrives in a later release"),
   planner: reserved("Reserved for the planner.", "the planner arrives in a later release"),
 });

@@ -207,6 +207,31 @@ export interface SupervisorConfig {
   python_hash_seed: number;
 }
 
+export const DISCOVERY_KINDS = ["file", "peers", "etcd"] as const;
+export type DiscoveryKind = (typeof DISCOVERY_KINDS)[number];
+
+export interface ClusterConfig {
+  /** file | peers | etcd. */
+  discovery: DiscoveryKind;
+  /** Shared secret for the peer API (Bearer); empty = none (then loopback only). */
+  token: string;
+  /** File holding the token (first line); used when `token` is empty. */
+  token_file: string;
+  file: {
+    /** Directory of heartbeat and lease records; empty = <node.data_dir>/cluster/dir. */
+    dir: string;
+  };
+  peers: {
+    /** HOST:PORT of the voting members (identical on every host, odd count). */
+    seeds: string[];
+  };
+  etcd: {
+    endpoints: string[];
+    prefix: string;
+    lease_ttl_s: number;
+  };
+}
+
 export interface Config {
   /** The run's seed (0 = drawn at start); src/core/seed.ts. */
   seed: number;
@@ -216,8 +241,8 @@ export interface Config {
   models: ModelConfig[];
   engines: EngineConfig[];
   supervisor: SupervisorConfig;
-  /** Reserved for the cluster issue (discovery, peers, leader election). */
-  cluster: Record<string, unknown>;
+  /** Multi-node membership and leader election (src/cluster). */
+  cluster: ClusterConfig;
   /** Reserved for the KV tier issue. */
   kv_tier: Record<string, unknown>;
   /** Reserved for the planner issue. */

@@ -19,6 +19,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
   checkGpus(config, add);
+  checkCluster(config, add);
 
   const s = config.supervisor;
   if (s.restart_backoff_initial_ms > s.restart_backoff_max_ms)
@@ -96,4 +97,15 @@ function checkGpus(config: Config, add: Add): void {
       seen.add(g);
     }
   });
+}
+
+function checkCluster(config: Config, add: Add): void {
+  const c = config.cluster;
+  if (c.token !== "" && c.token_file !== "") add("error", "cluster.token_file", "set either cluster.token or cluster.token_file, not both");
+  if (c.discovery === "peers" && c.peers.seeds.length === 0)
+    add("error", "cluster.peers.seeds", "discovery peers needs at least one seed (HOST:PORT of a voting member)");
+  if (c.discovery === "peers" && c.peers.seeds.length % 2 === 0 && c.peers.seeds.length > 0)
+    add("warning", "cluster.peers.seeds", `${c.peers.seeds.length} voters tolerate no more failures than ${c.peers.seeds.length - 1}; use an odd count`);
+  if (new Set(c.peers.seeds).size !== c.peers.seeds.length) add("error", "cluster.peers.seeds", "duplicate seed");
+  if (c.discovery === "etcd" && c.etcd.endpoints.length === 0) add("error", "cluster.etcd.endpoints", "discovery etcd needs at least one endpoint URL");
 }

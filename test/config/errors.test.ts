@@ -222,10 +222,24 @@ const cases: Case[] = [
   },
   {
     name: "key inside a reserved section",
-    text: yaml("cluster:", "  peers: [a, b]"),
-    path: "cluster.peers",
+    text: yaml("planner:", "  peers: [a, b]"),
+    path: "planner.peers",
     line: 2,
-    message: /reserved \(multi-node clustering arrives in a later release\)/,
+    message: /reserved \(the planner arrives in a later release\)/,
+  },
+  {
+    name: "peers discovery without seeds",
+    text: yaml("cluster:", "  discovery: peers"),
+    path: "cluster.peers.seeds",
+    line: 1, // the missing key points at its nearest present parent
+    message: /needs at least one seed/,
+  },
+  {
+    name: "seed that is not HOST:PORT",
+    text: yaml("cluster:", "  discovery: peers", "  peers:", "    seeds: [10.0.0.1]"),
+    path: "cluster.peers.seeds[0]",
+    line: 4,
+    message: /expected HOST:PORT/,
   },
   {
     name: "bad environment variable name",

@@ -1,0 +1,198 @@
+// `peers` discovery: seed addresses, membership gossip and Raft-style election over the
+// authenticated peer API (routes.ts). Membership: every heartbeat each node bumps its own counter
+// and pushes its live table to every known member and seed, merging the reply (push/pull); a member
+// whose counter stops advancing for dead_after_ms (observer's clock) leaves the view. Joining means
+// reaching any one seed. Election: election.ts (voters = the seeds; non-voters follow only).
+import { createHash } from "node:crypto";
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import type { Logger } from "../core/log.ts";
+import type { Rng } from "../core/rng.ts";
+import { DEFAULT_TIMING, Emitter, sameView, type ClusterEvent, type DiscoveryBackend, type HeartbeatTiming, type LeaderView, type Member, type NodeMeta, type SelfInfo } from "./backend.ts";
+import { DEFAULT_ELECTION, Election, type BeatReply, type BeatRequest, type ElectionTiming, type VoteReply, type VoteRequest } from "./election.ts";
+import { LivenessTable, MEMBERS_MAX, type HeartbeatRecord } from "./liveness.ts";
+import type { StateStore } from "./state.ts";
+
+/** How peers reach each other: POST JSON to another node's peer API (authenticated by the caller). */
+export interface PeerClient {
+  post<T>(address: string, path: string, body: unknown, timeoutMs: number): Promise<T>;
+}
+
+export interface GossipMessage {
+  members: HeartbeatRecord[];
+}
+
+export interface PeersBackendOptions {
+  seeds: string[];
+  store: StateStore;
+  client: PeerClient;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  timing?: HeartbeatTiming;
+  election?: ElectionTiming;
+}
+
+const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0;
+
+export const votersHash = (seeds: readonly string[]) =>
+  createHash("sha256").update([...seeds].sort().join("\n")).digest("hex").slice(0, 16);
+
+export class PeersBackend implements DiscoveryBackend {
+  readonly kind = "peers";
+  private readonly timing: HeartbeatTiming;
+  private readonly table: LivenessTable;
+  private readonly events = new Emitter();
+  private readonly voters: string[];
+  private self!: HeartbeatRecord;
+  private election!: Election;
+  private timer: TimerHandle | null = null;
+  private inFlight = new Set<string>();
+  private membersKey = "";
+  private view: LeaderView = { leader: null, term: 0, self: false };
+  private closed = false;
+
+  constructor(private readonly o: PeersBackendOptions) {
+    this.timing = o.timing ?? DEFAULT_TIMING;
+    this.table = new LivenessTable(o.clock, this.timing.dead_after_ms);
+    this.voters = [...new Set(o.seeds)].sort();
+  }
+
+  async start(self: SelfInfo): Promise<void> {
+    const isVoter = this.voters.includes(self.address);
+    this.self = { ...self, incarnation: this.o.store.bumpIncarnation(), beat: 0 };
+    this.table.observe(this.self);
+    this.election = new Election({
+      name: self.name,
+      address: self.address,
+      isVoter,
+      quorum: Math.floor(this.voters.length / 2) + 1,
+      votersHash: votersHash(this.voters),
+      store: this.o.store,
+      clock: this.o.clock,
+      rng: this.o.rng,
+      log: this.o.log,
+      timing: this.o.election ?? DEFAULT_ELECTION,
+      onChange: () => this.updateView(),
+      peers: {
+        otherVoters: () => this.voters.filter((a) => a !== self.address),
+        others: () => this.table.records().filter((r) => r.name !== self.name).map((r) => r.address),
+        vote: (a, req, ms) => this.o.client.post<VoteReply>(a, "vote", req, ms),
+        beat: (a, req, ms) => this.o.client.post<BeatReply>(a, "beat", req, ms),
+      },
+    });
+    this.o.log.info("peers discovery", { voters: this.voters.length, voter: isVoter, incarnation: this.self.incarnation });
+    this.updateView();
+    this.election.start();
+    this.gossip();
+  }
+
+  setMeta(meta: NodeMeta): void {
+    this.self = { ...this.self, meta };
+  }
+
+  members(): Member[] {
+    return this.table.members();
+  }
+
+  watch(fn: (e: ClusterEvent) => void): () => void {
+    return this.events.on(fn);
+  }
+
+  campaign(): void {
+    this.election.campaign();
+  }
+
+  async resign(): Promise<void> {
+    this.election.resign();
+  }
+
+  leader(): LeaderView {
+    this.updateView(); // CheckQuorum is evaluated at call time, not only at the last event
+    return { ...this.view };
+  }
+
+  async close(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.timer?.cancel();
+    this.election.stop();
+    // graceful leave: one last push with `left`, so the others drop us without waiting
+    this.self = { ...this.self, beat: this.self.beat + 1, left: true };
+    await Promise.allSettled(this.targets().map((a) => this.o.client.post(a, "gossip", { members: [this.self] }, 500)));
+  }
+
+  // ---- peer API handlers (routes.ts) ----
+
+  onGossip(msg: GossipMessage): GossipMessage {
+    this.merge(msg);
+    return { members: this.table.records() };
+  }
+
+  onVote(req: VoteRequest): VoteReply {
+    if (!isTerm(req?.term) || typeof req.candidate !== "string" || typeof req.address !== "string" || typeof req.voters !== "string")
+      return { term: this.election.term, granted: false, reason: "malformed vote request" };
+    const r = this.election.onVote({ pre: req.pre === true, term: req.term, candidate: req.candidate, address: req.address, voters: req.voters });
+    this.updateView();
+    return r;
+  }
+
+  onBeat(req: BeatRequest): BeatReply {
+    if (!isTerm(req?.term) || typeof req.leader !== "string") return { term: this.election.term, ok: false };
+    const r = this.election.onBeat({ term: req.term, leader: req.leader });
+    this.updateView();
+    return r;
+  }
+
+  // ---- internals ----
+
+  private merge(msg: GossipMessage): void {
+    const list = Array.isArray(msg?.members) ? msg.members.slice(0, MEMBERS_MAX) : [];
+    for (const r of list) {
+      if (!r || typeof r.name !== "string" || typeof r.address !== "string" || r.name === this.self.name) continue;
+      if (!Number.isSafeInteger(r.incarnation) || !Number.isSafeInteger(r.beat)) continue;
+      this.table.observe({ name: r.name, address: r.address, meta: r.meta ?? {}, incarnation: r.incarnation, beat: r.beat, left: r.left === true });
+    }
+    this.refreshMembers();
+  }
+
+  private targets(): string[] {
+    const out = new Set<string>(this.o.seeds);
+    for (const r of this.table.records()) out.add(r.address);
+    out.delete(this.self.address);
+    return [...out];
+  }
+
+  private gossip(): void {
+    if (this.closed) return;
+    this.self = { ...this.self, beat: this.self.beat + 1 };
+    this.table.observe(this.self);
+    const msg: GossipMessage = { members: this.table.records() };
+    for (const a of this.targets()) {
+      if (this.inFlight.has(a)) continue; // one request per peer at a time (bounded)
+      this.inFlight.add(a);
+      this.o.client
+        .post<GossipMessage>(a, "gossip", msg, this.timing.dead_after_ms / 2)
+        .then((reply) => this.merge(reply))
+        .catch(() => {})
+        .finally(() => this.inFlight.delete(a));
+    }
+    this.refreshMembers();
+    this.timer = this.o.clock.setTimer(this.timing.heartbeat_ms, () => this.gossip());
+  }
+
+  private refreshMembers(): void {
+    this.table.sweep(this.self.name);
+    const key = this.table.key();
+    if (key === this.membersKey) return;
+    this.membersKey = key;
+    this.events.emit({ kind: "members", members: this.table.members() });
+  }
+
+  private updateView(): void {
+    if (!this.election) return;
+    const v: LeaderView = { leader: this.election.leader, term: this.election.term, self: this.election.isLeader };
+    if (sameView(v, this.view)) return;
+    this.view = v;
+    this.events.emit({ kind: "leader", view: { ...v } });
+  }
+}

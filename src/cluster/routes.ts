@@ -1,0 +1,44 @@
+// The peer API as a hono sub-app for the integrator to mount on the node's listener:
+//   app.route("/", clusterRoutes(service))
+// Every route needs the cluster token (or, without one, a loopback caller); others get 401.
+// The gossip/vote/beat routes exist for the peers backend; other backends answer 404 there.
+import { Hono, type Context } from "hono";
+import { PEER_API_PREFIX } from "./client.ts";
+import { PeersBackend } from "./peers.ts";
+import type { ClusterService } from "./service.ts";
+
+/** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused before parsing. */
+export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
+
+type Env = { Bindings: { ip?: string | null } };
+
+export function clusterRoutes(service: ClusterService): Hono<Env> {
+  const app = new Hono<Env>();
+  app.use(`${PEER_API_PREFIX}/*`, async (c, next) => {
+    const ip = (c.env as { ip?: string | null } | undefined)?.ip ?? null;
+    if (!service.auth.check(c.req.header("authorization"), ip, c.req.path))
+      return c.json({ error: { message: "cluster token required", type: "authentication_error", code: "cluster_unauthorized" } }, 401);
+    await next();
+  });
+
+  app.get(`${PEER_API_PREFIX}/view`, (c) => c.json(service.view()));
+
+  const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>
+    app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {
+      const b = service.backend;
+      if (!(b instanceof PeersBackend)) return c.json({ error: { message: "not a peers cluster", type: "not_found_error" } }, 404);
+      const len = Number(c.req.header("content-length") ?? "0");
+      if (len > PEER_BODY_MAX_BYTES) return c.json({ error: { message: "body too large", type: "invalid_request_error" } }, 413);
+      let body: unknown;
+      try {
+        body = await c.req.json();
+      } catch {
+        return c.json({ error: { message: "expected JSON", type: "invalid_request_error" } }, 400);
+      }
+      return c.json(handle(b, body) as object);
+    });
+  peersRoute("gossip", (b, body) => b.onGossip(body));
+  peersRoute("vote", (b, body) => b.onVote(body));
+  peersRoute("beat", (b, body) => b.onBeat(body));
+  return app;
+}

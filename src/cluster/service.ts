@@ -1,0 +1,126 @@
+// ClusterService: the imperative shell the daemon starts and stops. It loads the token, enforces the
+// "no token → loopback only" rule, builds the configured backend (registry.ts), registers this node
+// and campaigns. The peer API it needs is clusterRoutes(service) (routes.ts), mounted by the caller.
+import { join } from "node:path";
+import type { Clock } from "../core/clock.ts";
+import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Rng } from "../core/rng.ts";
+import type { Config } from "../config/types.ts";
+import { PeerAuth, isLoopbackAddress, loadToken } from "./auth.ts";
+import type { ClusterEvent, DiscoveryBackend, HeartbeatTiming, LeaderView, Member, NodeMeta } from "./backend.ts";
+import type { ElectionTiming } from "./election.ts";
+import { createBackend } from "./registry.ts";
+import { StateStore } from "./state.ts";
+
+export interface ClusterServiceOptions {
+  config: Pick<Config, "node" | "cluster">;
+  /** host:port where the other nodes reach this node's peer API (node.advertise + listener port). */
+  address: string;
+  clock: Clock;
+  rng: Rng;
+  log: Logger;
+  meta?: NodeMeta;
+  /** Whether this node seeks leadership (default true). */
+  campaign?: boolean;
+  /** Test seam: the address to dial for a member's address (partition proxies). */
+  dial?: (address: string) => string;
+  /** Test seams for timing (defaults: backend.ts DEFAULT_TIMING, election.ts DEFAULT_ELECTION). */
+  timing?: HeartbeatTiming;
+  election?: ElectionTiming;
+  fetch?: typeof fetch;
+}
+
+/** What GET /cluster/v1/view (and later /admin/cluster) shows. */
+export interface ClusterView {
+  node: string;
+  discovery: string;
+  leader: string | null;
+  term: number;
+  is_leader: boolean;
+  nodes: { name: string; address: string; state: string; last_seen_ms: number; meta: NodeMeta }[];
+}
+
+export class ClusterService {
+  readonly auth: PeerAuth;
+  private readonly token: string;
+  private _backend: DiscoveryBackend | null = null;
+  private started = false;
+
+  constructor(private readonly o: ClusterServiceOptions) {
+    this.token = loadToken(o.config.cluster);
+    this.auth = new PeerAuth(this.token, o.clock, o.log.child("peer-auth"));
+  }
+
+  get backend(): DiscoveryBackend | null {
+    return this._backend;
+  }
+
+  /** Refuse a cluster reachable from other hosts without a token (issue 12). */
+  private checkExposure(): void {
+    if (this.token !== "") return;
+    const c = this.o.config.cluster;
+    const remote = [this.o.address, ...(c.discovery === "peers" ? c.peers.seeds : [])].filter((a) => !isLoopbackAddress(a));
+    if (remote.length > 0)
+      throw new HerdError(500, "server_error", `cluster: refusing to start on non-loopback address ${remote[0]} without cluster.token or cluster.token_file`, "cluster_token_required");
+  }
+
+  async start(): Promise<void> {
+    if (this.started) return;
+    this.checkExposure();
+    const { node, cluster } = this.o.config;
+    const store = new StateStore(node.data_dir);
+    this._backend = createBackend(cluster.discovery, {
+      cluster,
+      store,
+      fileDir: cluster.file.dir !== "" ? cluster.file.dir : join(node.data_dir, "cluster", "dir"),
+      token: this.token,
+      clock: this.o.clock,
+      rng: this.o.rng,
+      log: this.o.log.child(`cluster.${cluster.discovery}`),
+      dial: this.o.dial,
+      timing: this.o.timing,
+      election: this.o.election,
+      fetch: this.o.fetch,
+    });
+    await this._backend.start({ name: node.name, address: this.o.address, meta: this.o.meta ?? {} });
+    if (this.o.campaign !== false) this._backend.campaign();
+    this.started = true;
+  }
+
+  async stop(): Promise<void> {
+    const b = this._backend;
+    this.started = false;
+    if (b) await b.close();
+  }
+
+  /** Replace this node's published metadata (e.g. encodeAdvert() of its workers). */
+  setMeta(meta: NodeMeta): void {
+    this._backend?.setMeta(meta);
+  }
+
+  members(): Member[] {
+    return this._backend?.members() ?? [];
+  }
+
+  leader(): LeaderView {
+    return this._backend?.leader() ?? { leader: null, term: 0, self: false };
+  }
+
+  watch(fn: (e: ClusterEvent) => void): () => void {
+    if (!this._backend) throw new HerdError(500, "server_error", "cluster service not started", "cluster_not_started");
+    return this._backend.watch(fn);
+  }
+
+  view(): ClusterView {
+    const l = this.leader();
+    return {
+      node: this.o.config.node.name,
+      discovery: this.o.config.cluster.discovery,
+      leader: l.leader,
+      term: l.term,
+      is_leader: l.self,
+      nodes: this.members().map((m) => ({ name: m.name, address: m.address, state: m.state, last_seen_ms: m.lastSeenMs, meta: m.meta })),
+    };
+  }
+}
