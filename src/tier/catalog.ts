@@ -1,0 +1,136 @@
+// The catalog: one SQLite database (bun:sqlite, WAL, synchronous=NORMAL, one writer: this process)
+// listing every object: key, tier, location, size, charged bytes, CRC-32, created, last access, hits,
+// model. Committed rows survive kill -9 (WAL frames are in the page cache); the data they point at
+// was written before the commit, so a row never points at a partial object. Times are the tier's
+// logical milliseconds (see tier.ts), monotonic across restarts.
+
+import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
+import type { Candidate } from "./policy.ts";
+import type { TierName } from "./medium.ts";
+
+export interface Row {
+  key: string;
+  tier: TierName;
+  loc: string;
+  size: number;
+  charged: number;
+  crc: number;
+  created_ms: number;
+  access_ms: number;
+  hits: number;
+  model: string;
+}
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS objects (
+  key TEXT PRIMARY KEY, tier TEXT NOT NULL, loc TEXT NOT NULL, size INTEGER NOT NULL,
+  charged INTEGER NOT NULL, crc INTEGER NOT NULL, created_ms REAL NOT NULL, access_ms REAL NOT NULL,
+  hits INTEGER NOT NULL, model TEXT NOT NULL
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS objects_cold ON objects (tier, access_ms);
+CREATE INDEX IF NOT EXISTS objects_model_cold ON objects (model, access_ms);
+CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
+`;
+
+export class Catalog {
+  readonly db: Database;
+  private readonly q: {
+    get: Statement<Row, [string]>;
+    put: Statement<unknown, SQLQueryBindings[]>;
+    move: Statement<unknown, [string, string, number, string]>;
+    touch: Statement<unknown, [number, string]>;
+    del: Statement<unknown, [string]>;
+    cold: Statement<Row, [string, number]>;
+    coldModel: Statement<Row, [string, number]>;
+    keys: Statement<{ key: string }, [number]>;
+    metaGet: Statement<{ v: string }, [string]>;
+    metaSet: Statement<unknown, [string, string]>;
+  };
+
+  constructor(path: string) {
+    this.db = new Database(path, { create: true, strict: true });
+    this.db.exec("PRAGMA journal_mode = WAL; PRAGMA synchronous = NORMAL; PRAGMA busy_timeout = 5000;");
+    this.db.exec(SCHEMA);
+    const p = <R, A extends SQLQueryBindings[]>(sql: string) => this.db.prepare<R, A>(sql);
+    this.q = {
+      get: p("SELECT * FROM objects WHERE key = ?"),
+      put: p(
+        "INSERT OR REPLACE INTO objects (key, tier, loc, size, charged, crc, created_ms, access_ms, hits, model) VALUES (?,?,?,?,?,?,?,?,?,?)",
+      ),
+      move: p("UPDATE objects SET tier = ?, loc = ?, charged = ? WHERE key = ?"),
+      touch: p("UPDATE objects SET access_ms = ?, hits = hits + 1 WHERE key = ?"),
+      del: p("DELETE FROM objects WHERE key = ?"),
+      cold: p("SELECT * FROM objects WHERE tier = ? ORDER BY access_ms LIMIT ?"),
+      coldModel: p("SELECT * FROM objects WHERE model = ? ORDER BY access_ms LIMIT ?"),
+      keys: p("SELECT key FROM objects ORDER BY key LIMIT ?"),
+      metaGet: p("SELECT v FROM meta WHERE k = ?"),
+      metaSet: p("INSERT OR REPLACE INTO meta (k, v) VALUES (?, ?)"),
+    };
+  }
+
+  get(key: string): Row | undefined {
+    return this.q.get.get(key) ?? undefined;
+  }
+
+  put(r: Row): void {
+    this.q.put.run(r.key, r.tier, r.loc, r.size, r.charged, r.crc, r.created_ms, r.access_ms, r.hits, r.model);
+  }
+
+  move(key: string, tier: TierName, loc: string, charged: number): void {
+    this.q.move.run(tier, loc, charged, key);
+  }
+
+  touch(key: string, nowMs: number): void {
+    this.q.touch.run(nowMs, key);
+  }
+
+  delete(key: string): void {
+    this.q.del.run(key);
+  }
+
+  /** The `limit` least recently used objects of a tier, coldest first (an index range scan). */
+  coldest(tier: TierName, limit: number): Candidate[] {
+    return this.q.cold.all(tier, limit).map(toCandidate);
+  }
+
+  coldestOfModel(model: string, limit: number): Row[] {
+    return this.q.coldModel.all(model, limit);
+  }
+
+  keys(limit: number): string[] {
+    return this.q.keys.all(limit).map((r) => r.key);
+  }
+
+  /** Every row (recovery only). */
+  *rows(): Generator<Row> {
+    yield* this.db.prepare<Row, []>("SELECT * FROM objects").iterate();
+  }
+
+  count(): number {
+    return this.db.prepare<{ n: number }, []>("SELECT COUNT(*) AS n FROM objects").get()!.n;
+  }
+
+  maxAccessMs(): number {
+    return this.db.prepare<{ m: number | null }, []>("SELECT MAX(access_ms) AS m FROM objects").get()?.m ?? 0;
+  }
+
+  meta(k: string): string | undefined {
+    return this.q.metaGet.get(k)?.v;
+  }
+
+  setMeta(k: string, v: string): void {
+    this.q.metaSet.run(k, v);
+  }
+
+  tx<T>(fn: () => T): T {
+    return this.db.transaction(fn)();
+  }
+
+  close(): void {
+    this.db.close();
+  }
+}
+
+function toCandidate(r: Row): Candidate {
+  return { key: r.key, bytes: r.charged, createdMs: r.created_ms, accessMs: r.access_ms, hits: r.hits };
+}
