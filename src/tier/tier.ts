@@ -18,6 +18,8 @@ import type { ShmOptions } from "./shm-medium.ts";
 
 export interface TierOptions {
   catalogPath: string;
+  /** An already open catalog (shared with shared-directory mode); else one is opened at catalogPath. */
+  catalog?: Catalog;
   cpu?: ShmOptions;
   ssd?: { path: string; capacityBytes: number };
   policy?: PolicyName;
@@ -73,7 +75,7 @@ export class KvTier implements TierStore {
 
   static open(opts: TierOptions): KvTier {
     if (!opts.cpu && !opts.ssd) throw new Error("kv tier: neither a cpu nor an ssd tier is configured");
-    return new KvTier(new Catalog(opts.catalogPath), opts);
+    return new KvTier(opts.catalog ?? new Catalog(opts.catalogPath), opts);
   }
 
   nowMs(): number {
