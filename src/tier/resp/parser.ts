@@ -23,13 +23,18 @@ export const REDIS_LIMITS: RespLimits = {
   unauthBulkBytes: 16 * 1024,
 };
 
+/** Bulks of this size or more are parsed into reused buffers (see next()). */
+const SCRATCH_MIN_BYTES = 64 * 1024;
+/** A connection keeps at most this much scratch per argument position. */
+const SCRATCH_MAX_BYTES = 64 * 1024 * 1024;
+
 export type Parsed = { args: Uint8Array[]; inline: boolean } | { error: string };
 
 const CR = 13;
 const LF = 10;
 
 export class RespReader {
-  private buf = new Uint8Array(16 * 1024);
+  private buf: Uint8Array = Buffer.allocUnsafe(16 * 1024);
   private start = 0;
   private end = 0;
   // Multibulk in progress.
@@ -38,6 +43,7 @@ export class RespReader {
   private bulk: Uint8Array | undefined;
   private bulkFilled = 0;
   private failed = false;
+  private readonly scratch: (Uint8Array | undefined)[] = [];
 
   constructor(
     private readonly limits: RespLimits,
@@ -64,7 +70,11 @@ export class RespReader {
     this.end += c.length;
   }
 
-  /** The next complete command, a protocol error (final), or undefined when more bytes are needed. */
+  /**
+   * The next complete command, a protocol error (final), or undefined when more bytes are needed.
+   * Arguments of 64 KiB or more are views of buffers reused by the following call: use (or copy)
+   * them before calling next() again.
+   */
   next(): Parsed | undefined {
     if (this.failed) return undefined;
     for (;;) {
@@ -137,7 +147,15 @@ export class RespReader {
     const n = parseInteger(l.text.slice(1));
     if (n === undefined || n < 0 || n > this.limits.maxBulkBytes) return this.fail("invalid bulk length");
     if (n > this.limits.unauthBulkBytes && this.authRequired()) return this.fail("unauthenticated bulk length");
-    this.bulk = new Uint8Array(n);
+    // Large bulks land in a per-argument scratch buffer reused across commands: allocating a fresh
+    // MiB-sized buffer per SET made garbage collection the bottleneck. Not zero-filled: every byte
+    // is written before the bulk is used.
+    const i = this.args.length;
+    if (n >= SCRATCH_MIN_BYTES && n <= SCRATCH_MAX_BYTES) {
+      let sc = this.scratch[i];
+      if (!sc || sc.length < n) this.scratch[i] = sc = Buffer.allocUnsafe(Math.min(SCRATCH_MAX_BYTES, Math.max(n, (sc?.length ?? 0) * 2)));
+      this.bulk = sc.subarray(0, n);
+    } else this.bulk = Buffer.allocUnsafe(n);
     this.bulkFilled = 0;
     return "done";
   }
@@ -171,7 +189,7 @@ export class RespReader {
   private grow(extra: number): void {
     const live = this.end - this.start;
     const need = live + extra;
-    const next = need <= this.buf.length / 2 ? this.buf : new Uint8Array(Math.max(need, this.buf.length * 2));
+    const next = need <= this.buf.length / 2 ? this.buf : Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
     if (next === this.buf) this.buf.copyWithin(0, this.start, this.end);
     else next.set(this.buf.subarray(this.start, this.end), 0);
     this.buf = next;
