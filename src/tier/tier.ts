@@ -15,6 +15,7 @@ import { CANDIDATE_WINDOW, POLICIES, type PolicyName } from "./policy.ts";
 import { modelOfKey, type TierStore } from "./store.ts";
 import { recover, type RecoveryReport } from "./recover.ts";
 import type { ShmOptions } from "./shm-medium.ts";
+import type { TierChange } from "./index-feed.ts";
 
 export interface TierOptions {
   catalogPath: string;
@@ -29,6 +30,8 @@ export interface TierOptions {
   failpoints?: Failpoints;
   /** This boot's id (Linux: /proc/sys/kernel/random/boot_id); a different one empties the CPU tier. */
   bootId: string;
+  /** Called after each committed change of what a tier holds (router index feed: index-feed.ts). */
+  onChange?: (c: TierChange) => void;
   /** Verify every object's checksum when opening ("full") or only sizes and existence ("size"). */
   verifyOnOpen?: "full" | "size";
 }
@@ -111,6 +114,8 @@ export class KvTier implements TierStore {
     if (prev) this.release(prev);
     this.counters[row.tier].objects++;
     this.addModel(model, row.charged);
+    if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
+    this.changed("stored", row.tier, key);
     return true;
   }
 
@@ -214,6 +219,8 @@ export class KvTier implements TierStore {
     this.media.cpu!.free(row.loc, row.size);
     this.counters.cpu.objects--;
     this.counters.ssd.objects++;
+    this.changed("removed", "cpu", row.key);
+    this.changed("stored", "ssd", row.key);
     this.addModel(row.model, ssd.charge(row.size) - row.charged);
     return true;
   }
@@ -234,6 +241,8 @@ export class KvTier implements TierStore {
     this.media.ssd!.free(row.loc, row.size);
     this.counters.ssd.objects--;
     this.counters.cpu.objects++;
+    this.changed("removed", "ssd", row.key);
+    this.changed("stored", "cpu", row.key);
     this.addModel(row.model, cpu.charge(row.size) - row.charged);
     return cpu.read(loc, row.size);
   }
@@ -258,6 +267,11 @@ export class KvTier implements TierStore {
     this.cat.delete(row.key);
     if (eviction) this.fp.hit("evict.after_commit");
     this.release(row);
+    this.changed("removed", row.tier, row.key);
+  }
+
+  private changed(kind: TierChange["kind"], tier: TierName, key: string): void {
+    this.opts.onChange?.({ kind, tier, key });
   }
 
   private release(row: Row): void {
