@@ -12,11 +12,11 @@ import { cleanupDirs, tempDirs, valueOf } from "./helpers.ts";
 afterAll(cleanupDirs);
 const CHILD = join(import.meta.dir, "fixtures", "crash-child.ts");
 
-function reopen(dirs: { shm: string; disk: string }): KvTier {
+function reopen(dirs: { shm: string; disk: string }, unit: number): KvTier {
   return KvTier.open({
     catalogPath: join(dirs.disk, "catalog.sqlite"),
-    cpu: { path: dirs.shm, capacityBytes: 4 * 16384 },
-    ssd: { path: join(dirs.disk, "ssd"), capacityBytes: 16 * 16384 },
+    cpu: { path: dirs.shm, capacityBytes: 4 * unit },
+    ssd: { path: join(dirs.disk, "ssd"), capacityBytes: 16 * unit },
     clock: new RealClock(),
     bootId: "boot-crash",
   });
@@ -28,12 +28,16 @@ function ssdFiles(root: string): string[] {
 }
 
 const rng = new SeededRng(20261201);
-const cases = FAILPOINTS.flatMap((fp) => [0, 1].map(() => ({ fp, count: 1 + rng.int(12), seed: 1 + rng.int(1000) })));
+const cases = [
+  ...FAILPOINTS.flatMap((fp) => [0, 1].map(() => ({ fp, count: 1 + rng.int(12), seed: 1 + rng.int(1000), unit: 16384 }))),
+  // Large values: SSD writes take the O_DIRECT path (padded staging write, then truncate).
+  ...(["set.mid_data", "demote.after_write", "promote.after_commit"] as const).map((fp) => ({ fp, count: 3 + rng.int(4), seed: 1 + rng.int(1000), unit: 2 << 20 })),
+];
 
-test.each(cases)("kill -9 at $fp (#$count, seed $seed) → consistent restart, no bad data", ({ fp, count, seed }) => {
+test.each(cases)("kill -9 at $fp (#$count, seed $seed, values ≤ $unit B) → consistent restart, no bad data", ({ fp, count, seed, unit }) => {
   const dirs = tempDirs();
   const log = join(dirs.disk, "puts.log");
-  const arg = JSON.stringify({ catalogPath: join(dirs.disk, "catalog.sqlite"), shm: dirs.shm, ssd: join(dirs.disk, "ssd"), failpoint: fp, count, seed, log });
+  const arg = JSON.stringify({ catalogPath: join(dirs.disk, "catalog.sqlite"), shm: dirs.shm, ssd: join(dirs.disk, "ssd"), failpoint: fp, count, seed, log, unitBytes: unit, ops: unit > 16384 ? 300 : 2000 });
   const r = Bun.spawnSync([process.execPath, CHILD, arg], { stderr: "pipe" });
   expect(r.signalCode, r.stderr.toString()).toBe("SIGKILL"); // the failpoint was reached
 
@@ -42,7 +46,7 @@ test.each(cases)("kill -9 at $fp (#$count, seed $seed) → consistent restart, n
     const [k, v, l] = line.split(" ");
     versions.set(k!, [...(versions.get(k!) ?? []), { version: Number(v), len: Number(l) }]);
   }
-  const tier = reopen(dirs);
+  const tier = reopen(dirs, unit);
   // Catalog ↔ data: every SSD file belongs to exactly one row, and the CPU charge matches the rows.
   const rows = [...tier.catalog.rows()];
   expect(ssdFiles(join(dirs.disk, "ssd", "objects"))).toEqual(rows.filter((x) => x.tier === "ssd").map((x) => x.loc).sort());
@@ -60,7 +64,7 @@ test.each(cases)("kill -9 at $fp (#$count, seed $seed) → consistent restart, n
   expect(served).toBeGreaterThan(0);
   tier.close();
   // A second restart finds nothing more to repair.
-  const again = reopen(dirs);
+  const again = reopen(dirs, unit);
   expect(again.recovery.droppedRows + again.recovery.orphanBytesReclaimed).toBe(0);
   again.close();
 });
