@@ -103,6 +103,12 @@ describe("LMCache-strict client, HTTP, bounds", () => {
     s.stop();
   });
 
+  test("a non-loopback listener without a password is refused", () => {
+    const { tier } = openTier({ cpuBytes: 1 << 20 });
+    expect(() => new RespServer({ host: "0.0.0.0", port: 0, store: tier })).toThrow(/requires a password/);
+    expect(() => new RespServer({ host: "0.0.0.0", port: 0, store: tier, password: "x" })).not.toThrow();
+  });
+
   test("max clients: connections beyond the limit are refused with Redis' message", async () => {
     const { s } = server(undefined, { maxClients: 1 });
     const first = await Bun.connect({ hostname: "127.0.0.1", port: s.port, socket: { data() {} } });

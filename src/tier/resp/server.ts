@@ -53,6 +53,9 @@ export class RespServer {
   private readonly inputMax: number;
 
   constructor(private readonly opts: RespServerOptions) {
+    if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(opts.host) && opts.password === undefined) {
+      throw new Error(`RESP server on ${opts.host}: a non-loopback listener requires a password (kv_tier.resp.password_file)`);
+    }
     this.limits = { ...REDIS_LIMITS, ...opts.limits };
     this.ctx = { store: opts.store, password: opts.password };
     this.soft = opts.outputSoftBytes ?? 8 * 1024 * 1024;
