@@ -76,6 +76,19 @@ describe("LMCache-strict client, HTTP, bounds", () => {
     s.stop();
   });
 
+  test("redis-py's handshake (LMCache redis://): CLIENT SETINFO gets -ERR, which redis-py ignores; the connection stays usable", async () => {
+    // redis-py asyncio/connection.py on_connect pipelines CLIENT SETINFO LIB-NAME/LIB-VER and
+    // swallows ResponseError for both replies.
+    const { s } = server();
+    const input = Buffer.concat([cmd("CLIENT", "SETINFO", "LIB-NAME", "redis-py"), cmd("CLIENT", "SETINFO", "LIB-VER", "5.0.1"), cmd("SET", "kkv_bytes", "x"), cmd("EXISTS", "kkv_bytes")]);
+    const { bytes } = await transcript(s.port, input, (b) => b.toString().endsWith(":1\r\n"));
+    expect(bytes.toString()).toBe(
+      "-ERR unknown command 'CLIENT', with args beginning with: 'SETINFO' 'LIB-NAME' 'redis-py' \r\n" +
+        "-ERR unknown command 'CLIENT', with args beginning with: 'SETINFO' 'LIB-VER' '5.0.1' \r\n+OK\r\n:1\r\n",
+    );
+    s.stop();
+  });
+
   test("HTTP-looking input closes the connection without a reply", async () => {
     const { s } = server();
     for (const probe of ["GET / HTTP/1.1\r\nHost: x\r\n\r\n", "POST /v1/completions HTTP/1.1\r\n\r\n", cmd("Host:", "x").toString("latin1")]) {
