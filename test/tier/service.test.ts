@@ -4,7 +4,8 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { Registry } from "prom-client";
-import { RealClock } from "../../src/core/clock.ts";
+import { RealClock, VirtualClock } from "../../src/core/clock.ts";
+import { mkdirSync } from "node:fs";
 import { parseConfigText, renderFindings } from "../../src/config/index.ts";
 import { parseSize } from "../../src/config/checks.ts";
 import { sizingProblems } from "../../src/tier/sizing.ts";
@@ -135,4 +136,24 @@ kv_tier:
     expect(second.tier!.has("k3")).toBe(true);
     await second.stop();
   });
+});
+
+test("shared dirs only: rescanned every SHARED_SCAN_INTERVAL_MS on the injected clock, bounded to capacity", async () => {
+  const { disk } = tempDirs();
+  const dir = join(disk, "vllm-fs");
+  const cfg = parse(`node: { data_dir: ${disk} }\nkv_tier:\n  shared_dirs: [ { path: ${dir}, size: 128KiB } ]\n`).config!;
+  const clock = new VirtualClock(0);
+  const svc = new TierService({ config: cfg, clock, bootId: "b" });
+  await svc.start();
+  expect(svc.tier).toBeUndefined();
+  mkdirSync(join(dir, "m_0123456789ab_r0", "abc", "de_g0"), { recursive: true });
+  for (let i = 0; i < 4; i++) writeFileSync(join(dir, "m_0123456789ab_r0", "abc", "de_g0", `${i}.bin`), valueOf("f", i, 64 * 1024));
+  expect(svc.figures().shared_dirs[0]!.objects).toBe(0); // not scanned yet
+  clock.advance(5000);
+  const f = svc.figures().shared_dirs[0]!;
+  expect(f.objects).toBe(2);
+  expect(f.used_bytes).toBe(128 * 1024);
+  expect(f.evictions).toBe(2);
+  await svc.stop();
+  expect(clock.pending).toBe(0); // the scan timer is cancelled
 });
