@@ -15,6 +15,7 @@ import { RespServer } from "./resp/server.ts";
 import { SharedDir } from "./shared-dir.ts";
 import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
 import { KvTier } from "./tier.ts";
+import type { TierChange } from "./index-feed.ts";
 
 /** How often shared directories are re-scanned and bounded (engines write between scans). */
 export const SHARED_SCAN_INTERVAL_MS = 5000;
@@ -26,6 +27,8 @@ export interface TierServiceDeps {
   facts?: (req: SizingRequest) => SizingFacts;
   /** Boot id; default: /proc/sys/kernel/random/boot_id. */
   bootId?: string;
+  /** Tier changes, e.g. index-feed.ts feedIndex(...) to tell the router what the tier holds. */
+  onChange?: (c: TierChange) => void;
 }
 
 export class TierService {
@@ -67,6 +70,7 @@ export class TierService {
         ...(t.ssd ? { ssd: { path: join(t.ssd.path, "data"), capacityBytes: req.ssdBytes! } } : {}),
         clock,
         bootId: this.deps.bootId ?? readBootId(),
+        ...(this.deps.onChange ? { onChange: this.deps.onChange } : {}),
       });
     }
     this.shared = t.shared_dirs.map((d) => new SharedDir(this.catalog!, d.path, parseSize(d.size)!));
