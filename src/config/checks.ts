@@ -61,3 +61,23 @@ export function checkHealthPath(s: string): string | null {
 export function isWildcardHost(h: string): boolean {
   return h === "0.0.0.0" || h === "::" || h === "";
 }
+
+const SIZE_UNITS: Record<string, number> = {
+  "": 1, B: 1,
+  KB: 1e3, MB: 1e6, GB: 1e9, TB: 1e12,
+  KiB: 1024, MiB: 1024 ** 2, GiB: 1024 ** 3, TiB: 1024 ** 4,
+};
+
+/** "64GiB", "1TiB", "512MiB", "100GB", "4096" (bytes) → bytes; null when not a size. */
+export function parseSize(s: string): number | null {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([KMGT]i?B|B)?\s*$/.exec(s);
+  if (!m) return null;
+  const unit = SIZE_UNITS[m[2] ?? ""];
+  if (unit === undefined) return null;
+  const n = Math.floor(Number(m[1]) * unit);
+  return Number.isSafeInteger(n) && n > 0 ? n : null;
+}
+
+export function checkSize(s: string): string | null {
+  return parseSize(s) === null ? `expected a size such as 64GiB, 512MiB or 100GB (bytes without a unit), got ${JSON.stringify(s)}` : null;
+}

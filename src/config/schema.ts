@@ -10,7 +10,7 @@
 
 import { DISCOVERY_KINDS, ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
-import { checkAdvertise, checkHealthPath, checkListen, checkUrl, parseHostPort } from "./checks.ts";
+import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
 
 const node = obj("This host: its name, the address peers reach it at, and where it keeps state.", {
@@ -185,6 +185,45 @@ const supervisor = obj("Starting, health-checking, restarting and stopping engin
   }),
 });
 
+const SIZE_PATTERN = "^\\s*\\d+(\\.\\d+)?\\s*([KMGT]i?B|B)?\\s*$";
+const size = (doc: string) => str(doc, undefined, { check: checkSize, pattern: SIZE_PATTERN });
+
+const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-protocol server, shared directories (docs: src/tier/README.md).", {
+  cpu: nullable(
+    obj("CPU tier: shared-memory segments carved into slots.", {
+      size: size("Capacity (e.g. 64GiB); must fit the free space of the file system at `path` and the unit's MemoryMax."),
+      path: str("Directory of the segment files (tmpfs).", "/dev/shm/herd", { nonEmpty: true }),
+    }),
+    "CPU tier; null = none.",
+  ),
+  ssd: nullable(
+    obj("SSD tier: one file per object; the catalog (SQLite) lives here too.", {
+      size: size("Capacity (e.g. 1TiB); must fit the free space of the file system at `path`."),
+      path: str("Directory on the SSD.", undefined, { nonEmpty: true }),
+    }),
+    "SSD tier; null = none.",
+  ),
+  resp: nullable(
+    obj("Redis-protocol (RESP2) server for LMCache (`resp://`, `redis://`).", {
+      listen: str("HOST:PORT; a non-loopback host requires password_file.", "127.0.0.1:6390", {
+        check: checkListen,
+        pattern: "^(\\[[0-9A-Fa-f:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$",
+      }),
+      password_file: str("File holding the AUTH password; \"\" = no AUTH (loopback only).", ""),
+    }),
+    "RESP server; null = none.",
+  ),
+  shared_dirs: list(
+    obj("A directory engines write KV files into (vLLM fs tier `root_dir`, LMCache `fs://`).", {
+      path: str("The directory.", undefined, { nonEmpty: true }),
+      size: size("Capacity; herd deletes the coldest files above it."),
+    }),
+    "Directories herd indexes and bounds.",
+    [],
+    64,
+  ),
+});
+
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
 const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const }];
@@ -241,7 +280,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   engines: list(engineEntry, "Engines. Default (with no `models` either): two `sim` engines serving `herd-sim`.", demoEngines, 1000),
   supervisor,
   cluster,
-  kv_tier: reserved("Reserved for the KV cache tier.", "the KV cache tier arrives in a later release"),
+  kv_tier: kvTier,
   planner: reserved("Reserved for the planner.", "the planner arrives in a later release"),
 });
 

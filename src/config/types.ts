@@ -232,6 +232,23 @@ export interface ClusterConfig {
   };
 }
 
+export interface KvTierMediumConfig {
+  /** Capacity, e.g. "64GiB" (see checks.ts parseSize). */
+  size: string;
+  path: string;
+}
+
+export interface KvTierConfig {
+  /** Shared-memory CPU tier; null = none. */
+  cpu: KvTierMediumConfig | null;
+  /** SSD tier (files under path); null = none. */
+  ssd: KvTierMediumConfig | null;
+  /** Redis-protocol (RESP2) server for LMCache's resp:// and redis:// clients; null = none. */
+  resp: { listen: string; password_file: string } | null;
+  /** Directories engines write KV files into (vLLM fs tier, LMCache fs://); herd bounds their size. */
+  shared_dirs: { path: string; size: string }[];
+}
+
 export interface Config {
   /** The run's seed (0 = drawn at start); src/core/seed.ts. */
   seed: number;
@@ -243,8 +260,8 @@ export interface Config {
   supervisor: SupervisorConfig;
   /** Multi-node membership and leader election (src/cluster). */
   cluster: ClusterConfig;
-  /** Reserved for the KV tier issue. */
-  kv_tier: Record<string, unknown>;
+  /** The host's KV cache tier (src/tier); all null/empty = off. */
+  kv_tier: KvTierConfig;
   /** Reserved for the planner issue. */
   planner: Record<string, unknown>;
 }

@@ -20,6 +20,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   checkPorts(config, add);
   checkGpus(config, add);
   checkCluster(config, add);
+  checkKvTier(config, add);
 
   const s = config.supervisor;
   if (s.restart_backoff_initial_ms > s.restart_backoff_max_ms)
@@ -29,6 +30,27 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
 }
 
 type Add = (severity: Severity, path: string, message: string) => void;
+
+const LOOPBACK = /^(127\.\d+\.\d+\.\d+|::1|localhost)$/;
+
+/** The RESP server may listen beyond loopback only with AUTH; tier paths must not overlap. */
+function checkKvTier(config: Config, add: Add): void {
+  const t = config.kv_tier;
+  const resp = t.resp && parseHostPort(t.resp.listen);
+  if (t.resp && resp && !LOOPBACK.test(resp.host) && t.resp.password_file === "")
+    add("error", "kv_tier.resp.password_file", `required when kv_tier.resp.listen (${t.resp.listen}) is not a loopback address`);
+  if (t.resp && !t.cpu && !t.ssd) add("error", "kv_tier.resp", "needs kv_tier.cpu or kv_tier.ssd to store into");
+  const paths: [string, string][] = [];
+  if (t.cpu) paths.push(["kv_tier.cpu.path", t.cpu.path]);
+  if (t.ssd) paths.push(["kv_tier.ssd.path", t.ssd.path]);
+  t.shared_dirs.forEach((d, i) => paths.push([`kv_tier.shared_dirs[${i}].path`, d.path]));
+  const norm = (p: string) => p.replace(/\/+$/, "") + "/";
+  for (let i = 0; i < paths.length; i++)
+    for (let j = 0; j < i; j++) {
+      const [a, b] = [norm(paths[i]![1]), norm(paths[j]![1])];
+      if (a.startsWith(b) || b.startsWith(a)) add("error", paths[i]![0], `overlaps ${paths[j]![0]} (${paths[j]![1]})`);
+    }
+}
 
 // Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
 // the simulated engine, so a real engine's model without a tokenizer dir would never show overlap.

@@ -1,0 +1,137 @@
+// GET /admin/kv-tier figures and the same figures as Prometheus metrics (prom-client, collected on
+// scrape from the live counters, so the two never disagree).
+
+import { Counter, Gauge, type Registry } from "prom-client";
+import type { RespStats } from "./resp/server.ts";
+import type { RecoveryReport } from "./recover.ts";
+import type { SharedDirFigures } from "./shared-dir.ts";
+
+export interface TierFigures {
+  tier: "cpu" | "ssd";
+  capacity_bytes: number;
+  used_bytes: number;
+  objects: number;
+  hits: number;
+  misses: number;
+  evictions: number;
+}
+
+export interface KvTierFigures {
+  enabled: boolean;
+  tiers: TierFigures[];
+  shared_dirs: SharedDirFigures[];
+  corrupt_reads: number;
+  recovery: RecoveryReport | null;
+  resp: (RespStats & { listen: string }) | null;
+}
+
+export const TIER_METRIC = {
+  capacityBytes: "herd_kv_tier_capacity_bytes",
+  usedBytes: "herd_kv_tier_used_bytes",
+  objects: "herd_kv_tier_objects",
+  hitsTotal: "herd_kv_tier_hits_total",
+  missesTotal: "herd_kv_tier_misses_total",
+  evictionsTotal: "herd_kv_tier_evictions_total",
+  corruptReadsTotal: "herd_kv_tier_corrupt_reads_total",
+  respClients: "herd_kv_tier_resp_clients",
+  respCommandsTotal: "herd_kv_tier_resp_commands_total",
+  respRejectedTotal: "herd_kv_tier_resp_rejected_total",
+} as const;
+
+/** Register the tier's metrics on `registry`; `figures` is read at every scrape. */
+export function registerTierMetrics(registry: Registry, figures: () => KvTierFigures): void {
+  const registers = [registry];
+  // A "tier" label is cpu, ssd, or shared:<path> (one per configured directory: bounded by config).
+  const rows = () => {
+    const f = figures();
+    return [
+      ...f.tiers,
+      ...f.shared_dirs.map((d) => ({ tier: `shared:${d.path}`, capacity_bytes: d.capacity_bytes, used_bytes: d.used_bytes, objects: d.objects, hits: 0, misses: 0, evictions: d.evictions })),
+    ];
+  };
+  const gauge = (name: string, help: string, pick: (r: ReturnType<typeof rows>[number]) => number) =>
+    new Gauge({
+      name,
+      help,
+      labelNames: ["tier"],
+      registers,
+      collect() {
+        this.reset();
+        for (const r of rows()) this.set({ tier: r.tier }, pick(r));
+      },
+    });
+  gauge(TIER_METRIC.capacityBytes, "Configured capacity of each KV tier.", (r) => r.capacity_bytes);
+  gauge(TIER_METRIC.usedBytes, "Bytes charged in each KV tier (allocation units).", (r) => r.used_bytes);
+  gauge(TIER_METRIC.objects, "Objects held in each KV tier.", (r) => r.objects);
+  const seen = new Map<string, number>();
+  const counter = (name: string, help: string, pick: (r: ReturnType<typeof rows>[number]) => number) =>
+    new Counter({
+      name,
+      help,
+      labelNames: ["tier"],
+      registers,
+      collect() {
+        for (const r of rows()) {
+          const k = `${name}\0${r.tier}`;
+          const v = pick(r);
+          const before = seen.get(k);
+          if (before === undefined || v > before) {
+            this.inc({ tier: r.tier }, v - (before ?? 0));
+            seen.set(k, v);
+          }
+        }
+      },
+    });
+  counter(TIER_METRIC.hitsTotal, "Reads served by each KV tier.", (r) => r.hits);
+  counter(TIER_METRIC.missesTotal, "Reads each KV tier could not serve.", (r) => r.misses);
+  counter(TIER_METRIC.evictionsTotal, "Objects evicted from each KV tier (CPU: demoted to SSD or deleted; SSD and shared dirs: deleted).", (r) => r.evictions);
+  let corruptSeen = 0;
+  new Counter({
+    name: TIER_METRIC.corruptReadsTotal,
+    help: "Reads whose data failed its checksum (dropped and served as a miss).",
+    registers,
+    collect() {
+      const v = figures().corrupt_reads;
+      if (v > corruptSeen) this.inc(v - corruptSeen);
+      corruptSeen = Math.max(corruptSeen, v);
+    },
+  });
+  new Gauge({
+    name: TIER_METRIC.respClients,
+    help: "Clients connected to the KV tier's RESP server.",
+    registers,
+    collect() {
+      this.set(figures().resp?.clients ?? 0);
+    },
+  });
+  let cmdSeen = 0;
+  new Counter({
+    name: TIER_METRIC.respCommandsTotal,
+    help: "Commands executed by the KV tier's RESP server.",
+    registers,
+    collect() {
+      const v = figures().resp?.commands ?? 0;
+      if (v > cmdSeen) this.inc(v - cmdSeen);
+      cmdSeen = Math.max(cmdSeen, v);
+    },
+  });
+  const rejSeen = new Map<string, number>();
+  new Counter({
+    name: TIER_METRIC.respRejectedTotal,
+    help: "RESP connections closed by a bound: protocol error, HTTP probe, output overflow, max clients.",
+    labelNames: ["reason"],
+    registers,
+    collect() {
+      const r = figures().resp;
+      if (!r) return;
+      const by = { protocol_error: r.protocol_errors, http: r.http_closed, output_overflow: r.output_overflow_closed, max_clients: r.rejected_clients };
+      for (const [reason, v] of Object.entries(by)) {
+        const before = rejSeen.get(reason);
+        if (before === undefined || v > before) {
+          this.inc({ reason }, v - (before ?? 0));
+          rejSeen.set(reason, v);
+        }
+      }
+    },
+  });
+}

@@ -1,0 +1,113 @@
+// The command subset: AUTH, PING, GET, SET, EXISTS, DEL, SELECT 0, QUIT. That covers LMCache's
+// native `resp://` client (csrc/storage_backends/redis/connector.cpp: AUTH [user] pw, GET, SET,
+// EXISTS, DEL with byte-exact expectations: "+OK\r\n", ":0\r\n"/":1\r\n", "$<size>\r\n…\r\n" or
+// "$-1\r\n") and its redis-py `redis://` connector (SET/GET/EXISTS/DEL; redis-py ignores the error to
+// its CLIENT SETINFO). Everything else is "-ERR unknown command", worded as Redis 7 words it.
+// Checks run in Redis' order: command exists, arity, then authentication.
+
+import type { TierStore } from "../store.ts";
+import { latin1 } from "./parser.ts";
+
+export interface Session {
+  authed: boolean;
+}
+
+export interface CommandContext {
+  store: TierStore;
+  /** undefined = no password: every client is authenticated (loopback default). */
+  password: string | undefined;
+}
+
+export type Reply = { chunks: Uint8Array[]; close?: boolean };
+
+const enc = new TextEncoder();
+const simple = (s: string): Reply => ({ chunks: [enc.encode(s)] });
+export const OK = simple("+OK\r\n");
+const ZERO = simple(":0\r\n");
+const ONE = simple(":1\r\n");
+const NIL = simple("$-1\r\n");
+const PONG = simple("+PONG\r\n");
+export const err = (msg: string, close = false): Reply => ({ chunks: [enc.encode(`-${msg}\r\n`)], ...(close ? { close } : {}) });
+const int = (n: number): Reply => (n === 0 ? ZERO : n === 1 ? ONE : simple(`:${n}\r\n`));
+const CRLF = enc.encode("\r\n");
+const bulk = (b: Uint8Array): Reply => ({ chunks: [enc.encode(`$${b.length}\r\n`), b, CRLF] });
+
+/** Redis arity: n > 0 exact, n < 0 at least -n (the command name counts). */
+const ARITY: Record<string, number> = { auth: -2, ping: -1, get: 2, set: -3, exists: -2, del: -2, select: 2, quit: -1 };
+const NO_AUTH_NEEDED = new Set(["auth", "quit"]);
+
+/** Redis closes without replying on these (securityWarningCommand: an HTTP request sent to Redis). */
+export const HTTP_COMMANDS = new Set(["post", "host:"]);
+
+export function execute(args: Uint8Array[], s: Session, ctx: CommandContext): Reply {
+  const name = latin1(args[0]!).toLowerCase();
+  const arity = ARITY[name];
+  if (arity === undefined) return unknown(args);
+  if ((arity > 0 && args.length !== arity) || (arity < 0 && args.length < -arity)) {
+    return err(`ERR wrong number of arguments for '${name}' command`);
+  }
+  if (!s.authed && !NO_AUTH_NEEDED.has(name)) return err("NOAUTH Authentication required.");
+  const key = () => latin1(args[1]!);
+  switch (name) {
+    case "auth":
+      return auth(args, s, ctx);
+    case "ping":
+      if (args.length > 2) return err("ERR wrong number of arguments for 'ping' command");
+      return args.length === 2 ? bulk(args[1]!) : PONG;
+    case "get": {
+      const v = ctx.store.get(key());
+      return v ? bulk(v) : NIL;
+    }
+    case "set":
+      if (args.length !== 3) return err("ERR syntax error");
+      return ctx.store.put(key(), args[2]!) ? OK : err("ERR value does not fit the KV tier");
+    case "exists":
+      return int(args.slice(1).filter((k) => ctx.store.has(latin1(k))).length);
+    case "del":
+      return int(args.slice(1).filter((k) => ctx.store.delete(latin1(k))).length);
+    case "select":
+      return latin1(args[1]!) === "0" ? OK : err("ERR DB index is out of range");
+    case "quit":
+      return { ...OK, close: true };
+  }
+  return unknown(args);
+}
+
+function auth(args: Uint8Array[], s: Session, ctx: CommandContext): Reply {
+  if (args.length > 3) return err("ERR syntax error");
+  if (ctx.password === undefined) {
+    return err(
+      args.length === 2
+        ? "ERR AUTH <password> called without any password configured for the default user. Are you sure your configuration is correct?"
+        : "WRONGPASS invalid username-password pair or user is disabled.",
+    );
+  }
+  const user = args.length === 3 ? latin1(args[1]!) : "default";
+  const given = args[args.length - 1]!;
+  if (user === "default" && equalBytes(given, enc.encode(ctx.password))) {
+    s.authed = true;
+    return OK;
+  }
+  return err("WRONGPASS invalid username-password pair or user is disabled.");
+}
+
+/** Constant-time for equal lengths (the length itself is not secret enough to matter here). */
+function equalBytes(a: Uint8Array, b: Uint8Array): boolean {
+  if (a.length !== b.length) return false;
+  let d = 0;
+  for (let i = 0; i < a.length; i++) d |= a[i]! ^ b[i]!;
+  return d === 0;
+}
+
+/** Redis 7 (server.c processCommand): "unknown command '<name>', with args beginning with: 'a' 'b' ",
+ * the name cut to 128 bytes and the argument list stopping once it reaches 128 characters. */
+function unknown(args: Uint8Array[]): Reply {
+  let rest = "";
+  for (let i = 1; i < args.length && rest.length < 128; i++) rest += `'${latin1(args[i]!.subarray(0, 128 - rest.length))}' `;
+  return err(sanitize(`ERR unknown command '${latin1(args[0]!.subarray(0, 128))}', with args beginning with: ${rest}`));
+}
+
+/** An error line must stay one line (Redis replaces CR/LF in error strings with spaces). */
+function sanitize(s: string): string {
+  return s.replace(/[\r\n]/g, " ");
+}

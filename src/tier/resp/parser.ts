@@ -1,0 +1,212 @@
+// Incremental RESP2 request parser with Redis' own limits (redis/redis src/networking.c,
+// processMultibulkBuffer / processInlineBuffer, 7.x): a `*N` count above INT_MAX is an "invalid
+// multibulk length", a `$N` above proto-max-bulk-len (512 MB) an "invalid bulk length"; while the
+// client must still AUTH, more than 10 arguments or a bulk above 16384 bytes is refused; a line with
+// no newline after 64 KiB is "too big inline request" / "too big mbulk count string" / "too big bulk
+// count string". Every protocol error is final: the server replies and closes.
+// A bulk's bytes are copied once, straight into a buffer of its declared size (allocated when the
+// header arrives, which the limits above bound).
+
+export interface RespLimits {
+  maxInlineBytes: number;
+  maxMultibulk: number;
+  maxBulkBytes: number;
+  unauthMultibulk: number;
+  unauthBulkBytes: number;
+}
+
+export const REDIS_LIMITS: RespLimits = {
+  maxInlineBytes: 64 * 1024,
+  maxMultibulk: 2 ** 31 - 1, // INT_MAX, as Redis 7; arguments are not preallocated
+  maxBulkBytes: 512 * 1024 * 1024,
+  unauthMultibulk: 10,
+  unauthBulkBytes: 16 * 1024,
+};
+
+/** Bulks of this size or more are parsed into reused buffers (see next()). */
+const SCRATCH_MIN_BYTES = 64 * 1024;
+/** A connection keeps at most this much scratch per argument position. */
+const SCRATCH_MAX_BYTES = 64 * 1024 * 1024;
+
+export type Parsed = { args: Uint8Array[]; inline: boolean } | { error: string };
+
+const CR = 13;
+const LF = 10;
+
+export class RespReader {
+  private buf: Uint8Array = Buffer.allocUnsafe(16 * 1024);
+  private start = 0;
+  private end = 0;
+  // Multibulk in progress.
+  private argsLeft = 0;
+  private args: Uint8Array[] = [];
+  private bulk: Uint8Array | undefined;
+  private bulkFilled = 0;
+  private failed = false;
+  private readonly scratch: (Uint8Array | undefined)[] = [];
+
+  constructor(
+    private readonly limits: RespLimits,
+    /** True while the client must still authenticate (limits apply). */
+    private readonly authRequired: () => boolean,
+  ) {}
+
+  /** Bytes held but not yet parsed (including a partly received bulk). */
+  get bufferedBytes(): number {
+    return this.end - this.start + this.bulkFilled;
+  }
+
+  push(chunk: Uint8Array): void {
+    let c = chunk;
+    if (this.bulk && this.bulkFilled < this.bulk.length && this.end === this.start) {
+      const n = Math.min(c.length, this.bulk.length - this.bulkFilled);
+      this.bulk.set(c.subarray(0, n), this.bulkFilled);
+      this.bulkFilled += n;
+      c = c.subarray(n);
+    }
+    if (c.length === 0) return;
+    if (this.end + c.length > this.buf.length) this.grow(c.length);
+    this.buf.set(c, this.end);
+    this.end += c.length;
+  }
+
+  /**
+   * The next complete command, a protocol error (final), or undefined when more bytes are needed.
+   * Arguments of 64 KiB or more are views of buffers reused by the following call: use (or copy)
+   * them before calling next() again.
+   */
+  next(): Parsed | undefined {
+    if (this.failed) return undefined;
+    for (;;) {
+      if (this.bulk) {
+        const r = this.finishBulk();
+        if (r !== "done") return r;
+        if (this.argsLeft === 0) return this.emit();
+        continue;
+      }
+      if (this.argsLeft > 0) {
+        const r = this.bulkHeader();
+        if (r !== "done") return r;
+        continue;
+      }
+      if (this.start === this.end) return undefined;
+      if (this.buf[this.start] !== 42 /* '*' */) {
+        const r = this.inline();
+        if (r === "skip") continue;
+        return r;
+      }
+      const r = this.multibulkHeader();
+      if (r === "skip") continue;
+      if (r !== "done") return r;
+    }
+  }
+
+  private fail(msg: string): Parsed {
+    this.failed = true;
+    return { error: `Protocol error: ${msg}` };
+  }
+
+  private line(tooBig: string): { text: string; ok: true } | Parsed | undefined {
+    const nl = this.buf.indexOf(LF, this.start);
+    if (nl < 0 || nl >= this.end) {
+      return this.end - this.start > this.limits.maxInlineBytes ? this.fail(tooBig) : undefined;
+    }
+    const stop = nl > this.start && this.buf[nl - 1] === CR ? nl - 1 : nl;
+    const text = latin1(this.buf.subarray(this.start, stop));
+    this.start = nl + 1;
+    return { text, ok: true };
+  }
+
+  private inline(): Parsed | "skip" | undefined {
+    const l = this.line("too big inline request");
+    if (!l || !("ok" in l)) return l;
+    const words = l.text.split(/[ \t]+/).filter((w) => w.length > 0);
+    if (words.length === 0) return "skip";
+    return { args: words.map((w) => Uint8Array.from(w, (ch) => ch.charCodeAt(0))), inline: true };
+  }
+
+  private multibulkHeader(): Parsed | "skip" | "done" | undefined {
+    const l = this.line("too big mbulk count string");
+    if (!l || !("ok" in l)) return l;
+    const n = parseInteger(l.text.slice(1));
+    if (n === undefined || n > this.limits.maxMultibulk) return this.fail("invalid multibulk length");
+    if (n > this.limits.unauthMultibulk && this.authRequired()) return this.fail("unauthenticated multibulk length");
+    if (n <= 0) return "skip";
+    this.argsLeft = n;
+    this.args = [];
+    return "done";
+  }
+
+  private bulkHeader(): Parsed | "done" | undefined {
+    if (this.start === this.end) return undefined;
+    if (this.buf[this.start] !== 36 /* '$' */) {
+      return this.fail(`expected '$', got '${String.fromCharCode(this.buf[this.start]!)}'`);
+    }
+    const l = this.line("too big bulk count string");
+    if (!l || !("ok" in l)) return l;
+    const n = parseInteger(l.text.slice(1));
+    if (n === undefined || n < 0 || n > this.limits.maxBulkBytes) return this.fail("invalid bulk length");
+    if (n > this.limits.unauthBulkBytes && this.authRequired()) return this.fail("unauthenticated bulk length");
+    // Large bulks land in a per-argument scratch buffer reused across commands: allocating a fresh
+    // MiB-sized buffer per SET made garbage collection the bottleneck. Not zero-filled: every byte
+    // is written before the bulk is used.
+    const i = this.args.length;
+    if (n >= SCRATCH_MIN_BYTES && n <= SCRATCH_MAX_BYTES) {
+      let sc = this.scratch[i];
+      if (!sc || sc.length < n) this.scratch[i] = sc = Buffer.allocUnsafe(Math.min(SCRATCH_MAX_BYTES, Math.max(n, (sc?.length ?? 0) * 2)));
+      this.bulk = sc.subarray(0, n);
+    } else this.bulk = Buffer.allocUnsafe(n);
+    this.bulkFilled = 0;
+    return "done";
+  }
+
+  /** Copy buffered bytes into the bulk, then consume its CRLF. */
+  private finishBulk(): Parsed | "done" | undefined {
+    const b = this.bulk!;
+    if (this.bulkFilled < b.length) {
+      const n = Math.min(this.end - this.start, b.length - this.bulkFilled);
+      b.set(this.buf.subarray(this.start, this.start + n), this.bulkFilled);
+      this.bulkFilled += n;
+      this.start += n;
+      if (this.bulkFilled < b.length) return undefined;
+    }
+    if (this.end - this.start < 2) return undefined;
+    // Redis does not check the two bytes after a bulk either; it skips them.
+    this.start += 2;
+    this.args.push(b);
+    this.bulk = undefined;
+    this.bulkFilled = 0;
+    this.argsLeft--;
+    return "done";
+  }
+
+  private emit(): Parsed {
+    const args = this.args;
+    this.args = [];
+    return { args, inline: false };
+  }
+
+  private grow(extra: number): void {
+    const live = this.end - this.start;
+    const need = live + extra;
+    const next = need <= this.buf.length / 2 ? this.buf : Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
+    if (next === this.buf) this.buf.copyWithin(0, this.start, this.end);
+    else next.set(this.buf.subarray(this.start, this.end), 0);
+    this.buf = next;
+    this.start = 0;
+    this.end = live;
+  }
+}
+
+/** Redis' string2ll subset: optional '-', digits, no leading zeros beyond "0", fits in 2^53. */
+function parseInteger(s: string): number | undefined {
+  if (!/^-?(0|[1-9]\d{0,15})$/.test(s)) return undefined;
+  const n = Number(s);
+  return Number.isSafeInteger(n) ? n : undefined;
+}
+
+export function latin1(b: Uint8Array): string {
+  let s = "";
+  for (let i = 0; i < b.length; i += 8192) s += String.fromCharCode(...b.subarray(i, Math.min(b.length, i + 8192)));
+  return s;
+}

@@ -1,0 +1,186 @@
+// RESP2 server over Bun.listen. Per connection: a RespReader, an auth flag, and an output queue.
+// Bounds: replies are written at once when the socket takes them; what it does not take is queued
+// (copied: a GET reply may be a view into shared memory), and while more than `outputSoftBytes` is
+// queued the connection stops executing commands (its input stays buffered, itself bounded by
+// `inputMaxBytes`); a client whose queue passes `outputHardBytes` is closed, like Redis'
+// client-output-buffer-limit. Connections beyond `maxClients` are closed on accept.
+// HTTP-looking input ("GET / HTTP/1.1", POST, Host:) closes the connection without a reply.
+
+import type { Socket, TCPSocketListener } from "bun";
+import type { TierStore } from "../store.ts";
+import { type CommandContext, HTTP_COMMANDS, type Reply, type Session, err, execute } from "./commands.ts";
+import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
+
+export interface RespServerOptions {
+  host: string;
+  port: number;
+  store: TierStore;
+  password?: string;
+  limits?: Partial<RespLimits>;
+  maxClients?: number;
+  outputSoftBytes?: number;
+  outputHardBytes?: number;
+}
+
+export interface RespStats {
+  connections: number;
+  clients: number;
+  commands: number;
+  protocol_errors: number;
+  http_closed: number;
+  output_overflow_closed: number;
+  rejected_clients: number;
+  /** Most output ever queued for one client (bounded by the soft limit plus one reply). */
+  output_peak_bytes: number;
+}
+
+interface Conn extends Session {
+  reader: RespReader;
+  out: Uint8Array[];
+  outBytes: number;
+  closing: boolean;
+}
+
+const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
+
+export class RespServer {
+  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0 };
+  private listener: TCPSocketListener<Conn> | undefined;
+  private readonly limits: RespLimits;
+  private readonly ctx: CommandContext;
+  private readonly soft: number;
+  private readonly hard: number;
+  private readonly inputMax: number;
+
+  constructor(private readonly opts: RespServerOptions) {
+    if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(opts.host) && opts.password === undefined) {
+      throw new Error(`RESP server on ${opts.host}: a non-loopback listener requires a password (kv_tier.resp.password_file)`);
+    }
+    this.limits = { ...REDIS_LIMITS, ...opts.limits };
+    this.ctx = { store: opts.store, password: opts.password };
+    this.soft = opts.outputSoftBytes ?? 8 * 1024 * 1024;
+    this.hard = opts.outputHardBytes ?? 64 * 1024 * 1024 + this.limits.maxBulkBytes;
+    this.inputMax = this.limits.maxBulkBytes + this.limits.maxInlineBytes * 2;
+  }
+
+  get port(): number {
+    return this.listener?.port ?? 0;
+  }
+
+  start(): void {
+    this.listener = Bun.listen<Conn>({
+      hostname: this.opts.host,
+      port: this.opts.port,
+      socket: {
+        open: (s) => this.open(s),
+        data: (s, d) => this.data(s, d),
+        drain: (s) => this.drain(s),
+        close: () => {
+          this.stats.clients--;
+        },
+        error: () => {},
+      },
+    });
+  }
+
+  stop(): void {
+    this.listener?.stop(true);
+    this.listener = undefined;
+  }
+
+  private open(s: Socket<Conn>): void {
+    this.stats.connections++;
+    this.stats.clients++;
+    const conn: Conn = {
+      authed: this.opts.password === undefined,
+      reader: undefined as unknown as RespReader,
+      out: [],
+      outBytes: 0,
+      closing: false,
+    };
+    conn.reader = new RespReader(this.limits, () => !conn.authed);
+    s.data = conn;
+    if (this.stats.clients > (this.opts.maxClients ?? 1024)) {
+      this.stats.rejected_clients++;
+      this.reply(s, err("ERR max number of clients reached"));
+      this.close(s);
+    }
+  }
+
+  private data(s: Socket<Conn>, d: Uint8Array): void {
+    const c = s.data;
+    if (c.closing) return;
+    c.reader.push(d);
+    this.run(s);
+    if (!c.closing && c.reader.bufferedBytes > this.inputMax) this.close(s);
+  }
+
+  private run(s: Socket<Conn>): void {
+    const c = s.data;
+    while (!c.closing && c.outBytes <= this.soft) {
+      const p = c.reader.next();
+      if (!p) return;
+      if ("error" in p) {
+        this.stats.protocol_errors++;
+        this.reply(s, err(`ERR ${p.error}`));
+        return this.close(s);
+      }
+      const name = latin1(p.args[0]!.subarray(0, 8)).toLowerCase();
+      if (HTTP_COMMANDS.has(name) || (p.inline && HTTP_LINE.test(p.args.map(latin1).join(" ")))) {
+        this.stats.http_closed++;
+        return this.close(s);
+      }
+      this.stats.commands++;
+      const r = execute(p.args, c, this.ctx);
+      this.reply(s, r);
+      if (r.close) return this.close(s);
+    }
+  }
+
+  private reply(s: Socket<Conn>, r: Reply): void {
+    const c = s.data;
+    for (const chunk of r.chunks) {
+      if (c.out.length === 0) {
+        const n = s.write(chunk);
+        if (n === chunk.length) continue;
+        const rest = chunk.slice(Math.max(0, n));
+        c.out.push(rest);
+        c.outBytes += rest.length;
+      } else {
+        c.out.push(chunk.slice());
+        c.outBytes += chunk.length;
+      }
+    }
+    if (c.outBytes > this.stats.output_peak_bytes) this.stats.output_peak_bytes = c.outBytes;
+    if (c.outBytes > this.hard) {
+      this.stats.output_overflow_closed++;
+      c.out = [];
+      c.outBytes = 0;
+      this.close(s);
+    }
+  }
+
+  private drain(s: Socket<Conn>): void {
+    const c = s.data;
+    while (c.out.length > 0) {
+      const chunk = c.out[0]!;
+      const n = s.write(chunk);
+      if (n <= 0) return;
+      c.outBytes -= n;
+      if (n < chunk.length) {
+        c.out[0] = chunk.subarray(n);
+        return;
+      }
+      c.out.shift();
+    }
+    if (c.closing) s.end();
+    else this.run(s);
+  }
+
+  /** Close after the queued output is flushed (Redis' CLIENT_CLOSE_AFTER_REPLY). */
+  private close(s: Socket<Conn>): void {
+    const c = s.data;
+    c.closing = true;
+    if (c.out.length === 0) s.end();
+  }
+}

@@ -1,0 +1,157 @@
+// TierService: the KV tier as one service of the daemon. start() checks sizing against the host,
+// opens the catalog and media (recovering after a crash or reboot), starts the RESP server and the
+// shared-directory scans; stop() undoes it. figures() is GET /admin/kv-tier; registerMetrics() puts
+// the same figures on the daemon's registry. The integrator mounts both; this folder does no HTTP.
+
+import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
+import type { Registry } from "prom-client";
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { parseHostPort, parseSize } from "../config/checks.ts";
+import type { Config } from "../config/types.ts";
+import { Catalog } from "./catalog.ts";
+import { type KvTierFigures, registerTierMetrics } from "./metrics.ts";
+import { RespServer } from "./resp/server.ts";
+import { SharedDir } from "./shared-dir.ts";
+import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
+import { KvTier } from "./tier.ts";
+import type { TierChange } from "./index-feed.ts";
+
+/** How often shared directories are re-scanned and bounded (engines write between scans). */
+export const SHARED_SCAN_INTERVAL_MS = 5000;
+
+export interface TierServiceDeps {
+  config: Config;
+  clock: Clock;
+  /** Host facts for the sizing check; default: measured on this host. */
+  facts?: (req: SizingRequest) => SizingFacts;
+  /** Boot id; default: /proc/sys/kernel/random/boot_id. */
+  bootId?: string;
+  /** Tier changes, e.g. index-feed.ts feedIndex(...) to tell the router what the tier holds. */
+  onChange?: (c: TierChange) => void;
+}
+
+export class TierService {
+  tier: KvTier | undefined;
+  resp: RespServer | undefined;
+  shared: SharedDir[] = [];
+  private catalog: Catalog | undefined;
+  private scanTimer: TimerHandle | undefined;
+  private lockPath: string | undefined;
+
+  constructor(private readonly deps: TierServiceDeps) {}
+
+  /** True when kv_tier configures anything. */
+  get enabled(): boolean {
+    const t = this.deps.config.kv_tier;
+    return t.cpu !== null || t.ssd !== null || t.resp !== null || t.shared_dirs.length > 0;
+  }
+
+  /** Throws an Error whose message says what to change when the tier cannot start as configured. */
+  async start(): Promise<void> {
+    if (!this.enabled) return;
+    const { config, clock } = this.deps;
+    const t = config.kv_tier;
+    const req: SizingRequest = {
+      ...(t.cpu ? { cpuBytes: parseSize(t.cpu.size)!, cpuPath: t.cpu.path } : {}),
+      ...(t.ssd ? { ssdBytes: parseSize(t.ssd.size)!, ssdPath: t.ssd.path } : {}),
+    };
+    const problems = sizingProblems(req, (this.deps.facts ?? hostFacts)(req));
+    if (problems.length > 0) throw new Error(`kv_tier does not fit this host:\n  ${problems.join("\n  ")}`);
+    const stateDir = t.ssd ? t.ssd.path : join(config.node.data_dir, "kv-tier");
+    mkdirSync(stateDir, { recursive: true, mode: 0o700 });
+    this.lock(join(stateDir, "tier.lock"));
+    this.catalog = new Catalog(join(stateDir, "catalog.sqlite"));
+    if (t.cpu || t.ssd) {
+      this.tier = KvTier.open({
+        catalogPath: "",
+        catalog: this.catalog,
+        ...(t.cpu ? { cpu: { path: t.cpu.path, capacityBytes: req.cpuBytes! } } : {}),
+        ...(t.ssd ? { ssd: { path: join(t.ssd.path, "data"), capacityBytes: req.ssdBytes! } } : {}),
+        clock,
+        bootId: this.deps.bootId ?? readBootId(),
+        ...(this.deps.onChange ? { onChange: this.deps.onChange } : {}),
+      });
+    }
+    this.shared = t.shared_dirs.map((d) => new SharedDir(this.catalog!, d.path, parseSize(d.size)!));
+    if (this.shared.length > 0) this.scan();
+    if (t.resp && this.tier) {
+      const hp = parseHostPort(t.resp.listen)!;
+      const password = t.resp.password_file ? readFileSync(t.resp.password_file, "utf8").replace(/\r?\n$/, "") : undefined;
+      if (password === "") throw new Error(`kv_tier.resp.password_file ${t.resp.password_file} is empty`);
+      this.resp = new RespServer({ host: hp.host, port: hp.port, store: this.tier, ...(password ? { password } : {}) });
+      this.resp.start();
+    }
+  }
+
+  async stop(): Promise<void> {
+    this.scanTimer?.cancel();
+    this.scanTimer = undefined;
+    this.resp?.stop();
+    this.resp = undefined;
+    this.tier?.close(); // closes the shared catalog too
+    if (!this.tier) this.catalog?.close();
+    this.tier = undefined;
+    this.catalog = undefined;
+    this.shared = [];
+    if (this.lockPath && existsSync(this.lockPath)) unlinkSync(this.lockPath);
+    this.lockPath = undefined;
+  }
+
+  /** GET /admin/kv-tier. */
+  figures(): KvTierFigures {
+    const tiers = [];
+    if (this.tier) {
+      for (const tier of ["cpu", "ssd"] as const) {
+        const m = this.tier.media[tier];
+        if (!m) continue;
+        const c = this.tier.counters[tier];
+        tiers.push({ tier, capacity_bytes: m.capacityBytes, used_bytes: m.usedBytes, objects: c.objects, hits: c.hits, misses: c.misses, evictions: c.evictions });
+      }
+    }
+    return {
+      enabled: this.enabled,
+      tiers,
+      shared_dirs: this.shared.map((s) => s.figures()),
+      corrupt_reads: this.tier?.corrupt ?? 0,
+      recovery: this.tier?.recovery ?? null,
+      resp: this.resp ? { ...this.resp.stats, listen: `${this.deps.config.kv_tier.resp!.listen.replace(/:\d+$/, "")}:${this.resp.port}` } : null,
+    };
+  }
+
+  registerMetrics(registry: Registry): void {
+    registerTierMetrics(registry, () => this.figures());
+  }
+
+  private scan(): void {
+    for (const s of this.shared) s.sync();
+    this.scanTimer = this.deps.clock.setTimer(SHARED_SCAN_INTERVAL_MS, () => this.scan());
+  }
+
+  /** One herd per tier: a second one would corrupt the catalog's view of the shm segments. */
+  private lock(path: string): void {
+    if (existsSync(path)) {
+      const pid = Number(readFileSync(path, "utf8").trim());
+      if (pid > 0 && pid !== process.pid && alive(pid)) throw new Error(`kv_tier: ${path} is held by running process ${pid} (another herd uses this tier)`);
+    }
+    writeFileSync(path, `${process.pid}\n`);
+    this.lockPath = path;
+  }
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function readBootId(): string {
+  try {
+    return readFileSync("/proc/sys/kernel/random/boot_id", "utf8").trim();
+  } catch {
+    return "unknown-boot";
+  }
+}

@@ -1,0 +1,48 @@
+// The TierStore seam: a key → bytes store. Implementations: KvTier (tier.ts: shm CPU tier, SSD tier,
+// or both, over the SQLite catalog) and MapStore (below: in-process, for simulations and as the
+// reference behaviour). One conformance suite, test/tier/store.test.ts, runs over all of them.
+
+export interface TierStore {
+  /** Store a value (replacing any previous one). False when the value can never fit this store. */
+  put(key: string, data: Uint8Array, model?: string): boolean;
+  /**
+   * The value, or undefined on a miss (absent, or its data failed the checksum and was dropped).
+   * The bytes may be a view into shared memory, valid until the next call on this store: copy to keep.
+   */
+  get(key: string): Uint8Array | undefined;
+  has(key: string): boolean;
+  /** True when something was deleted. */
+  delete(key: string): boolean;
+  /** Keys in byte order, at most `limit`. */
+  list(limit?: number): string[];
+}
+
+/** Model name from an LMCache key (`model@world_size@worker_id@hash@dtype`, the older `fmt@model@…`,
+ * or the MP adapter's `model@rank@group@hash`); "" when the key is not one (quota-free). */
+export function modelOfKey(key: string): string {
+  const parts = key.split("@");
+  if (parts.length < 4) return "";
+  return parts[0] === "vllm" || parts[0] === "huggingface" ? (parts[1] ?? "") : (parts[0] ?? "");
+}
+
+export class MapStore implements TierStore {
+  private readonly m = new Map<string, Uint8Array>();
+  constructor(private readonly maxValueBytes = Number.MAX_SAFE_INTEGER) {}
+  put(key: string, data: Uint8Array): boolean {
+    if (data.length > this.maxValueBytes) return false;
+    this.m.set(key, data.slice());
+    return true;
+  }
+  get(key: string): Uint8Array | undefined {
+    return this.m.get(key);
+  }
+  has(key: string): boolean {
+    return this.m.has(key);
+  }
+  delete(key: string): boolean {
+    return this.m.delete(key);
+  }
+  list(limit = Number.MAX_SAFE_INTEGER): string[] {
+    return [...this.m.keys()].sort().slice(0, limit);
+  }
+}

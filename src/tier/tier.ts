@@ -1,0 +1,288 @@
+// KvTier: the CPU (shm) + SSD tier behind one catalog. Writes go to the CPU tier when there is one;
+// making room demotes the policy's victims to SSD, and making room on SSD deletes them. A read from
+// SSD promotes the object back to CPU. Every read is checked against the stored CRC-32; a mismatch
+// drops the object and is a miss. Capacities are charged in allocation units and never exceeded.
+//
+// Order of steps (what makes kill -9 safe; see recover.ts and README.md): data is written to a fresh
+// location first, the catalog commit makes it live, and only then is the old location freed. A crash
+// between steps leaves an orphan (reclaimed on open) and never a row pointing at partial data.
+
+import type { Clock } from "../core/clock.ts";
+import { Catalog, type Row } from "./catalog.ts";
+import { type FailpointName, Failpoints, NO_FAILPOINTS } from "./failpoints.ts";
+import type { Medium, TierName } from "./medium.ts";
+import { CANDIDATE_WINDOW, POLICIES, type PolicyName } from "./policy.ts";
+import { modelOfKey, type TierStore } from "./store.ts";
+import { recover, type RecoveryReport } from "./recover.ts";
+import type { ShmOptions } from "./shm-medium.ts";
+import type { TierChange } from "./index-feed.ts";
+
+export interface TierOptions {
+  catalogPath: string;
+  /** An already open catalog (shared with shared-directory mode); else one is opened at catalogPath. */
+  catalog?: Catalog;
+  cpu?: ShmOptions;
+  ssd?: { path: string; capacityBytes: number };
+  policy?: PolicyName;
+  /** Bytes a model's objects may occupy over both tiers; a model at its quota evicts its own coldest. */
+  modelQuotaBytes?: Readonly<Record<string, number>>;
+  clock: Clock;
+  failpoints?: Failpoints;
+  /** This boot's id (Linux: /proc/sys/kernel/random/boot_id); a different one empties the CPU tier. */
+  bootId: string;
+  /** Called after each committed change of what a tier holds (router index feed: index-feed.ts). */
+  onChange?: (c: TierChange) => void;
+  /** Verify every object's checksum when opening ("full") or only sizes and existence ("size"). */
+  verifyOnOpen?: "full" | "size";
+}
+
+export interface TierCounters {
+  hits: number;
+  misses: number;
+  evictions: number;
+  objects: number;
+}
+
+export const crc32 = (b: Uint8Array): number => Bun.hash.crc32(b) >>> 0;
+
+export class KvTier implements TierStore {
+  readonly media: Partial<Record<TierName, Medium>>;
+  readonly counters: Record<TierName, TierCounters>;
+  readonly recovery: RecoveryReport;
+  corrupt = 0;
+  private readonly fp: Failpoints;
+  private readonly policy;
+  private readonly modelUsed = new Map<string, number>();
+  private readonly timeBase: number;
+  private readonly clockAtOpen: number;
+
+  private constructor(
+    private readonly cat: Catalog,
+    private readonly opts: TierOptions,
+  ) {
+    this.fp = opts.failpoints ?? NO_FAILPOINTS;
+    this.policy = POLICIES[opts.policy ?? "lru"];
+    const r = recover(cat, opts);
+    this.media = r.media;
+    this.recovery = r.report;
+    this.counters = { cpu: zero(), ssd: zero() };
+    for (const row of cat.rows()) {
+      this.counters[row.tier].objects++;
+      this.modelUsed.set(row.model, (this.modelUsed.get(row.model) ?? 0) + row.charged);
+    }
+    // Logical time continues from the newest access in the catalog, so LRU order survives restarts
+    // although the injected clock restarts from its own epoch.
+    this.timeBase = cat.maxAccessMs() + 1;
+    this.clockAtOpen = opts.clock.now();
+  }
+
+  static open(opts: TierOptions): KvTier {
+    if (!opts.cpu && !opts.ssd) throw new Error("kv tier: neither a cpu nor an ssd tier is configured");
+    return new KvTier(opts.catalog ?? new Catalog(opts.catalogPath), opts);
+  }
+
+  nowMs(): number {
+    return this.timeBase + (this.opts.clock.now() - this.clockAtOpen);
+  }
+
+  put(key: string, data: Uint8Array, model = modelOfKey(key)): boolean {
+    const target = this.placement(data.length);
+    if (!target) return false;
+    const quota = this.opts.modelQuotaBytes?.[model];
+    if (quota !== undefined && target.charge(data.length) > quota) return false;
+    if (quota !== undefined) this.enforceQuota(model, quota, target.charge(data.length), key);
+    const loc = this.writeWithRoom(target, data, (n) => this.fp.hit(n));
+    if (loc === undefined) return false;
+    this.fp.hit("set.after_data");
+    const now = this.nowMs();
+    const row: Row = {
+      key,
+      tier: target.tier,
+      loc,
+      size: data.length,
+      charged: target.charge(data.length),
+      crc: crc32(data),
+      created_ms: now,
+      access_ms: now,
+      hits: 0,
+      model,
+    };
+    // Read the old row only now: making room may have demoted or evicted it.
+    const prev = this.cat.get(key);
+    this.cat.put(row);
+    this.fp.hit("set.after_commit");
+    if (prev) this.release(prev);
+    this.counters[row.tier].objects++;
+    this.addModel(model, row.charged);
+    if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
+    this.changed("stored", row.tier, key);
+    return true;
+  }
+
+  get(key: string): Uint8Array | undefined {
+    const row = this.cat.get(key);
+    if (!row) return this.miss(undefined);
+    const data = this.media[row.tier]?.read(row.loc, row.size);
+    if (!data || crc32(data) !== row.crc) {
+      this.corrupt++;
+      this.remove(row);
+      return this.miss(undefined);
+    }
+    this.counters[row.tier].hits++;
+    if (row.tier === "ssd") this.counters.cpu.misses += this.media.cpu ? 1 : 0;
+    this.cat.touch(key, this.nowMs());
+    if (row.tier === "ssd" && this.media.cpu && this.media.cpu.charge(row.size) <= this.media.cpu.capacityBytes) {
+      return this.promote(row, data) ?? data;
+    }
+    return data;
+  }
+
+  has(key: string): boolean {
+    return this.cat.get(key) !== undefined;
+  }
+
+  delete(key: string): boolean {
+    const row = this.cat.get(key);
+    if (!row) return false;
+    this.remove(row);
+    return true;
+  }
+
+  list(limit = Number.MAX_SAFE_INTEGER): string[] {
+    return this.cat.keys(limit);
+  }
+
+  /** Catalog row of a key (admin, tests). */
+  describe(key: string): Row | undefined {
+    return this.cat.get(key);
+  }
+
+  get catalog(): Catalog {
+    return this.cat;
+  }
+
+  close(): void {
+    this.cat.close();
+    this.media.cpu?.close();
+    this.media.ssd?.close();
+  }
+
+  private miss<T>(v: T): T {
+    if (this.media.cpu) this.counters.cpu.misses++;
+    if (this.media.ssd) this.counters.ssd.misses++;
+    return v;
+  }
+
+  /** CPU when it can ever hold the value, else SSD, else nothing. */
+  private placement(size: number): Medium | undefined {
+    for (const m of [this.media.cpu, this.media.ssd]) {
+      if (m && size <= m.maxObjectBytes && m.charge(size) <= m.capacityBytes) return m;
+    }
+    return undefined;
+  }
+
+  /** Evict from `m` until `data` fits under its capacity and a location is found; then write it. */
+  private writeWithRoom(m: Medium, data: Uint8Array, fp?: (n: FailpointName) => void): string | undefined {
+    const need = m.charge(data.length);
+    for (let round = 0; ; round++) {
+      if (m.usedBytes + need <= m.capacityBytes) {
+        const loc = m.write(data, fp);
+        if (loc !== undefined) return loc;
+      }
+      // Over capacity, or fragmented (CPU): free the policy's choice of cold objects and retry.
+      const shortBy = Math.max(m.usedBytes + need - m.capacityBytes, need);
+      const victims = this.policy(this.cat.coldest(m.tier, CANDIDATE_WINDOW), shortBy, this.nowMs());
+      if (victims.length === 0) return undefined;
+      for (const k of victims) this.evictOne(m.tier, k);
+      if (round > 1_000_000) return undefined;
+    }
+  }
+
+  private evictOne(tier: TierName, key: string): void {
+    const row = this.cat.get(key);
+    if (!row || row.tier !== tier) return;
+    this.counters[tier].evictions++;
+    if (tier === "cpu" && this.media.ssd && this.demote(row)) return;
+    this.remove(row, true);
+  }
+
+  /** CPU → SSD. False when the object cannot go to SSD (too big, unreadable): the caller deletes it. */
+  private demote(row: Row): boolean {
+    const ssd = this.media.ssd!;
+    const data = this.media.cpu!.read(row.loc, row.size);
+    if (!data || crc32(data) !== row.crc || ssd.charge(row.size) > ssd.capacityBytes) return false;
+    const loc = this.writeWithRoom(ssd, data);
+    if (loc === undefined) return false;
+    this.fp.hit("demote.after_write");
+    this.cat.move(row.key, "ssd", loc, ssd.charge(row.size));
+    this.fp.hit("demote.after_commit");
+    this.media.cpu!.free(row.loc, row.size);
+    this.counters.cpu.objects--;
+    this.counters.ssd.objects++;
+    this.changed("removed", "cpu", row.key);
+    this.changed("stored", "ssd", row.key);
+    this.addModel(row.model, ssd.charge(row.size) - row.charged);
+    return true;
+  }
+
+  private promote(row: Row, data: Uint8Array): Uint8Array | undefined {
+    const cpu = this.media.cpu!;
+    const copy = data; // a private buffer read from the file, untouched by the evictions below
+    const loc = this.writeWithRoom(cpu, copy);
+    if (loc === undefined) return undefined;
+    this.fp.hit("promote.after_copy");
+    const now = this.cat.get(row.key);
+    if (!now || now.loc !== row.loc) {
+      cpu.free(loc, row.size); // the object was evicted while making room: keep it where it went
+      return copy;
+    }
+    this.cat.move(row.key, "cpu", loc, cpu.charge(row.size));
+    this.fp.hit("promote.after_commit");
+    this.media.ssd!.free(row.loc, row.size);
+    this.counters.ssd.objects--;
+    this.counters.cpu.objects++;
+    this.changed("removed", "ssd", row.key);
+    this.changed("stored", "cpu", row.key);
+    this.addModel(row.model, cpu.charge(row.size) - row.charged);
+    return cpu.read(loc, row.size);
+  }
+
+  private enforceQuota(model: string, quota: number, need: number, key: string): void {
+    const own = this.cat.get(key);
+    let used = (this.modelUsed.get(model) ?? 0) - (own && own.model === model ? own.charged : 0);
+    while (used + need > quota) {
+      const victims = this.cat.coldestOfModel(model, CANDIDATE_WINDOW).filter((r) => r.key !== key);
+      if (victims.length === 0) return;
+      for (const r of victims) {
+        if (used + need <= quota) break;
+        this.counters[r.tier].evictions++;
+        this.remove(r, true);
+        used -= r.charged;
+      }
+    }
+  }
+
+  /** Delete the row, then free its data (crash in between: an orphan, reclaimed on open). */
+  private remove(row: Row, eviction = false): void {
+    this.cat.delete(row.key);
+    if (eviction) this.fp.hit("evict.after_commit");
+    this.release(row);
+    this.changed("removed", row.tier, row.key);
+  }
+
+  private changed(kind: TierChange["kind"], tier: TierName, key: string): void {
+    this.opts.onChange?.({ kind, tier, key });
+  }
+
+  private release(row: Row): void {
+    this.media[row.tier]?.free(row.loc, row.size);
+    this.counters[row.tier].objects--;
+    this.addModel(row.model, -row.charged);
+  }
+
+  private addModel(model: string, delta: number): void {
+    this.modelUsed.set(model, (this.modelUsed.get(model) ?? 0) + delta);
+  }
+}
+
+const zero = (): TierCounters => ({ hits: 0, misses: 0, evictions: 0, objects: 0 });
