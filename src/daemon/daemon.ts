@@ -36,6 +36,7 @@ import { exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
+import { TierService } from "../tier/service.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
 import { resolveSeed } from "../core/seed.ts";
 import { wallClockMs } from "../core/clock.ts";
@@ -57,6 +58,8 @@ export interface Daemon {
   url: string;
   /** The run's seed (config `seed`, HERD_SEED, or drawn at start): every Rng derives from it. */
   seed: number;
+  /** The host's KV tier (`tier.enabled` false when kv_tier configures nothing). */
+  tier: TierService;
   registry: WorkerRegistry;
   router: Router;
   supervisor: Supervisor;
@@ -134,6 +137,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
   });
 
+  const tier = new TierService({ config, clock });
+  if (tier.enabled) tier.registerMetrics(metrics.registry);
   let listening: Listening | null = null;
   let runtime: RuntimeFile | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
@@ -188,6 +193,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
         () => prompts.close(),
       ),
       kvIngestService(config, kv, supervisor),
+      // The host's KV tier (off unless kv_tier configures a medium, a RESP server or a shared dir).
+      service("kv-tier", () => tier.start(), () => tier.stop()),
       service("scraper", () => scraper.start(), () => scraper.stop()),
       readiness,
     ],
@@ -252,7 +259,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: url(), seed, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+  return { url: url(), seed, tier, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
 }
 
 /**
