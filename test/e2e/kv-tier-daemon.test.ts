@@ -1,0 +1,40 @@
+// `herd run` with a kv_tier: the tier starts as one of the daemon's services, LMCache-style clients
+// reach its RESP server (redis-cli as the real third-party client), and its figures are herd metrics.
+import { afterAll, describe, expect, test } from "bun:test";
+import { mkdtempSync, rmSync } from "node:fs";
+import { join } from "node:path";
+import { cleanup, startHerd, tempDir, type HerdProc } from "../helpers/herd.ts";
+import { peer } from "../helpers/peers.ts";
+
+const hasRedisCli = () => peer("redis-cli", ["redis-cli", "--version"]);
+
+describe("the KV tier in herd run", () => {
+  const dir = tempDir("herd-tier-e2e-");
+  const shm = mkdtempSync("/dev/shm/herd-tier-e2e-");
+  let herd: HerdProc | null = null;
+  afterAll(async () => {
+    await herd?.stop();
+    cleanup(dir);
+    rmSync(shm, { recursive: true, force: true });
+  });
+
+  test.skipIf(!hasRedisCli())("redis-cli stores and reads a block through herd's RESP server; /metrics shows the tier", async () => {
+    const port = 23_000 + Math.floor(Math.random() * 5_000);
+    herd = await startHerd(dir, `node: { data_dir: ${JSON.stringify(join(dir, "data"))} }
+kv_tier:
+  cpu: { size: 16MiB, path: ${JSON.stringify(join(shm, "cpu"))} }
+  ssd: { size: 64MiB, path: ${JSON.stringify(join(dir, "ssd"))} }
+  resp: { listen: "127.0.0.1:${port}" }
+`);
+    const cli = (...args: string[]) => {
+      const r = Bun.spawnSync(["redis-cli", "-p", String(port), ...args], { stdout: "pipe", stderr: "pipe" });
+      return r.stdout.toString().trim();
+    };
+    expect(cli("PING")).toBe("PONG");
+    expect(cli("SET", "lmcache:block:1", "x".repeat(4096))).toBe("OK");
+    expect(cli("GET", "lmcache:block:1")).toBe("x".repeat(4096));
+    expect(cli("EXISTS", "lmcache:block:1", "nope")).toBe("1");
+    const metrics = await (await fetch(`${herd.url}/metrics`)).text();
+    expect(metrics).toMatch(/herd_kv_tier_objects\{tier="cpu"\} 1/);
+  }, 60_000);
+});
