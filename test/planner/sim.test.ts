@@ -1,0 +1,89 @@
+// The planner simulation on short traces (the full day runs in bench/): invariants are checked
+// inside every tick (a violation throws), one seed gives one action log, constant load holds,
+// zero traffic reaches zero, and the engine model agrees with the token-by-token sim scheduler.
+import { describe, expect, test } from "bun:test";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { DEFAULT_COST } from "../../src/engine/sim/cost.ts";
+import { SimScheduler } from "../../src/engine/sim/scheduler.ts";
+import { EngineModel } from "../../src/planner/sim/engine-model.ts";
+import { DEFAULT_ENGINE, runFleetSim } from "../../src/planner/sim/fleet-sim.ts";
+import { HERD, emulatedLaw, staticLaw } from "../../src/planner/sim/laws.ts";
+import { specFor, type CompareOptions } from "../../src/planner/sim/compare.ts";
+import { parseRateShape } from "../../src/workload/rate-shapes.ts";
+
+const o: CompareOptions = { planners: [], shape: "", durationS: null, seed: 3, gpus: 8, sloTtftS: 1, sloItlS: 0.05, staticTarget: 0.99, tickS: 10 };
+const cap = { prefillTokensPerS: 2 * 1.5 * 2048, decodeTokensPerS: 2 * 1.5 * 128 };
+
+describe("planner simulation", () => {
+  test("same seed, same action log; another seed, another trace", () => {
+    const shape = parseRateShape("burst:base=1,peak=8,every=600,length=60,duration=1800,isl=2048,osl=128");
+    const a = runFleetSim(specFor(shape, HERD, o, 1800, 1, cap));
+    const b = runFleetSim(specFor(shape, HERD, o, 1800, 1, cap));
+    expect(a.actions.length).toBeGreaterThan(2);
+    expect(b.actions).toEqual(a.actions);
+    expect(b.gpu_seconds).toBe(a.gpu_seconds);
+    const c = runFleetSim(specFor(shape, HERD, { ...o, seed: 4 }, 1800, 1, cap));
+    expect(c.requests).not.toBe(a.requests);
+  });
+
+  test("constant load: herd holds after settling (no flaps); dynamo's flat threshold flaps", () => {
+    const shape = parseRateShape("step:from=6,to=6,at=0,duration=3600,isl=2048,osl=128");
+    const herd = runFleetSim(specFor(shape, HERD, o, 3600, 1, cap));
+    expect(herd.flaps).toBe(0);
+    const late = herd.actions.filter((l) => Number(l.split(" ")[0]) > 900);
+    expect(late).toEqual([]);
+    expect(herd.slo_attainment).toBeGreaterThan(0.95);
+    const dynamo = runFleetSim(specFor(shape, emulatedLaw("dynamo-load")!, o, 3600, 1, cap));
+    expect(dynamo.scale_events).toBeGreaterThan(herd.scale_events);
+  });
+
+  test("zero traffic after a burst: every engine sleeps or stops within the idle bound, nothing dropped", () => {
+    const shape = parseRateShape("burst:base=0,peak=4,every=3000,length=120,duration=3000,isl=1024,osl=64");
+    const r = runFleetSim(specFor(shape, HERD, o, 3000, 1, cap));
+    // Sleep actions come within idleToSleepMs (300 s) + a tick of the burst's end (120 s).
+    const sleeps = r.actions.filter((l) => / (sleep|drain) /.test(l)).map((l) => Number(l.split(" ")[0]));
+    expect(sleeps.length).toBeGreaterThan(0);
+    expect(Math.max(...sleeps)).toBeLessThanOrEqual(120 + 300 + 20);
+    expect(r.dropped).toBe(0);
+  });
+
+  test("static provisioning never scales; more engines never cost fewer GPU-seconds", () => {
+    const shape = parseRateShape("step:from=2,to=2,at=0,duration=600,isl=1024,osl=64");
+    const two = runFleetSim(specFor(shape, staticLaw(2), o, 600, 2, cap));
+    const four = runFleetSim(specFor(shape, staticLaw(4), o, 600, 4, cap));
+    expect(two.scale_events).toBe(0);
+    expect(four.gpu_seconds).toBeGreaterThan(two.gpu_seconds);
+  });
+
+  test("the engine model's TTFT and end-to-end time follow the token-by-token scheduler", () => {
+    // Eight 2k-token prompts arriving together, 64 output tokens each, on both models.
+    const clock = new VirtualClock();
+    const sched = new SimScheduler({ blockSize: 16, numBlocks: 24_700, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 1000, maxModelLen: 32_768, cost: DEFAULT_COST, timeScale: 1, hashSeed: 0n }, clock);
+    const real: { ttft: number; e2e: number }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const prompt = Uint32Array.from({ length: 2048 }, (_, k) => 1000 + i * 4096 + k);
+      let first = 0;
+      sched.submit({
+        id: `r${i}`, promptTokens: prompt, maxTokens: 64, ignoreEos: true, nextToken: () => ({ id: 7, eos: false }),
+        handlers: { onToken: (_t, idx, now) => void (idx === 0 && (first = now)), onFinish: (f) => real.push({ ttft: first, e2e: f.finishMs }) },
+      });
+    }
+    while (clock.step()) {}
+    const mclock = new VirtualClock();
+    const model = new EngineModel(DEFAULT_ENGINE, 0);
+    const fast: { ttft: number; e2e: number }[] = [];
+    for (let i = 0; i < 8; i++) {
+      const rec = { ttft: 0, e2e: 0 };
+      model.submit({ isl: 2048, osl: 64, arrivalMs: DEFAULT_COST.requestMs, onFirstToken: (t) => (rec.ttft = t), onFinish: (t) => ((rec.e2e = t), fast.push(rec)) });
+    }
+    for (let t = model.nextEventMs(); t !== null; t = model.nextEventMs()) model.advanceTo(t);
+    void mclock;
+    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
+    const ratio = (f: (x: { ttft: number; e2e: number }) => number) => mean(fast.map(f)) / mean(real.map(f));
+    console.error(`engine model / scheduler: ttft ${ratio((x) => x.ttft).toFixed(3)}, e2e ${ratio((x) => x.e2e).toFixed(3)}`);
+    expect(ratio((x) => x.ttft)).toBeGreaterThan(0.7);
+    expect(ratio((x) => x.ttft)).toBeLessThan(1.3);
+    expect(ratio((x) => x.e2e)).toBeGreaterThan(0.7);
+    expect(ratio((x) => x.e2e)).toBeLessThan(1.3);
+  });
+});
