@@ -6,6 +6,7 @@
 import { didYouMean, type Finding, type Severity } from "./findings.ts";
 import { isWildcardHost, parseHostPort } from "./checks.ts";
 import type { Config, EngineConfig } from "./types.ts";
+import { checkPlanner } from "./planner-checks.ts";
 
 export type LineOf = (path: string) => number;
 
@@ -19,6 +20,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
   checkGpus(config, add);
+  checkPlanner(config, add);
 
   const s = config.supervisor;
   if (s.restart_backoff_initial_ms > s.restart_backoff_max_ms)

@@ -29,7 +29,8 @@ describe("embedded default", () => {
     expect(c.models).toEqual([{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" }]);
     expect(c.engines).toHaveLength(1);
     expect(c.engines[0]).toMatchObject({ kind: "sim", model: DEMO_MODEL, count: 2, role: "aggregated", port: 0, url: "" });
-    expect([c.cluster, c.kv_tier, c.planner]).toEqual([{}, {}, {}]);
+    expect([c.cluster, c.kv_tier]).toEqual([{}, {}]);
+    expect(c.planner).toMatchObject({ enabled: false, dry_run: false, pools: [] });
   });
 
   test("an empty file, a comment-only file and `{}` all equal the embedded default", () => {
