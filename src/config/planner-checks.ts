@@ -46,5 +46,10 @@ export function checkPlanner(config: Config, add: Add): void {
       else if (parsed.min > pool.max) add("warning", `${at}.floors[${k}]`, `floor ${parsed.min} is above max ${pool.max}; max wins`);
     });
   });
+  // decide() drains the last engine through an ordinary scale-down once the down window allows it; a
+  // shorter down window than idle_to_sleep_ms means a sleeping pool is stopped before it ever sleeps.
+  const sleeper = p.pools.findIndex((x) => x.can_sleep && x.min === 0);
+  if (sleeper >= 0 && p.down_window_ms < p.idle_to_sleep_ms)
+    add("warning", "planner.down_window_ms", `shorter than idle_to_sleep_ms (${p.idle_to_sleep_ms}): planner.pools[${sleeper}] (can_sleep, min 0) would be drained and stopped before it sleeps`);
   if (p.enabled && p.pools.length === 0) add("warning", "planner.pools", "the planner is enabled but has no pools: it scales nothing");
 }
