@@ -57,7 +57,7 @@ describe("planner service", () => {
     clock.advance(0);
     await Bun.sleep(0);
     expect(sup.calls).toEqual(["add 0"]); // the poke ran a tick without waiting for the timer
-    let outcome: string | null = null;
+    let outcome = null as string | null;
     void released.then((o) => (outcome = o));
     const st = planner.status();
     expect(st.pools[0]!.held.requests).toBe(1);
@@ -84,7 +84,7 @@ describe("planner service", () => {
     void planner.hold.hold(POOL, { bytes: 1, promptTokens: 10 });
     await run(22_000);
     expect(states(sup), sup.calls.join(",") + JSON.stringify(planner.status().recent_actions)).toEqual(["sleeping"]);
-    let outcome: string | null = null;
+    let outcome = null as string | null;
     void planner.hold.hold(POOL, { bytes: 1, promptTokens: 10 }).then((o) => (outcome = o));
     await run(600);
     expect(sup.calls.filter((c) => c.startsWith("add"))).toHaveLength(1);
