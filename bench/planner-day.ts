@@ -16,7 +16,8 @@ const flag = (name: string, def: string) => {
 const duration = flag("duration", "");
 const o: CompareOptions = {
   planners: ["static", "herd"],
-  shape: flag("workload", "diurnal"),
+  // The default day of `herd simulate --planner` (src/simulate/planner-cli.ts DEFAULT_SHAPE).
+  shape: flag("workload", "diurnal:peak=20,trough=1,isl=8000,osl=256"),
   durationS: duration === "" ? null : Number(duration),
   seed: Number(flag("seed", "1")),
   gpus: Number(flag("gpus", "16")),
