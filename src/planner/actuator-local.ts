@@ -39,7 +39,7 @@ export const poolIdOf = (config: Config, entryIndex: number): string => `${confi
 
 export class LocalActuator implements Actuator {
   private readonly busy = new Map<string, string>();
-  private readonly seen = new Map<string, { state: EngineState; sinceMs: number; startedAtMs: number | null; wakeAtMs: number | null }>();
+  private readonly seen = new Map<string, { state: EngineState; sinceMs: number; startedAtMs: number | null }>();
   private readonly measured = new Map<string, { startMs: number | null; wakeMs: number | null }>();
   private backoffUntilMs = 0;
   private failedStarts = 0;
@@ -143,7 +143,7 @@ export class LocalActuator implements Actuator {
     try {
       const id = this.o.supervisor.addEngine(entry);
       const now = this.o.clock.now();
-      this.seen.set(id, { state: "starting", sinceMs: now, startedAtMs: now, wakeAtMs: null });
+      this.seen.set(id, { state: "starting", sinceMs: now, startedAtMs: now });
       return { ok: true, engine: id };
     } catch (e) {
       this.failedStart();
@@ -158,7 +158,7 @@ export class LocalActuator implements Actuator {
       this.failedStarts = 0;
     }
     if (prev?.state === "starting" && state === "stopped") this.failedStart();
-    this.seen.set(id, { state, sinceMs: now, startedAtMs: state === "starting" ? startedAtMs : null, wakeAtMs: null });
+    this.seen.set(id, { state, sinceMs: now, startedAtMs: state === "starting" ? startedAtMs : null });
   }
 
   private *seenOfPool(pool: string): Iterable<[string, { state: EngineState; sinceMs: number }]> {
