@@ -142,6 +142,16 @@ const COMMANDS: readonly Command[] = [
     }),
   ),
   {
+    name: "planner status",
+    summary: "the planner: desired vs actual engines per pool, last reasons, held requests (--json)",
+    args: "[--json]",
+    help: "Run `herd planner status --help` for its options (--url, --config, --token).",
+    passThrough: true,
+    async run(_parsed, io, { rawArgs }) {
+      return await (await import("./ops/commands.ts")).opsMain("planner status", rawArgs, io);
+    },
+  },
+  {
     name: "sim-engine",
     summary: "run a simulated engine that speaks vLLM's OpenAI API (no GPU)",
     args: "[options]",

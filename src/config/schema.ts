@@ -224,6 +224,43 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
   ),
 });
 
+// Defaults are the simulation's (src/planner/sim/compare.ts DEFAULT_PLANNER, DEFAULT_POOL), where the
+// day-long comparison against static provisioning measured them.
+const FLOOR_PATTERN = "^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-4]):[0-5][0-9]=[0-9]{1,4}$";
+const plannerPool = obj("A pool: the engines of one engines[] entry, scaled together between min and max.", {
+  engine: int("Index of the engines[] entry (kind sim, vllm, sglang, trtllm or command) this pool scales.", undefined, { min: 0, max: 999 }),
+  min: int("Fewest engines (0 = scale to zero when idle).", 0, { min: 0, max: 1024 }),
+  max: int("Most engines.", 4, { min: 1, max: 1024 }),
+  prefill_tokens_per_s: num("One engine's prompt tokens/s at the SLO (herd bench / herd simulate --calibrate).", 40_000, { min: 1, max: 1e9 }),
+  decode_tokens_per_s: num("One engine's decode tokens/s at the SLO.", 3_000, { min: 1, max: 1e9 }),
+  can_sleep: bool("Idle engines sleep first (vLLM sleep mode: wake in seconds), then stop after sleep_to_stop_ms.", false),
+  floors: list(str("`HH:MM-HH:MM=N`: at least N engines in that local time range (may wrap midnight).", undefined, {
+    pattern: FLOOR_PATTERN,
+    check: (v) => (new RegExp(FLOOR_PATTERN).test(v) ? null : "expected HH:MM-HH:MM=N, e.g. 08:00-20:00=2"),
+  }), "Time-of-day floors.", [], 48),
+  pin: int("An operator's pin: exactly this many engines; -1 = none.", -1, { min: -1, max: 1024 }),
+});
+
+const planner = obj("Scale engines from herd's own signals, down to zero at night (issue 15). Off by default.", {
+  enabled: bool("Run the planner on this node.", false),
+  dry_run: bool("Log the planner's actions instead of taking them.", false),
+  tick_ms: ms("How often the planner decides (a held request also wakes it at once).", 5_000),
+  utilization_target: num("Share of an engine's capacity (as calibrated at the SLO) to plan for when scaling up; above 1 counts on the pool's gain.", 1.1, { min: 0.05, max: 2 }),
+  down_headroom: num("Scale down only when one fewer engine stays under this share of the target.", 0.95, { min: 0.05, max: 1 }),
+  stable_window_ms: ms("Window of the demand mean that scaling reads.", 60_000),
+  panic_window_ms: ms("Short window that counts when demand doubles (Knative's panic mode).", 6_000),
+  down_window_ms: ms("Demand must allow one fewer engine this long before one is removed.", 300_000),
+  down_step_ms: ms("At most one removal per pool per this interval.", 120_000),
+  up_hold_ms: ms("No removal this soon after an addition.", 30_000),
+  idle_to_sleep_ms: ms("A pool idle this long sleeps (or stops) down to its floor.", 300_000),
+  sleep_to_stop_ms: ms("An engine asleep this long is stopped.", 1_800_000),
+  gpu_budget: int("GPUs the planner may hold on this node; 0 = every GPU of the host.", 0, { min: 0, max: 4096 }),
+  hold_max: int("Requests held while their pool has no ready engine; beyond it 503 with Retry-After.", 256, { min: 0, max: 1_000_000 }),
+  hold_max_bytes: int("Body bytes of held requests; beyond it 503 with Retry-After.", 64 * 1024 * 1024, { min: 0, max: 1024 ** 4 }),
+  hold_timeout_ms: ms("A request held longer gets 503 with Retry-After.", 120_000),
+  pools: list(plannerPool, "Pools the planner scales; engines[] entries not listed keep their count.", [], 1000),
+});
+
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
 const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const }];
@@ -281,7 +318,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   supervisor,
   cluster,
   kv_tier: kvTier,
-  planner: reserved("Reserved for the planner.", "the planner arrives in a later release"),
+  planner,
 });
 
 // Compile-time guard: the schema resolves to exactly the Config contract.

@@ -262,6 +262,47 @@ export interface Config {
   cluster: ClusterConfig;
   /** The host's KV cache tier (src/tier); all null/empty = off. */
   kv_tier: KvTierConfig;
-  /** Reserved for the planner issue. */
-  planner: Record<string, unknown>;
+  /** The planner (issue 15): scale engines of the listed engines[] entries from herd's own signals. */
+  planner: PlannerSectionConfig;
+}
+
+/** One planner pool: the engines started from one engines[] entry, scaled together. */
+export interface PlannerPoolConfig {
+  /** Index of the engines[] entry whose engines this pool scales. */
+  engine: number;
+  min: number;
+  max: number;
+  /** One engine's sustainable throughput at the SLO (from `herd bench` / `herd simulate --calibrate`). */
+  prefill_tokens_per_s: number;
+  decode_tokens_per_s: number;
+  /** Idle engines sleep (vLLM sleep mode: --enable-sleep-mode, POST /sleep) before they are stopped. */
+  can_sleep: boolean;
+  /** Time-of-day floors, `HH:MM-HH:MM=N` in the node's local time (a range may wrap midnight). */
+  floors: string[];
+  /** An operator's pin: exactly this many engines; -1 = none. */
+  pin: number;
+}
+
+export interface PlannerSectionConfig {
+  enabled: boolean;
+  /** Log the actions instead of taking them. */
+  dry_run: boolean;
+  tick_ms: number;
+  utilization_target: number;
+  down_headroom: number;
+  stable_window_ms: number;
+  panic_window_ms: number;
+  down_window_ms: number;
+  down_step_ms: number;
+  up_hold_ms: number;
+  idle_to_sleep_ms: number;
+  sleep_to_stop_ms: number;
+  /** GPUs the planner may hold on this node; 0 = every GPU of the host. */
+  gpu_budget: number;
+  /** Requests held while a pool has no ready engine, by count and by body bytes. */
+  hold_max: number;
+  hold_max_bytes: number;
+  /** A held request gets 503 with Retry-After after this. */
+  hold_timeout_ms: number;
+  pools: PlannerPoolConfig[];
 }

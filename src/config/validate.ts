@@ -6,6 +6,7 @@
 import { didYouMean, type Finding, type Severity } from "./findings.ts";
 import { isWildcardHost, parseHostPort } from "./checks.ts";
 import type { Config, EngineConfig } from "./types.ts";
+import { checkPlanner } from "./planner-checks.ts";
 
 export type LineOf = (path: string) => number;
 
@@ -21,6 +22,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   checkGpus(config, add);
   checkCluster(config, add);
   checkKvTier(config, add);
+  checkPlanner(config, add);
 
   const s = config.supervisor;
   if (s.restart_backoff_initial_ms > s.restart_backoff_max_ms)

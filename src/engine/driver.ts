@@ -93,4 +93,10 @@ export interface EngineDriver {
    * health probe before it routes to the engine.
    */
   recover(previous: RecoverCandidate, spec: LaunchSpec): boolean;
+  /**
+   * The engine's sleep mode, for kinds that have one (the planner's idle step: wake in seconds
+   * instead of a cold start): POST `sleepPath` frees the GPU and refuses work, POST `wakePath`
+   * resumes. Launched with `DriverInput.sleepMode` so the endpoints exist. Absent: no sleep mode.
+   */
+  sleep?: { sleepPath: string; wakePath: string };
 }

@@ -6,6 +6,7 @@ import { driverFor } from "./drivers/registry.ts";
 import { assignGpus, detectGpus, type HostGpus } from "./gpus.ts";
 import { selfCommand } from "./self.ts";
 import type { EnginePlan } from "./types.ts";
+import { sleepModeOf, startCount } from "./scale.ts";
 
 export interface PlanOptions {
   /** argv prefix that re-invokes herd (default: selfCommand()). */
@@ -84,7 +85,9 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
     if (driver.managed && entry.kv_events && entry.count > 1) {
       throw new Error(`${where}.kv_events: explicit endpoints need count 1 (engines would share them)`);
     }
-    for (let index = 0; index < entry.count; index++) {
+    // A planner pool starts with its pin or min engines; the planner adds the rest (scale.ts).
+    const starting = startCount(config, entryIndex);
+    for (let index = 0; index < starting; index++) {
       const k = perKind.get(entry.kind) ?? 0;
       perKind.set(entry.kind, k + 1);
       const id = `${config.node.name}/${entry.kind}-${k}`;
@@ -117,6 +120,7 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
         gpus,
         self,
         drainMs: config.frontend.drain_timeout_ms,
+        ...(sleepModeOf(config, entryIndex) ? { sleepMode: true } : {}),
         ...(kvPorts ? { kvPorts } : {}),
       });
       if (!spec) throw new Error(`${where}: driver ${entry.kind} produced no command line`);

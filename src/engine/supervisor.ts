@@ -15,6 +15,9 @@ import type { MachineState, Phase } from "./machine.ts";
 import { EngineRecordFile, ownerIsAnotherLiveHerd, reapLeftovers, recordFor } from "./orphans.ts";
 import type { EngineRecord } from "./orphans.ts";
 import { canListen, planEngines } from "./plan.ts";
+import { planAddedEngine, planPorts, postEngine } from "./scale.ts";
+import { detectGpus, type HostGpus } from "./gpus.ts";
+import { selfCommand } from "./self.ts";
 import type { PlanOptions } from "./plan.ts";
 import { attachEngine, LogFile, logPath, spawnEngine } from "./process.ts";
 import { heldPorts, liveRecords, sortLeftovers, specPorts } from "./recover.ts";
@@ -48,7 +51,14 @@ export interface EngineStatus {
   lastExit: ExitInfo | null;
   plan: EnginePlan;
   logFile: string | null;
+  /** Sleep mode (scaling API below): `awake` unless the planner put the engine to sleep. */
+  sleep?: SleepState;
+  /** Taken out of rotation by drainEngine() before a stop. */
+  cordoned?: boolean;
 }
+
+/** An engine's sleep mode: asleep (and falling asleep, waking) it takes no traffic but keeps its process. */
+export type SleepState = "awake" | "falling_asleep" | "sleeping" | "waking";
 
 interface Slot {
   plan: EnginePlan;
@@ -60,6 +70,8 @@ interface Slot {
   /** A previous herd's engine to take over instead of the first spawn (recover.ts). */
   adopt: EngineRecord | null;
   detach: (() => void) | null;
+  sleep: SleepState;
+  cordoned: boolean;
 }
 
 export class Supervisor {
@@ -72,6 +84,8 @@ export class Supervisor {
   private stopping: Promise<void> | null = null;
   private allStopped: (() => void) | null = null;
   private recordWarned = false;
+  private readonly addedListeners = new Set<(plan: EnginePlan) => void>();
+  private hostGpus: HostGpus | null = null;
 
   constructor(private readonly opts: SupervisorOptions) {
     this.log = opts.logger.child("supervisor");
@@ -171,6 +185,8 @@ export class Supervisor {
       lastExit: s.lastExit,
       plan: s.plan,
       logFile: s.file?.path ?? null,
+      sleep: s.sleep,
+      cordoned: s.cordoned,
     }));
   }
 
@@ -198,6 +214,132 @@ export class Supervisor {
     });
   }
 
+  // ── Scaling (the planner's actuator, src/planner/actuator-local.ts) ────────────────────────────
+  // Additive: engines started by start() behave as before. A slot is never deleted: a stopped one is
+  // reused (same id and log file) by the next addEngine() of its entry, so churn does not grow the table.
+
+  /** Listen to engines added by addEngine() (e.g. to consume their KV events); returns an unsubscribe function. */
+  onAdded(fn: (plan: EnginePlan) => void): () => void {
+    this.addedListeners.add(fn);
+    return () => this.addedListeners.delete(fn);
+  }
+
+  /**
+   * Start one more engine from engines[entryIndex]: a fresh port (and KV ports), GPUs no live engine
+   * holds, the driver's command line. Returns the worker id at once (the engine is `starting`).
+   */
+  addEngine(entryIndex: number): string {
+    const { config } = this.opts;
+    if (!this.started || this.stopping) throw new HerdError(409, "invalid_request_error", "the supervisor is not running", "not_running");
+    if (!config.engines[entryIndex]) throw new HerdError(404, "not_found_error", `no engines[${entryIndex}]`, "entry_not_found");
+    const all = [...this.slots.values()];
+    const live = all.filter((s) => s.runner.state.phase !== "stopped" && s.runner.state.phase !== "failed");
+    const reuse = all.find((s) => s.plan.entryIndex === entryIndex && s.plan.spec && (s.runner.state.phase === "stopped" || s.runner.state.phase === "failed"));
+    const kind = config.engines[entryIndex]!.kind;
+    const id = reuse?.plan.id ?? `${config.node.name}/${kind}-${all.filter((s) => s.plan.kind === kind).length}`;
+    const index = reuse?.plan.index ?? all.filter((s) => s.plan.entryIndex === entryIndex).length;
+    const plan = planAddedEngine({
+      config, entryIndex, id, index,
+      usedPorts: new Set(live.flatMap((s) => planPorts(s.plan))),
+      usedGpus: new Set(live.flatMap((s) => s.plan.spec?.gpus ?? [])),
+      host: (this.hostGpus ??= this.opts.plan?.hostGpus ?? detectGpus()),
+      self: this.opts.plan?.self ?? selfCommand(),
+      isPortFree: this.opts.plan?.isPortFree ?? canListen,
+    });
+    const slot = this.makeSlot(plan, null);
+    if (reuse) {
+      reuse.runner.dispose();
+      slot.tail = reuse.tail;
+      slot.file = reuse.file ?? slot.file;
+    }
+    this.slots.set(id, slot);
+    this.log.info("engine added", { worker: id, entry: entryIndex, url: plan.url, argv: plan.spec?.argv.join(" ") });
+    for (const fn of this.addedListeners) fn(plan);
+    slot.runner.dispatch({ type: "start" });
+    return id;
+  }
+
+  /** Take an engine out of rotation before a stop (requests in flight finish; no new ones come). */
+  drainEngine(id: string): void {
+    const slot = this.slot(id);
+    if (slot.cordoned) return;
+    slot.cordoned = true;
+    this.log.info("engine draining for removal", { worker: id });
+    this.emit(slot);
+  }
+
+  /**
+   * Stop one engine: out of rotation, wait for its in-flight requests (up to drainMs), SIGTERM, then
+   * SIGKILL after stop_timeout_ms. Resolves once it is stopped. Idempotent.
+   */
+  async removeEngine(id: string, opts: { drainMs?: number } = {}): Promise<void> {
+    const slot = this.slot(id);
+    const { config } = this.opts;
+    const drainMs = opts.drainMs ?? config.frontend.drain_timeout_ms;
+    slot.cordoned = true;
+    if (slot.runner.state.phase === "stopped" || slot.runner.state.phase === "failed") return;
+    this.log.info("engine removal", { worker: id, drain_ms: drainMs });
+    slot.runner.dispatch({ type: "stop", drainMs });
+    await this.waitFor(id, ["stopped", "failed"], drainMs + config.supervisor.stop_timeout_ms + 5_000);
+  }
+
+  /** Put an idle engine to sleep (its driver's sleep mode); refused (409) with requests in flight. */
+  async sleepEngine(id: string): Promise<void> {
+    const slot = this.slot(id);
+    const sleep = driverFor(slot.plan.kind).sleep;
+    if (!sleep) throw new HerdError(409, "invalid_request_error", `${slot.plan.kind} engines have no sleep mode`, "no_sleep_mode");
+    if (slot.sleep === "sleeping" || slot.sleep === "falling_asleep") return;
+    if (slot.runner.state.phase !== "ready") throw new HerdError(409, "invalid_request_error", `${id} is ${slot.runner.state.phase}, not ready`, "not_ready");
+    // Out of rotation first, then check: a request routed meanwhile keeps it awake.
+    slot.sleep = "falling_asleep";
+    this.emit(slot);
+    if ((this.opts.inFlight?.(id) ?? 0) > 0) {
+      slot.sleep = "awake";
+      this.emit(slot);
+      throw new HerdError(409, "invalid_request_error", `${id} has requests in flight`, "busy");
+    }
+    try {
+      await postEngine(slot.plan.url + sleep.sleepPath, this.opts.config.supervisor.stop_timeout_ms);
+    } catch (e) {
+      slot.sleep = "awake";
+      this.emit(slot);
+      throw e;
+    }
+    slot.sleep = "sleeping";
+    this.log.info("engine asleep", { worker: id });
+    this.emit(slot);
+  }
+
+  /** Wake a sleeping engine; resolves once it takes traffic again. */
+  async wakeEngine(id: string): Promise<void> {
+    const slot = this.slot(id);
+    const sleep = driverFor(slot.plan.kind).sleep;
+    if (!sleep || slot.sleep === "awake" || slot.sleep === "waking") return;
+    slot.sleep = "waking";
+    this.emit(slot);
+    try {
+      await postEngine(slot.plan.url + sleep.wakePath, this.opts.config.supervisor.startup_timeout_ms);
+    } catch (e) {
+      slot.sleep = "sleeping";
+      this.emit(slot);
+      throw e;
+    }
+    slot.sleep = "awake";
+    this.log.info("engine awake", { worker: id });
+    this.emit(slot);
+  }
+
+  private emit(slot: Slot): void {
+    const w = this.snapshot(slot);
+    for (const fn of this.listeners) {
+      try {
+        fn(w);
+      } catch (e) {
+        this.log.error("worker change listener threw", { worker: w.id, error: errorMessage(e) });
+      }
+    }
+  }
+
   private slot(id: string): Slot {
     const s = this.slots.get(id);
     if (!s) throw new HerdError(404, "not_found_error", `no worker ${JSON.stringify(id)} on this node`, "worker_not_found");
@@ -216,7 +358,7 @@ export class Supervisor {
       role: s.plan.role,
       kind: s.plan.kind,
       url: s.plan.url,
-      state: workerState(s.runner.state),
+      state: routingState(s),
       load: emptyLoad(),
       restarts: s.runner.state.restarts,
     };
@@ -236,6 +378,8 @@ export class Supervisor {
       lastExit: null,
       adopt,
       detach: null,
+      sleep: "awake",
+      cordoned: false,
       runner: undefined as unknown as MachineRunner,
     };
     slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null }, clock, {
@@ -252,6 +396,8 @@ export class Supervisor {
   private spawn(slot: Slot): void {
     const spec = slot.plan.spec;
     if (!spec || !slot.file) throw new Error(`${slot.plan.id} has no command line`);
+    // A new process starts awake, whatever the previous one was.
+    slot.sleep = "awake";
     const onExit = (info: ExitInfo) => {
       if (slot.proc !== proc) return;
       slot.proc = null;
@@ -283,16 +429,7 @@ export class Supervisor {
   }
 
   private changed(slot: Slot, prev: MachineState, next: MachineState): void {
-    if (workerState(prev) !== workerState(next) || prev.restarts !== next.restarts) {
-      const w = this.snapshot(slot);
-      for (const fn of this.listeners) {
-        try {
-          fn(w);
-        } catch (e) {
-          this.log.error("worker change listener threw", { worker: w.id, error: errorMessage(e) });
-        }
-      }
-    }
+    if (workerState(prev) !== workerState(next) || prev.restarts !== next.restarts) this.emit(slot);
     if (this.allStopped && this.live().length === 0) this.allStopped();
   }
 
@@ -313,4 +450,10 @@ export class Supervisor {
       this.recordWarned = true;
     }
   }
+}
+
+/** What routing sees: a ready engine that is asleep (or waking) or drained for removal takes no traffic. */
+function routingState(s: Slot): Worker["state"] {
+  const st = workerState(s.runner.state);
+  return st === "ready" && (s.cordoned || s.sleep !== "awake") ? "draining" : st;
 }

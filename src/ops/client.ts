@@ -122,6 +122,11 @@ export class AdminClient {
     return this.call<ClusterView>("GET", "/admin/cluster");
   }
 
+  /** GET /admin/planner (src/planner/status.ts): the planner's pools, reasons and held requests. */
+  planner<T>(): Promise<T> {
+    return this.call<T>("GET", "/admin/planner");
+  }
+
   logs(worker: string, lines: number): Promise<{ worker: string; lines: string[] }> {
     return this.call("GET", `/admin/workers/${workerPath(worker)}/logs?lines=${lines}`);
   }

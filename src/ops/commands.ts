@@ -3,11 +3,13 @@
 //   herd drain WORKER | --node            stop routing new requests to a worker (or all); in-flight finish
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
+//   herd planner status [--json]          the planner: desired vs actual per pool, reasons, held requests
 // Exit codes: 0 done, 1 herd unreachable or the call refused, 2 usage error.
 import { errorMessage } from "../core/errors.ts";
 import { OpsUsageError, parseOpsArgs, type OpsArgs, type OpsFlagSpec } from "./args.ts";
 import { AdminClient, OpsError, resolveTarget } from "./client.ts";
 import { renderStatus } from "./status.ts";
+import { renderPlanner, type PlannerView } from "./planner.ts";
 
 export interface OpsIo {
   out(text: string): void;
@@ -125,7 +127,26 @@ export async function resolveWorker(client: AdminClient, typed: string): Promise
   return matches[0] ?? typed;
 }
 
-export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs } as const;
+
+const plannerStatus: OpsCommand = {
+  name: "planner status",
+  title: "the planner's pools: desired vs actual engines, last reasons, held requests (--json for scripts)",
+  usage: "herd planner status [--json] [--url URL | --config FILE] [--token TOKEN]",
+  about: [
+    "The planner on this node: per pool, the engines it wants (desired) and has (ready, starting,",
+    "waking, sleeping, draining), the last decision's reason and the figures it read, requests held",
+    "for a ready engine and the predicted wait, then the recent actions.",
+  ],
+  options: ["  --json           the admin API's JSON as is (for scripts)"],
+  flags: { values: TARGET_FLAGS, bools: ["json"], maxPositionals: 0 },
+  async run(a, client, io) {
+    const view = await client.planner<PlannerView>();
+    io.out(a.bools.has("json") ? JSON.stringify(view, null, 2) : renderPlanner(view));
+    return 0;
+  },
+};
+
+export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs, "planner status": plannerStatus } as const;
 export type OpsCommandName = keyof typeof OPS_COMMANDS;
 
 /** The same layout as every herd command's help: title line, Usage:, description, Options:. */

@@ -169,6 +169,9 @@ function decidePool(
       if (mem.lastUpMs !== null && nowMs - mem.lastUpMs < cfg.upHoldMs) return done(current, "up_hold", next);
       if (mem.lastDownMs !== null && nowMs - mem.lastDownMs < cfg.downStepMs) return done(current, "hold", next);
       if (panicking || !window.covered || !consolidated) return done(current, "hold", next);
+      // A pool that can sleep keeps its last engine for the idle rule: sleeping wakes in seconds,
+      // a drained and stopped engine costs the next request a cold start.
+      if (pool.canSleep && current - 1 < 1) return done(current, "hold", next);
     }
     const victim = pickVictim(ready);
     if (victim === null) return done(current, "drain_wait", next);

@@ -221,11 +221,11 @@ const cases: Case[] = [
     message: /must not exceed restart_backoff_max_ms/,
   },
   {
-    name: "key inside a reserved section",
+    name: "unknown key inside the planner section, with the keys it takes",
     text: yaml("planner:", "  peers: [a, b]"),
     path: "planner.peers",
     line: 2,
-    message: /reserved \(the planner arrives in a later release\)/,
+    message: /unknown key; expected one of enabled, dry_run, tick_ms/,
   },
   {
     name: "peers discovery without seeds",

@@ -21,6 +21,7 @@ export const sim: EngineDriver = {
     if (model.path && model.path !== model.name) argv.push("--model-path", model.path);
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
+    if (input.sleepMode) argv.push("--enable-sleep-mode");
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);
     // Safe by default: vLLM can only bind `*` (every interface), the sim can do better; for a
@@ -49,4 +50,6 @@ export const sim: EngineDriver = {
     return entry.gpus.length ? [{ severity: "warning", key: "gpus", message: "sim engines use no GPUs; the ids only set CUDA_VISIBLE_DEVICES" }] : [];
   },
   recover: sameLaunch,
+  // vLLM's endpoints (src/engine/sim/server.ts): asleep, generation is refused with 503.
+  sleep: vllm.sleep!,
 };

@@ -3,7 +3,9 @@
 // vllm/config/cache.py (--prefix-caching-hash-algo, --gpu-memory-utilization,
 // --num-gpu-blocks-override, num_gpu_blocks exported as a `vllm:cache_config_info` label),
 // EngineArgs.shutdown_timeout (--shutdown-timeout, seconds; 0 aborts in-flight requests on SIGTERM;
-// v0.18.0 and later). Metric names: vllm/v1/metrics/loggers.py.
+// v0.18.0 and later). Metric names: vllm/v1/metrics/loggers.py. Sleep mode (docs/features/sleep_mode.md):
+// `--enable-sleep-mode` plus VLLM_SERVER_DEV_MODE=1 expose POST /sleep?level=1 (weights offloaded
+// to CPU RAM, KV cache discarded), POST /wake_up and GET /is_sleeping.
 import type { EngineDriver, DriverFinding } from "../driver.ts";
 import { foldPromLoad, promLoadNameSet, type PromLoadNames } from "../telemetry/prom-load.ts";
 import { parsePromText } from "../telemetry/prom-text.ts";
@@ -53,7 +55,9 @@ export const vllm: EngineDriver = {
     // (requests herd did not send) for as long, instead of aborting them (the default, 0).
     argv.push("--shutdown-timeout", String(Math.ceil(input.drainMs / 1000)));
     argv.push("--disable-access-log-for-endpoints", QUIET_ENDPOINTS);
-    return makeSpec(input, argv, model.name, kv?.spec);
+    if (input.sleepMode) argv.push("--enable-sleep-mode");
+    // The sleep endpoints are only mounted in the server's dev mode.
+    return makeSpec(input, argv, model.name, kv?.spec, input.sleepMode ? { VLLM_SERVER_DEV_MODE: "1" } : undefined);
   },
   health: httpOk,
   metrics: {
@@ -90,4 +94,5 @@ export const vllm: EngineDriver = {
     return out;
   },
   recover: sameLaunch,
+  sleep: { sleepPath: "/sleep?level=1", wakePath: "/wake_up" },
 };

@@ -50,6 +50,10 @@ export interface SimEngineOptions {
    * wildcard rule, so a loopback engine's events stay on loopback (herd passes its engine host).
    */
   kvEventsBindHost: string | null;
+  /** vLLM's --enable-sleep-mode: POST /sleep and /wake_up, GET /is_sleeping. */
+  sleepMode: boolean;
+  /** Sim only: how long POST /wake_up takes (vLLM reloads the weights from CPU RAM: seconds). */
+  wakeDelayMs: number;
 }
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
@@ -77,6 +81,8 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvEventsEncoding: "map",
   kvEventsDropFraction: 0,
   kvEventsBindHost: null,
+  sleepMode: false,
+  wakeDelayMs: 0,
 };
 
 /** The vLLM release whose wire formats the sim speaks (KV events as the v0.26.0 capture); /version answers it. */
@@ -173,6 +179,8 @@ export const FLAGS: Record<string, Flag> = {
     help: "bind the KV event sockets on this host (e.g. 127.0.0.1) instead of the endpoint's `*`",
     set: (o, v) => void (o.kvEventsBindHost = v as string),
   },
+  "enable-sleep-mode": { kind: "bool", help: "vLLM's sleep mode: POST /sleep?level=1, POST /wake_up, GET /is_sleeping (asleep: generation gets 503)", set: (o) => void (o.sleepMode = true) },
+  "wake-delay-ms": { kind: "int", help: "sleep mode: how long POST /wake_up takes (0)", set: (o, v) => void (o.wakeDelayMs = v as number) },
   "startup-delay-ms": { kind: "int", help: "load time: refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
   "realistic-startup": { kind: "bool", help: `load time of Qwen3-8B on an H100 (${REALISTIC_STARTUP_MS / 1000} s) unless --startup-delay-ms`, set: (o) => void (o.startupDelayMs = REALISTIC_STARTUP_MS) },
 };
@@ -209,6 +217,7 @@ export function parseSimArgs(argv: readonly string[]): SimEngineOptions | null {
       if (eq >= 0) throw new UsageError(`--${name} takes no value`);
       zeroDelay ||= name === "zero-delay";
       realistic ||= name === "realistic-startup";
+      if (name === "enable-sleep-mode") o.sleepMode = true;
       continue;
     }
     const raw: string | undefined = eq < 0 ? argv[++i] : arg.slice(eq + 1);

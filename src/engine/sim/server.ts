@@ -90,6 +90,9 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   const inflight = new Map<string, () => void>();
   const hung = new Set<() => void>();
   let dead = false;
+  // vLLM's sleep mode (level 1 offloads weights, discards the KV cache): asleep, generation is
+  // refused; the sim frees nothing else (docs/features/sleep_mode.md in vllm-project/vllm).
+  let asleep = false;
   let server: ReturnType<typeof Bun.serve> | null = null;
 
   const crash = () => {
@@ -104,6 +107,7 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   const handleGeneration = async (endpoint: "chat" | "completion", req: Request): Promise<Response> => {
     const n = ++requests;
     if (dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
+    if (asleep) return json(503, errorBody(503, "The engine is sleeping (POST /wake_up first)"));
     if (o.failAfter !== null && n > o.failAfter) return json(500, errorBody(500, `simulated failure: request ${n} after --fail-after ${o.failAfter}`));
     if (o.hangAfter !== null && n > o.hangAfter) {
       // Accepted and never answered: resolves only when the client goes away or the engine stops.
@@ -167,6 +171,25 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         if (oov !== undefined) throw new HerdError(400, "invalid_request_error", `Token id ${oov} is out of vocabulary`, "invalid_value", "tokens");
         return json(200, { prompt: tokenizer.decode(t as number[]) });
       }
+      case "/sleep":
+      case "/wake_up":
+      case "/is_sleeping":
+        // Mounted only in sleep mode, as vLLM mounts them only with VLLM_SERVER_DEV_MODE=1.
+        if (!o.sleepMode) return json(404, { detail: "Not Found" });
+        if (path === "/is_sleeping") {
+          want("GET");
+          return json(200, { is_sleeping: asleep });
+        }
+        want("POST");
+        if (path === "/sleep") {
+          asleep = true;
+          log(`INFO ${ts()} [api_server.py] sleep the engine with level ${new URL(req.url).searchParams.get("level") ?? "1"}`);
+        } else {
+          if (asleep && o.wakeDelayMs > 0) await Bun.sleep(o.wakeDelayMs);
+          asleep = false;
+          log(`INFO ${ts()} [api_server.py] wake up the engine`);
+        }
+        return new Response(null, { status: 200 });
       case "/reset_prefix_cache":
         want("POST");
         scheduler.resetPrefixCache();

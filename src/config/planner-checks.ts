@@ -1,0 +1,55 @@
+// Checks of the `planner` section across keys (pure): each pool names an engines[] entry herd starts,
+// at most one pool per entry and per model/role (the planner's pool id), min ≤ max, pins and floors
+// within them, sleep only where the engine kind has a sleep mode.
+import type { Severity } from "./findings.ts";
+import type { Config } from "./types.ts";
+
+/** Engine kinds with a sleep mode herd can drive (vLLM's /sleep and /wake_up; the sim engine mimics it). */
+export const SLEEP_KINDS: ReadonlySet<string> = new Set(["vllm", "sim"]);
+
+/** `HH:MM-HH:MM=N` → seconds since local midnight and the floor; null when malformed. */
+export function parseFloor(text: string): { fromS: number; toS: number; min: number } | null {
+  const m = /^(\d{2}):(\d{2})-(\d{2}):(\d{2})=(\d{1,4})$/.exec(text);
+  if (!m) return null;
+  const [h1, m1, h2, m2, n] = m.slice(1).map(Number) as [number, number, number, number, number];
+  if (h1 > 23 || m1 > 59 || h2 > 24 || m2 > 59 || (h2 === 24 && m2 !== 0)) return null;
+  return { fromS: h1 * 3600 + m1 * 60, toS: h2 * 3600 + m2 * 60, min: n };
+}
+
+type Add = (severity: Severity, path: string, message: string) => void;
+
+export function checkPlanner(config: Config, add: Add): void {
+  const p = config.planner;
+  const byEntry = new Map<number, number>();
+  const byPool = new Map<string, number>();
+  p.pools.forEach((pool, i) => {
+    const at = `planner.pools[${i}]`;
+    const entry = config.engines[pool.engine];
+    if (!entry) {
+      add("error", `${at}.engine`, `no engines[${pool.engine}] (engines has ${config.engines.length} entr${config.engines.length === 1 ? "y" : "ies"})`);
+      return;
+    }
+    const prev = byEntry.get(pool.engine);
+    if (prev !== undefined) add("error", `${at}.engine`, `engines[${pool.engine}] already has a pool (planner.pools[${prev}])`);
+    else byEntry.set(pool.engine, i);
+    if (entry.kind === "external") add("error", `${at}.engine`, `engines[${pool.engine}] is external: herd does not start it, so the planner cannot scale it`);
+    const id = `${entry.model}/${entry.role}`;
+    const other = byPool.get(id);
+    if (other !== undefined && other !== pool.engine) add("error", `${at}.engine`, `engines[${pool.engine}] and engines[${other}] are both ${id}: one pool per model and role`);
+    else byPool.set(id, pool.engine);
+    if (pool.min > pool.max) add("error", `${at}.min`, `must not exceed max (${pool.max})`);
+    if (pool.pin > pool.max) add("error", `${at}.pin`, `must not exceed max (${pool.max})`);
+    if (pool.can_sleep && !SLEEP_KINDS.has(entry.kind)) add("error", `${at}.can_sleep`, `${entry.kind} engines have no sleep mode herd can drive (only ${[...SLEEP_KINDS].join(", ")})`);
+    pool.floors.forEach((f, k) => {
+      const parsed = parseFloor(f);
+      if (!parsed) add("error", `${at}.floors[${k}]`, `expected HH:MM-HH:MM=N, got ${JSON.stringify(f)}`);
+      else if (parsed.min > pool.max) add("warning", `${at}.floors[${k}]`, `floor ${parsed.min} is above max ${pool.max}; max wins`);
+    });
+  });
+  // decide() drains the last engine through an ordinary scale-down once the down window allows it; a
+  // shorter down window than idle_to_sleep_ms means a sleeping pool is stopped before it ever sleeps.
+  const sleeper = p.pools.findIndex((x) => x.can_sleep && x.min === 0);
+  if (sleeper >= 0 && p.down_window_ms < p.idle_to_sleep_ms)
+    add("warning", "planner.down_window_ms", `shorter than idle_to_sleep_ms (${p.idle_to_sleep_ms}): planner.pools[${sleeper}] (can_sleep, min 0) would be drained and stopped before it sleeps`);
+  if (p.enabled && p.pools.length === 0) add("warning", "planner.pools", "the planner is enabled but has no pools: it scales nothing");
+}

@@ -1,0 +1,217 @@
+// PlannerService: the planner's imperative shell on one node (a Service the daemon runs after the
+// supervisor). Every planner.tick_ms — or at once when poked by the hold queue's first request for
+// a pool — it turns what herd's data path saw since the last tick (recordArrival: arrivals, prompt
+// and decode tokens per pool; the hold queue's requests) and the actuator's fleet into signals,
+// calls the pure decide(), and hands the actions to the Actuator (or, in dry-run, logs them). Held
+// requests are released as soon as an engine of their pool is ready. status() is GET /admin/planner.
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { wallClockMs } from "../core/clock.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { Service } from "../core/service.ts";
+import type { Config, Role } from "../config/types.ts";
+import { describeAction, type Actuator } from "./actuator.ts";
+import { decide, initialMemory } from "./decide.ts";
+import { plannerConfigFrom } from "./from-config.ts";
+import { HoldQueue } from "./hold.ts";
+import type { PlannerMetrics } from "./metrics.ts";
+import type { Action, Decision, PlannerConfig, PlannerMemory, PoolSignals } from "./types.ts";
+import { plannerStatus, type PlannerStatus, type RecentAction } from "./status.ts";
+
+/** Decode tokens assumed for a request without max_tokens (an estimate until outputs are counted). */
+export const DEFAULT_DECODE_TOKENS = 256;
+const RECENT_ACTIONS_MAX = 50;
+
+export interface PlannerServiceOptions {
+  config: Config;
+  clock: Clock;
+  log: Logger;
+  actuator: Actuator;
+  metrics?: PlannerMetrics | null;
+  /** GPUs one engine of an engines[] entry takes (engine/scale.ts gpusPerEngine); default 0. */
+  gpusPerEngine?: (entryIndex: number) => number;
+  /** Seconds since local midnight, for time-of-day floors (default: this host's local time). */
+  timeOfDayS?: () => number;
+}
+
+interface Counts {
+  arrivals: number;
+  promptTokens: number;
+  decodeTokens: number;
+}
+
+export class PlannerService implements Service {
+  readonly name = "planner";
+  readonly hold: HoldQueue;
+  readonly plannerConfig: PlannerConfig;
+  private memory: PlannerMemory;
+  private counts = new Map<string, Counts>();
+  private lastTickMs: number;
+  private timer: TimerHandle | null = null;
+  private pokeTimer: TimerHandle | null = null;
+  private running = false;
+  private unwatch: (() => void) | null = null;
+  private last: Decision | null = null;
+  private lastTickAtMs: number | null = null;
+  private ticks = 0;
+  private readonly recent: RecentAction[] = [];
+  private readonly log: Logger;
+  private readonly pending = new Set<Promise<unknown>>();
+
+  constructor(private readonly o: PlannerServiceOptions) {
+    this.log = o.log.child("planner");
+    this.plannerConfig = plannerConfigFrom(o.config, o.gpusPerEngine ?? (() => 0));
+    this.memory = initialMemory(o.clock.now());
+    this.lastTickMs = o.clock.now();
+    const p = o.config.planner;
+    this.hold = new HoldQueue({
+      clock: o.clock, maxCount: p.hold_max, maxBytes: p.hold_max_bytes, timeoutMs: p.hold_timeout_ms,
+      poke: () => this.poke(), predictReadyMs: (pool) => o.actuator.predictReadyMs(pool),
+      onReject: (pool, why) => o.metrics?.holdRejected(pool, why), onRelease: (pool, ms) => o.metrics?.holdReleased(pool, ms),
+    });
+  }
+
+  get enabled(): boolean {
+    return this.o.config.planner.enabled;
+  }
+
+  start(): void {
+    if (!this.enabled || this.running) return;
+    this.running = true;
+    // A new leader (here: a new herd) recomputes from the fleet and waits a down window before removing.
+    this.memory = initialMemory(this.o.clock.now());
+    this.lastTickMs = this.o.clock.now();
+    this.unwatch = this.o.actuator.watch(() => this.releaseReady());
+    this.schedule();
+    this.log.info("planner started", { pools: this.plannerConfig.pools.map((p) => p.id).join(","), tick_ms: this.o.config.planner.tick_ms, dry_run: this.o.config.planner.dry_run });
+  }
+
+  async stop(): Promise<void> {
+    this.running = false;
+    this.timer?.cancel();
+    this.pokeTimer?.cancel();
+    this.timer = this.pokeTimer = null;
+    this.unwatch?.();
+    this.unwatch = null;
+    this.hold.close();
+    await Promise.allSettled([...this.pending]);
+  }
+
+  /** The planner pool a request for `model` (and role) belongs to; null when the planner does not scale it. */
+  poolFor(model: string, role: Role = "aggregated"): string | null {
+    const id = `${model}/${role}`;
+    return this.plannerConfig.pools.some((p) => p.id === id) ? id : null;
+  }
+
+  /** The frontend's hook, once per admitted request, before any queue: what the pool is asked to do. */
+  recordArrival(pool: string, promptTokens: number, maxTokens: number | null): void {
+    if (!this.plannerConfig.pools.some((p) => p.id === pool)) return;
+    const c = this.counts.get(pool) ?? { arrivals: 0, promptTokens: 0, decodeTokens: 0 };
+    c.arrivals++;
+    c.promptTokens += Math.max(0, promptTokens);
+    c.decodeTokens += maxTokens !== null && maxTokens > 0 ? maxTokens : DEFAULT_DECODE_TOKENS;
+    this.counts.set(pool, c);
+  }
+
+  /** Run a tick now (coalesced, outside the caller's stack): a request is waiting for an engine. */
+  poke(): void {
+    if (!this.running || this.pokeTimer) return;
+    this.pokeTimer = this.o.clock.setTimer(0, () => {
+      this.pokeTimer = null;
+      if (this.running) this.tick("poke");
+    });
+  }
+
+  /** One decision: signals + fleet → decide() → actions (taken, or logged in dry-run). */
+  tick(trigger: "timer" | "poke" = "timer"): Decision {
+    const now = this.o.clock.now();
+    // Rates over at least one tick: a poke right after a tick must not turn one request into a flood.
+    const dtS = Math.max(now - this.lastTickMs, this.o.config.planner.tick_ms, 1) / 1000;
+    const signals = new Map<string, PoolSignals>();
+    for (const pool of this.plannerConfig.pools) {
+      const c = this.counts.get(pool.id) ?? { arrivals: 0, promptTokens: 0, decodeTokens: 0 };
+      const held = this.hold.summary(pool.id);
+      signals.set(pool.id, {
+        arrivalsPerS: c.arrivals / dtS, uncachedPrefillTokensPerS: c.promptTokens / dtS, decodeTokensPerS: c.decodeTokens / dtS,
+        heldRequests: held.requests, heldTokens: held.promptTokens,
+      });
+    }
+    if (now - this.lastTickMs >= this.o.config.planner.tick_ms || trigger === "timer") {
+      this.counts = new Map();
+      this.lastTickMs = now;
+    }
+    const fleet = this.o.actuator.fleet();
+    const d = decide(now, this.timeOfDayS(), signals, fleet, this.plannerConfig, this.memory);
+    this.memory = d.memory;
+    this.last = d;
+    this.lastTickAtMs = now;
+    this.ticks++;
+    this.o.metrics?.tick(trigger);
+    for (const p of d.pools) this.o.metrics?.decision(p, this.hold.summary(p.pool).requests);
+    for (const a of d.actions) this.actuate(a, d.pools.find((p) => p.pool === a.pool)?.reason ?? "hold");
+    this.releaseReady();
+    return d;
+  }
+
+  status(): PlannerStatus {
+    return plannerStatus({
+      config: this.o.config, now: this.o.clock.now(), last: this.last, lastTickAtMs: this.lastTickAtMs, ticks: this.ticks,
+      fleet: this.o.actuator.fleet(), hold: this.hold, recent: this.recent, predictReadyMs: (p) => this.o.actuator.predictReadyMs(p),
+    });
+  }
+
+  private actuate(a: Action, reason: string): void {
+    const line = describeAction(a);
+    if (this.o.config.planner.dry_run) {
+      this.log.info(`planner (dry run) would ${line}`, { reason });
+      this.o.metrics?.action(a, "dry_run");
+      this.remember(a, reason, "dry_run");
+      return;
+    }
+    this.log.info(`planner: ${line}`, { reason });
+    const p = this.o.actuator
+      .act(a)
+      .then((r) => {
+        const outcome = !r.ok ? "failed" : r.skipped ? "skipped" : "ok";
+        this.o.metrics?.action(a, outcome);
+        this.remember(a, reason, outcome, r.ok ? (r.skipped ?? null) : r.error, r.engine);
+        if (!r.ok) this.log.warn(`planner: ${line} failed`, { error: r.error });
+        // A finished wake or start may be what a held request waits for.
+        this.releaseReady();
+      })
+      .catch((e: unknown) => this.log.error(`planner: ${line} threw`, { error: errorMessage(e) }));
+    this.pending.add(p);
+    void p.finally(() => this.pending.delete(p));
+  }
+
+  private remember(a: Action, reason: string, outcome: string, detail: string | null = null, engine: string | null = null): void {
+    this.recent.push({ atMs: this.o.clock.now(), action: describeAction(a), kind: a.kind, pool: a.pool, engine: engine ?? (a.kind === "start" ? null : a.engine), reason, outcome, detail });
+    if (this.recent.length > RECENT_ACTIONS_MAX) this.recent.shift();
+  }
+
+  /** Release held requests of every pool that has a ready engine now. */
+  private releaseReady(): void {
+    const pools = this.hold.heldPools();
+    if (pools.length === 0) return;
+    const ready = new Set(this.o.actuator.fleet().engines.filter((e) => e.state === "ready").map((e) => e.pool));
+    for (const pool of pools) if (ready.has(pool)) this.hold.readyFor(pool);
+  }
+
+  private schedule(): void {
+    this.timer = this.o.clock.setTimer(this.o.config.planner.tick_ms, () => {
+      if (!this.running) return;
+      try {
+        this.tick("timer");
+      } catch (e) {
+        this.log.error("planner tick failed", { error: errorMessage(e) });
+      }
+      this.schedule();
+    });
+  }
+
+  private timeOfDayS(): number {
+    if (this.o.timeOfDayS) return this.o.timeOfDayS();
+    const d = new Date(wallClockMs());
+    return d.getHours() * 3600 + d.getMinutes() * 60 + d.getSeconds();
+  }
+}
