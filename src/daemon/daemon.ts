@@ -37,6 +37,10 @@ import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
 import { TierService } from "../tier/service.ts";
+import { PlannerService } from "../planner/service.ts";
+import { LocalActuator } from "../planner/actuator-local.ts";
+import { PlannerMetrics } from "../planner/metrics.ts";
+import { detectGpus } from "../engine/gpus.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
 import { resolveSeed } from "../core/seed.ts";
 import { wallClockMs } from "../core/clock.ts";
@@ -60,6 +64,8 @@ export interface Daemon {
   seed: number;
   /** The host's KV tier (`tier.enabled` false when kv_tier configures nothing). */
   tier: TierService;
+  /** The planner, when planner.enabled. */
+  planner: PlannerService | null;
   registry: WorkerRegistry;
   router: Router;
   supervisor: Supervisor;
@@ -138,11 +144,22 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   });
 
   const tier = new TierService({ config, clock });
+  // The planner (off unless planner.enabled): scales the listed engines[] entries through the
+  // supervisor; engines it adds join the KV ingest like the planned ones.
+  const planner = config.planner.enabled
+    ? new PlannerService({
+        config, clock, log,
+        actuator: new LocalActuator({ config, supervisor, clock, log: log.child("actuator"), inFlight: (id) => registry.inFlightOf(id), hostGpus: detectGpus().ids.length }),
+        metrics: new PlannerMetrics(metrics.registry),
+      })
+    : null;
   if (tier.enabled) tier.registerMetrics(metrics.registry);
   let listening: Listening | null = null;
   let runtime: RuntimeFile | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
-  const readiness = new Readiness({ registry, notify, clock, log, url });
+  // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
+  const scaledFromZero = planner !== null && config.engines.length > 0 && config.engines.every((_, i) => config.planner.pools.some((p) => p.engine === i && p.min === 0));
+  const readiness = new Readiness({ registry, notify, clock, log, url, readyWithoutWorkers: scaledFromZero });
   const hashPrompts = policyNeedsPrompt(router);
   // Started first to last, stopped last to first (src/core/service.ts). Listen first: a taken port
   // fails before any engine starts. Tokenizers load while the engines warm up (start() only spawns).
@@ -196,6 +213,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
       // The host's KV tier (off unless kv_tier configures a medium, a RESP server or a shared dir).
       service("kv-tier", () => tier.start(), () => tier.stop()),
       service("scraper", () => scraper.start(), () => scraper.stop()),
+      ...(planner ? [planner] : []),
       readiness,
     ],
     log,
@@ -259,7 +277,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: url(), seed, tier, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+  return { url: url(), seed, tier, planner, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
 }
 
 /**
@@ -269,23 +287,28 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
  */
 function kvIngestService(config: Config, kv: KvConsumer, supervisor: Supervisor): Service {
   let unwatch: (() => void) | null = null;
+  let unwatchAdded: (() => void) | null = null;
+  const addPlan = (p: EnginePlan) => {
+    if (!p.kvEvents) return;
+    const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
+    const kvBlocks = kvCapacityHint(p);
+    kv.add({
+      id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
+      ...(kvBlocks !== undefined ? { kvBlocks } : {}),
+    });
+  };
   return service(
     "kv-ingest",
     () => {
-      for (const p of supervisor.plans()) {
-        if (!p.kvEvents) continue;
-        const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
-        const kvBlocks = kvCapacityHint(p);
-        kv.add({
-          id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
-          ...(kvBlocks !== undefined ? { kvBlocks } : {}),
-        });
-      }
+      for (const p of supervisor.plans()) addPlan(p);
       unwatch = supervisor.onChange((w) => kv.observe(w));
       for (const w of supervisor.list()) kv.observe(w);
+      // Engines the planner adds later read their KV events like the planned ones.
+      unwatchAdded = supervisor.onAdded((p) => addPlan(p));
     },
     () => {
       unwatch?.();
+      unwatchAdded?.();
       kv.close();
     },
   );

@@ -22,7 +22,15 @@ export class Readiness implements Service {
   private extendTimer: TimerHandle | null = null;
 
   constructor(
-    private readonly o: { registry: WorkerRegistry; notify: Notifier; clock: Clock; log: Logger; url: () => string },
+    private readonly o: {
+      registry: WorkerRegistry;
+      notify: Notifier;
+      clock: Clock;
+      log: Logger;
+      url: () => string;
+      /** Ready without a worker: the planner scales every pool from zero and holds requests meanwhile. */
+      readyWithoutWorkers?: boolean;
+    },
   ) {
     this.firstReady = new Promise<void>((r) => (this.resolveReady = r));
   }
@@ -52,7 +60,7 @@ export class Readiness implements Service {
 
   private check(): void {
     const { registry, notify, log } = this.o;
-    if (this.ready || !registry.list().some((w) => w.state === "ready")) return;
+    if (this.ready || (!this.o.readyWithoutWorkers && !registry.list().some((w) => w.state === "ready"))) return;
     this.ready = true;
     this.readySent = true;
     const models = [...new Set(registry.list().map((w) => w.model))].join(",");
