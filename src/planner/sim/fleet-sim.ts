@@ -59,79 +59,136 @@ interface SimEngine extends FleetEngine {
   timer: { cancel(): void } | null;
 }
 
+interface Held {
+  isl: number;
+  osl: number;
+  atMs: number;
+  deadline: { cancel(): void };
+}
+
 export function runFleetSim(spec: FleetSimSpec): SimScore & { actions: string[] } {
-  const clock = new VirtualClock(0);
-  const rng = new SeededRng(spec.seed);
-  const startRng = rng.fork();
-  const pool = spec.planner.pools[0]!;
-  const registry = new WorkerRegistry();
-  const router = new Router({ config: { ...defaultConfig().router, policy: "least-loaded" }, registry, clock, rng: rng.fork() });
-  const engines = new Map<string, SimEngine>();
-  const score = new Scorecard(spec.slo, pool.gpusPerEngine);
-  const actionLog: string[] = [];
-  const held: { isl: number; osl: number; atMs: number; deadline: { cancel(): void } }[] = [];
-  let memory: PlannerMemory = { leaderSinceMs: 0, pools: {} };
-  let seq = 0;
+  return new FleetSim(spec).run();
+}
+
+/** One simulated run; the state of the fleet, the hold queue and the counters of the current tick. */
+class FleetSim {
+  private readonly clock = new VirtualClock(0);
+  private readonly rng: SeededRng;
+  private readonly startRng: SeededRng;
+  private readonly pool;
+  private readonly registry = new WorkerRegistry();
+  private readonly router: Router;
+  private readonly engines = new Map<string, SimEngine>();
+  private readonly score: Scorecard;
+  private readonly actionLog: string[] = [];
+  private readonly held: Held[] = [];
+  private memory: PlannerMemory = { leaderSinceMs: 0, pools: {} };
+  private seq = 0;
   // Counters since the last tick, for the signals.
-  let arrivals = 0;
-  let prefillTokens = 0;
-  let decodeTokens = 0;
-  let inFlightArea = 0;
-  let lastAreaMs = 0;
-  const totalInFlight = () => [...engines.values()].reduce((n, e) => n + e.inFlight, 0);
-  const accrue = () => {
-    const now = clock.now();
-    inFlightArea += totalInFlight() * (now - lastAreaMs);
-    lastAreaMs = now;
-    score.gpuTick(now, [...engines.values()].filter((e) => e.state !== "stopped").length);
-  };
+  private arrivals = 0;
+  private prefillTokens = 0;
+  private decodeTokens = 0;
+  private inFlightArea = 0;
+  private lastAreaMs = 0;
+  private lastTickMs = 0;
 
-  const setState = (e: SimEngine, state: FleetEngine["state"]) => {
-    accrue();
+  constructor(private readonly spec: FleetSimSpec) {
+    this.rng = new SeededRng(spec.seed);
+    this.startRng = this.rng.fork() as SeededRng;
+    this.pool = spec.planner.pools[0]!;
+    this.router = new Router({ config: { ...defaultConfig().router, policy: "least-loaded" }, registry: this.registry, clock: this.clock, rng: this.rng.fork() });
+    this.score = new Scorecard(spec.slo, this.pool.gpusPerEngine);
+  }
+
+  run(): SimScore & { actions: string[] } {
+    const { spec, clock } = this;
+    for (let i = 0; i < spec.initialEngines; i++) this.newEngine(spec.hosts[i % spec.hosts.length]!.name, true);
+    const it = shapedArrivals(spec.shape, spec.durationS, this.rng.fork());
+    const next = () => {
+      const n = it.next();
+      if (n.done) return;
+      clock.setTimer(n.value.atS * 1000 - clock.now(), () => {
+        this.arrive(n.value.isl, n.value.osl);
+        next();
+      });
+    };
+    next();
+    clock.setTimer(spec.tickS * 1000, () => this.tick(true));
+    while (clock.step()) {
+      // every event runs inside step()
+    }
+    this.accrue();
+    for (const h of this.held) this.score.drop(), h.deadline.cancel();
+    return { ...this.score.result(clock.now()), actions: this.actionLog };
+  }
+
+  private live(): SimEngine[] {
+    return [...this.engines.values()].filter((e) => e.state !== "stopped");
+  }
+
+  private totalInFlight(): number {
+    let n = 0;
+    for (const e of this.engines.values()) n += e.inFlight;
+    return n;
+  }
+
+  private accrue(): void {
+    const now = this.clock.now();
+    this.inFlightArea += this.totalInFlight() * (now - this.lastAreaMs);
+    this.lastAreaMs = now;
+    this.score.gpuTick(now, this.live().length);
+  }
+
+  private setState(e: SimEngine, state: FleetEngine["state"]): void {
+    this.accrue();
     e.state = state;
-    e.sinceMs = clock.now();
-    if (state === "stopped") registry.remove(e.id);
-    else registry.upsert({ id: e.id, node: e.host, model: pool.model, role: pool.role, kind: "sim", url: `sim://${e.id}`, state: state === "ready" ? "ready" : state === "draining" ? "draining" : "starting", restarts: 0, load: emptyLoad() });
-    if (state === "ready") drainHeld();
-  };
+    e.sinceMs = this.clock.now();
+    if (state === "stopped") this.registry.remove(e.id);
+    else {
+      const routed = state === "ready" ? "ready" : state === "draining" ? "draining" : "starting";
+      this.registry.upsert({ id: e.id, node: e.host, model: this.pool.model, role: this.pool.role, kind: "sim", url: `sim://${e.id}`, state: routed, restarts: 0, load: emptyLoad() });
+    }
+    if (state === "ready") this.drainHeld();
+  }
 
-  const newEngine = (host: string, ready: boolean): SimEngine => {
-    const e: SimEngine = { id: `e${seq++}`, pool: pool.id, host, state: "starting", inFlight: 0, pendingTransfers: 0, gpus: pool.gpusPerEngine, sinceMs: clock.now(), model: null, timer: null };
-    engines.set(e.id, e);
-    if (ready) {
-      e.model = new EngineModel(spec.engine, clock.now());
-      setState(e, "ready");
-    } else setState(e, "starting");
+  private newEngine(host: string, ready: boolean): SimEngine {
+    const e: SimEngine = { id: `e${this.seq++}`, pool: this.pool.id, host, state: "starting", inFlight: 0, pendingTransfers: 0, gpus: this.pool.gpusPerEngine, sinceMs: this.clock.now(), model: null, timer: null };
+    this.engines.set(e.id, e);
+    if (ready) e.model = new EngineModel(this.spec.engine, this.clock.now());
+    this.setState(e, ready ? "ready" : "starting");
     return e;
-  };
+  }
 
-  const pump = (e: SimEngine) => {
+  /** Schedule the engine model's next event on the clock. */
+  private pump(e: SimEngine): void {
     e.timer?.cancel();
     e.timer = null;
     const at = e.model?.nextEventMs();
     if (at === null || at === undefined) return;
-    e.timer = clock.setTimer(Math.max(0, at - clock.now()), () => {
-      e.model!.advanceTo(clock.now());
-      pump(e);
+    e.timer = this.clock.setTimer(Math.max(0, at - this.clock.now()), () => {
+      e.model!.advanceTo(this.clock.now());
+      this.pump(e);
     });
-  };
+  }
 
-  const dispatch = (r: { isl: number; osl: number; arrivedMs: number }) => {
+  /** Route and submit one request; false when no engine is ready (the caller holds it). */
+  private dispatch(r: { isl: number; osl: number; arrivedMs: number }): boolean {
+    const { clock } = this;
     let worker: string;
     let lease: Lease;
     try {
-      const routed = router.routeAndBook({ model: pool.model, sessionId: null, promptTokens: r.isl, exclude: new Set() });
+      const routed = this.router.routeAndBook({ model: this.pool.model, sessionId: null, promptTokens: r.isl, exclude: new Set() });
       worker = routed.worker.id;
       lease = routed.lease;
     } catch {
       return false;
     }
-    const e = engines.get(worker)!;
+    const e = this.engines.get(worker)!;
     e.inFlight++;
-    const rec = score.begin(r.arrivedMs, clock.now());
+    const rec = this.score.begin(r.arrivedMs, clock.now());
     e.model!.advanceTo(clock.now());
     e.model!.submit({
-      isl: r.isl, osl: r.osl, arrivalMs: clock.now() + spec.engine.cost.requestMs,
+      isl: r.isl, osl: r.osl, arrivalMs: clock.now() + this.spec.engine.cost.requestMs,
       onFirstToken: (t) => {
         lease.firstToken();
         rec.firstTokenMs = t;
@@ -139,109 +196,102 @@ export function runFleetSim(spec: FleetSimSpec): SimScore & { actions: string[] 
       onFinish: (t) => {
         lease.release();
         e.inFlight--;
-        score.finish(rec, t, r.osl);
+        this.score.finish(rec, t, r.osl);
       },
     });
-    pump(e);
+    this.pump(e);
     return true;
-  };
+  }
 
-  const drainHeld = () => {
-    while (held.length > 0) {
-      const h = held[0]!;
-      if (!dispatch({ isl: h.isl, osl: h.osl, arrivedMs: h.atMs })) return;
-      held.shift();
+  private drainHeld(): void {
+    while (this.held.length > 0) {
+      const h = this.held[0]!;
+      if (!this.dispatch({ isl: h.isl, osl: h.osl, arrivedMs: h.atMs })) return;
+      this.held.shift();
       h.deadline.cancel();
-      score.heldWait((clock.now() - h.atMs) / 1000);
+      this.score.heldWait((this.clock.now() - h.atMs) / 1000);
     }
-  };
+  }
 
-  const arrive = (isl: number, osl: number) => {
-    arrivals++;
-    prefillTokens += isl;
-    decodeTokens += osl;
-    if (held.length === 0 && dispatch({ isl, osl, arrivedMs: clock.now() })) return;
-    if (held.length >= spec.holdMax) return score.drop();
-    const item = { isl, osl, atMs: clock.now(), deadline: { cancel() {} } };
-    item.deadline = clock.setTimer(spec.holdTimeoutS * 1000, () => {
-      const i = held.indexOf(item);
-      if (i >= 0) held.splice(i, 1);
-      score.drop();
+  private arrive(isl: number, osl: number): void {
+    this.arrivals++;
+    this.prefillTokens += isl;
+    this.decodeTokens += osl;
+    if (this.held.length === 0 && this.dispatch({ isl, osl, arrivedMs: this.clock.now() })) return;
+    if (this.held.length >= this.spec.holdMax) return this.score.drop();
+    const item: Held = { isl, osl, atMs: this.clock.now(), deadline: { cancel() {} } };
+    item.deadline = this.clock.setTimer(this.spec.holdTimeoutS * 1000, () => {
+      const i = this.held.indexOf(item);
+      if (i >= 0) this.held.splice(i, 1);
+      this.score.drop();
     });
-    held.push(item);
+    this.held.push(item);
     // Wake on request: no waiting for the next tick.
-    if (held.length === 1) tick(false);
-  };
+    if (this.held.length === 1) this.tick(false);
+  }
 
-  const actuate = (a: Action) => {
-    actionLog.push(`${(clock.now() / 1000).toFixed(1)} ${a.kind} ${"engine" in a ? a.engine : a.host}`);
-    score.action(a.kind, clock.now());
+  private actuate(a: Action): void {
+    const { clock, spec } = this;
+    this.actionLog.push(`${(clock.now() / 1000).toFixed(1)} ${a.kind} ${"engine" in a ? a.engine : a.host}`);
+    this.score.action(a.kind, clock.now());
     if (a.kind === "start") {
-      const e = newEngine(a.host, false);
-      const delayMs = spec.startMedianS * 1000 * lognormal(startRng, spec.startSigma) * Math.exp((spec.startSigma * spec.startSigma) / 2);
+      const e = this.newEngine(a.host, false);
+      const delayMs = spec.startMedianS * 1000 * lognormal(this.startRng, spec.startSigma) * Math.exp((spec.startSigma * spec.startSigma) / 2);
       clock.setTimer(delayMs, () => {
         if (e.state !== "starting") return;
         e.model = new EngineModel(spec.engine, clock.now());
-        setState(e, "ready");
+        this.setState(e, "ready");
       });
       return;
     }
-    const e = engines.get(a.engine);
+    const e = this.engines.get(a.engine);
     if (!e) return;
     if (a.kind === "wake") {
-      setState(e, "waking");
-      clock.setTimer(spec.wakeS * 1000, () => e.state === "waking" && setState(e, "ready"));
+      this.setState(e, "waking");
+      clock.setTimer(spec.wakeS * 1000, () => e.state === "waking" && this.setState(e, "ready"));
     } else if (a.kind === "sleep") {
       if (e.inFlight > 0) throw new Error(`invariant: engine ${e.id} put to sleep with ${e.inFlight} in flight at ${clock.now()} ms`);
-      setState(e, "sleeping");
-    } else if (a.kind === "drain") setState(e, "draining");
+      this.setState(e, "sleeping");
+    } else if (a.kind === "drain") this.setState(e, "draining");
     else {
       if (e.inFlight > 0) throw new Error(`invariant: engine ${e.id} stopped with ${e.inFlight} in flight at ${clock.now()} ms`);
       e.timer?.cancel();
-      setState(e, "stopped");
+      this.setState(e, "stopped");
     }
-  };
-
-  const tick = (scheduled: boolean) => {
-    accrue();
-    const dt = Math.max(1, clock.now() - lastTickMs) / 1000;
-    const ready = [...engines.values()].filter((e) => e.state === "ready").length;
-    const signals = new Map([[pool.id, {
-      arrivalsPerS: arrivals / dt, uncachedPrefillTokensPerS: prefillTokens / dt, decodeTokensPerS: decodeTokens / dt,
-      heldRequests: held.length, heldTokens: held.reduce((n, h) => n + h.isl, 0),
-      concurrencyPerEngine: ready > 0 ? inFlightArea / (dt * 1000) / ready : 0, waiting: held.length,
-    }]]);
-    const fleet: Fleet = { engines: [...engines.values()].filter((e) => e.state !== "stopped"), hosts: spec.hosts.map((h) => ({ name: h.name, gpusTotal: h.gpus, backoffUntilMs: 0, gpusFree: h.gpus - [...engines.values()].filter((e) => e.host === h.name && e.state !== "stopped").length * pool.gpusPerEngine })) };
-    const d = spec.law.decide(clock.now(), (clock.now() / 1000) % 86_400, signals, fleet, spec.planner, memory);
-    memory = d.memory;
-    for (const a of d.actions) actuate(a);
-    // Invariant: the GPU budget and every host's GPUs hold after the actions.
-    const used = [...engines.values()].filter((e) => e.state !== "stopped").length * pool.gpusPerEngine;
-    if (spec.planner.gpuBudget !== null && used > spec.planner.gpuBudget) throw new Error(`invariant: ${used} GPUs in use over the budget ${spec.planner.gpuBudget} at ${clock.now()} ms`);
-    if (scheduled) {
-      arrivals = prefillTokens = decodeTokens = inFlightArea = 0;
-      lastTickMs = clock.now();
-      if (clock.now() < spec.durationS * 1000 || totalInFlight() > 0 || held.length > 0) clock.setTimer(spec.tickS * 1000, () => tick(true));
-    }
-  };
-  let lastTickMs = 0;
-
-  for (let i = 0; i < spec.initialEngines; i++) newEngine(spec.hosts[i % spec.hosts.length]!.name, true);
-  const it = shapedArrivals(spec.shape, spec.durationS, rng.fork());
-  const next = () => {
-    const n = it.next();
-    if (n.done) return;
-    clock.setTimer(n.value.atS * 1000 - clock.now(), () => {
-      arrive(n.value.isl, n.value.osl);
-      next();
-    });
-  };
-  next();
-  clock.setTimer(spec.tickS * 1000, () => tick(true));
-  while (clock.step()) {
-    // every event runs inside step()
   }
-  accrue();
-  for (const h of held) score.drop(), h.deadline.cancel();
-  return { ...score.result(clock.now()), actions: actionLog };
+
+  private signals(): Map<string, PoolSignals & LawExtras> {
+    const dt = Math.max(1, this.clock.now() - this.lastTickMs) / 1000;
+    const ready = [...this.engines.values()].filter((e) => e.state === "ready").length;
+    return new Map([[this.pool.id, {
+      arrivalsPerS: this.arrivals / dt, uncachedPrefillTokensPerS: this.prefillTokens / dt, decodeTokensPerS: this.decodeTokens / dt,
+      heldRequests: this.held.length, heldTokens: this.held.reduce((n, h) => n + h.isl, 0),
+      concurrencyPerEngine: ready > 0 ? this.inFlightArea / (dt * 1000) / ready : 0, waiting: this.held.length,
+    }]]);
+  }
+
+  private fleet(): Fleet {
+    const engines = this.live();
+    const hosts = this.spec.hosts.map((h) => ({
+      name: h.name, gpusTotal: h.gpus, backoffUntilMs: 0,
+      gpusFree: h.gpus - engines.filter((e) => e.host === h.name).length * this.pool.gpusPerEngine,
+    }));
+    return { engines, hosts };
+  }
+
+  /** One planner decision: scheduled every tickS, or at once when a request is held (a poke). */
+  private tick(scheduled: boolean): void {
+    const { clock, spec } = this;
+    this.accrue();
+    const d = spec.law.decide(clock.now(), (clock.now() / 1000) % 86_400, this.signals(), this.fleet(), spec.planner, this.memory);
+    this.memory = d.memory;
+    for (const a of d.actions) this.actuate(a);
+    // Invariant: the GPU budget holds after the actions.
+    const used = this.live().length * this.pool.gpusPerEngine;
+    if (spec.planner.gpuBudget !== null && used > spec.planner.gpuBudget) throw new Error(`invariant: ${used} GPUs in use over the budget ${spec.planner.gpuBudget} at ${clock.now()} ms`);
+    if (!scheduled) return;
+    this.arrivals = this.prefillTokens = this.decodeTokens = this.inFlightArea = 0;
+    this.lastTickMs = clock.now();
+    if (clock.now() < spec.durationS * 1000 || this.totalInFlight() > 0 || this.held.length > 0) clock.setTimer(spec.tickS * 1000, () => this.tick(true));
+  }
 }
