@@ -7,7 +7,9 @@ import { type Clock, RealClock } from "../../core/clock.ts";
 import { HerdError, errorMessage } from "../../core/errors.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
-import { type GenerateContext, generate } from "./generate.ts";
+import { type GenerateContext, type PdHooks, generate } from "./generate.ts";
+import { kvParamsIntent } from "./kv-transfer-config.ts";
+import { SimPd } from "./pd.ts";
 import { SimMetrics } from "./metrics.ts";
 import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
 import { ZERO_COST } from "./cost.ts";
@@ -39,6 +41,8 @@ export interface SimEngine {
   readonly options: SimEngineOptions;
   readonly scheduler: SimScheduler;
   readonly tokenizer: Tokenizer;
+  /** The P/D connector (with --kv-transfer-config): engine id, side-channel port, held blocks. */
+  readonly pd: SimPd | null;
   stats(): SimEngineStats;
   stop(): Promise<void>;
 }
@@ -90,6 +94,22 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   const inflight = new Map<string, () => void>();
   const hung = new Set<() => void>();
   let dead = false;
+  const pd = o.kvTransfer === null ? null : new SimPd(
+    {
+      kv: o.kvTransfer,
+      sideChannelHost: o.sideChannelHost ?? process.env.VLLM_NIXL_SIDE_CHANNEL_HOST ?? "localhost",
+      sideChannelPort: o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600,
+      bytesPerBlock: o.kvBytesPerBlock,
+      faults: { transferFailRate: o.kvTransferFailRate, bytesPerS: o.kvTransferBytesPerS, leaseExpireRate: o.kvLeaseExpireRate },
+      prefillFailRate: o.pdPrefillFailRate,
+      transferTimeoutMs: o.kvTransferTimeoutMs,
+      tpSize: 1,
+      seed: o.seed,
+    },
+    scheduler,
+    clock,
+    metrics.registry,
+  );
   let server: ReturnType<typeof Bun.serve> | null = null;
 
   const crash = () => {
@@ -116,12 +136,38 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         req.signal.addEventListener("abort", done, { once: true });
       });
     }
-    const g = parseGeneration(endpoint, await readJson(req), o.model, tokenizer, o.loraModules.map((l) => l.name));
+    const body = await readJson(req);
+    const g = parseGeneration(endpoint, body, o.model, tokenizer, o.loraModules.map((l) => l.name));
     const ctx: GenerateContext = {
       scheduler, metrics, vocab, seed: o.seed, outputLen: o.outputLen, maxModelLen, now: () => clock.now(),
       crash: o.crashAfter !== null && n === o.crashAfter + 1 ? crash : null, inflight,
     };
-    return await generate(ctx, g, req.signal);
+    let hooks: PdHooks = {};
+    if (pd !== null) {
+      const intent = kvParamsIntent(body);
+      if (intent.kind === "invalid") throw new HerdError(400, "invalid_request_error", intent.message, "invalid_value", "kv_transfer_params");
+      if (intent.kind === "remote_decode") {
+        if (pd.failPrefill()) return json(500, errorBody(500, "simulated prefill failure (--pd-prefill-fail-rate)"));
+        hooks = pd.prefillHooks(g.promptTokens.length);
+      } else if (intent.kind === "remote_prefill") {
+        const load = await pd.loadRemote(g.promptTokens, g.lora, g.cacheSalt, intent.remote, req.signal);
+        if (!load.ok) {
+          log(`ERROR ${ts()} [nixl] KV load failed (${pd.o.kv.loadFailurePolicy}): ${load.message}`);
+          if (req.signal.aborted) return new Response(null, { status: 499 });
+          if (pd.o.kv.loadFailurePolicy === "fail") return kvLoadFailed(g.stream, load.message);
+          // "recompute": the request prefills locally, as if it had no remote blocks.
+        } else if (load.blocks.length > 0) {
+          let done = false;
+          hooks = { onDone: () => void (done || ((done = true), scheduler.releaseBlocks(load.blocks))) };
+        }
+      }
+    }
+    try {
+      return await generate(ctx, g, req.signal, hooks);
+    } catch (e) {
+      hooks.onDone?.();
+      throw e;
+    }
   };
 
   const route = async (req: Request): Promise<Response> => {
@@ -207,8 +253,10 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     options: o,
     scheduler,
     tokenizer,
+    pd,
     stats,
     async stop() {
+      pd?.stop();
       for (const abort of [...inflight.values()]) abort();
       for (const done of [...hung]) done();
       await server?.stop(true);
@@ -265,6 +313,22 @@ async function loadModel(o: SimEngineOptions, maxModelLen: number, log: (line: s
   log(`INFO ${ts()} [core.py] init engine (profile, create kv cache, warmup model) took ${secs(0.6)} seconds`);
   log(`INFO ${ts()} [loggers.py] Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: ${o.kvBlocks}`);
   log(`INFO ${ts()} [api_server.py] Supported_tasks: ['generate']`);
+}
+
+function envPort(v: string | undefined): number | null {
+  const n = Number(v);
+  return v !== undefined && v !== "" && Number.isInteger(n) && n >= 0 && n <= 65535 ? n : null;
+}
+
+/**
+ * kv_load_failure_policy "fail": the request ends with FINISHED_ERROR, which vLLM's OpenAI server
+ * answers as a 500 (non-streaming) or an error event in the stream (vllm PR #26813, #37148).
+ */
+function kvLoadFailed(stream: boolean, detail: string): Response {
+  const body = errorBody(500, `KV cache load failed: ${detail}`);
+  if (!stream) return json(500, body);
+  const text = `data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`;
+  return new Response(text, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" } });
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

@@ -1,0 +1,178 @@
+// P/D in the simulated engine, as vLLM's NixlConnector behaves to a router (engines.md §4 cites the
+// sources; vllm tests/v1/kv_connector/nixl_integration/toy_proxy_server.py drives it):
+// - prefill side: a request with `kv_transfer_params.do_remote_decode` that finishes length-capped
+//   (max_tokens 1) keeps its full prompt blocks and answers with top-level `kv_transfer_params`
+//   {do_remote_prefill, do_remote_decode, remote_block_ids (one list per KV-cache group),
+//   remote_engine_id, remote_request_id, remote_host, remote_port, tp_size, remote_num_tokens}
+//   (nixl scheduler request_finished); the blocks stay held until a decode engine pulls them or the
+//   lease (kv_lease_duration) ends;
+// - decode side: a request with `do_remote_prefill` and the remote fields pulls those blocks' bytes
+//   from the prefill engine's side channel, enters them in its prefix cache (so they count as
+//   cached tokens) and then runs; a failed load errors the request (kv_load_failure_policy "fail")
+//   or prefills locally ("recompute").
+import { Counter, Gauge, Histogram, type Registry } from "prom-client";
+import type { Clock } from "../../core/clock.ts";
+import { errorMessage } from "../../core/errors.ts";
+import { SeededRng } from "../../core/rng.ts";
+import type { Block } from "./blocks.ts";
+import { type KvFaults, KvHoldServer, pullBlocks } from "./kv-side-channel.ts";
+import type { KvTransferConfig, RemotePrefillParams } from "./kv-transfer-config.ts";
+import type { FinishReason, SimScheduler } from "./scheduler.ts";
+
+export interface SimPdOptions {
+  kv: KvTransferConfig;
+  /** VLLM_NIXL_SIDE_CHANNEL_HOST: bound and advertised in remote_host. */
+  sideChannelHost: string;
+  /** VLLM_NIXL_SIDE_CHANNEL_PORT (0 = ephemeral, for tests). */
+  sideChannelPort: number;
+  bytesPerBlock: number;
+  faults: KvFaults;
+  /** Share of remote-decode (prefill leg) requests answered 500 (fault knob). */
+  prefillFailRate: number;
+  transferTimeoutMs: number;
+  tpSize: number;
+  seed: number;
+}
+
+/** What a prefill-leg request hands generate(): which blocks to keep, and the params to answer. */
+export interface PrefillHooks {
+  keepBlocks(requestId: string, blocks: readonly Block[], reason: FinishReason): number;
+  params(requestId: string): Record<string, unknown> | null;
+}
+
+export type RemoteLoad = { ok: true; blocks: Block[]; bytes: number; ms: number } | { ok: false; message: string };
+
+export class SimPd {
+  readonly server: KvHoldServer;
+  readonly port: number;
+  private readonly rng: SeededRng;
+  private readonly answers = new Map<string, Record<string, unknown>>();
+  private readonly m: ReturnType<typeof pdMetrics>;
+
+  constructor(
+    readonly o: SimPdOptions,
+    private readonly scheduler: SimScheduler,
+    private readonly clock: Clock,
+    registry: Registry,
+  ) {
+    this.rng = new SeededRng(o.seed ^ 0x5eed_9d);
+    this.m = pdMetrics(registry);
+    const m = this.m;
+    this.server = new KvHoldServer({
+      engineId: o.kv.engineId,
+      leaseMs: o.kv.leaseDurationS * 1000,
+      bytesPerBlock: o.bytesPerBlock,
+      faults: o.faults,
+      clock,
+      rng: this.rng,
+      release: (blocks) => scheduler.releaseBlocks(blocks),
+      events: {
+        expired: () => m.expired.inc(),
+        heldBlocksChanged: (n) => m.held.set(n),
+        served: (bytes, ok) => {
+          m.served.inc({ result: ok ? "ok" : "failed" });
+          m.servedBytes.inc(bytes);
+        },
+      },
+    });
+    this.port = this.server.listen(o.sideChannelHost, o.sideChannelPort);
+  }
+
+  get engineId(): string {
+    return this.o.kv.engineId;
+  }
+
+  /** The prefill-fail fault knob: true when this prefill leg must fail. */
+  failPrefill(): boolean {
+    if (this.o.prefillFailRate > 0 && this.rng.float() < this.o.prefillFailRate) {
+      this.m.prefillFailed.inc();
+      return true;
+    }
+    return false;
+  }
+
+  prefillHooks(promptLen: number): PrefillHooks {
+    const bs = this.scheduler.cfg.blockSize;
+    return {
+      keepBlocks: (id, blocks, reason) => {
+        // vLLM holds only for FINISHED_LENGTH_CAPPED; only full prompt blocks are transferred
+        // ("if the prompt is shorter than one block, no blocks are held").
+        if (reason !== "length") return 0;
+        const keep = Math.min(Math.floor(promptLen / bs), blocks.length);
+        this.answers.set(id, this.paramsFor(id, blocks.slice(0, keep).map((b) => b.id), promptLen));
+        if (keep > 0) this.server.hold(id, blocks.slice(0, keep));
+        return keep;
+      },
+      params: (id) => {
+        const p = this.answers.get(id) ?? null;
+        this.answers.delete(id);
+        return p;
+      },
+    };
+  }
+
+  private paramsFor(id: string, blockIds: number[], promptLen: number): Record<string, unknown> {
+    return {
+      do_remote_prefill: true,
+      do_remote_decode: false,
+      remote_block_ids: [blockIds], // one list per KV-cache group (one full-attention group here)
+      remote_engine_id: this.o.kv.engineId,
+      remote_request_id: id,
+      remote_host: this.o.sideChannelHost,
+      remote_port: this.port,
+      tp_size: this.o.tpSize,
+      remote_num_tokens: promptLen,
+    };
+  }
+
+  /**
+   * Decode side: reserve blocks, pull their bytes from the prefill engine, enter them in the prefix
+   * cache. On success the caller releases `blocks` when its request finishes.
+   */
+  async loadRemote(prompt: readonly number[], lora: string | null, salt: string | null, remote: RemotePrefillParams, signal: AbortSignal): Promise<RemoteLoad> {
+    const bs = this.scheduler.cfg.blockSize;
+    const n = Math.min(remote.blockIds.length, Math.floor(prompt.length / bs));
+    if (n === 0) return { ok: true, blocks: [], bytes: 0, ms: 0 };
+    const blocks = this.scheduler.reserveBlocks(n);
+    if (blocks === null) return { ok: false, message: `no free KV blocks for ${n} remote blocks` };
+    const t0 = this.clock.now();
+    try {
+      const bytes = await pullBlocks({
+        host: remote.host, port: remote.port, engineId: remote.engineId, requestId: remote.requestId, blockIds: remote.blockIds,
+        clock: this.clock, timeoutMs: this.o.transferTimeoutMs, signal,
+      });
+      const ms = this.clock.now() - t0;
+      this.scheduler.commitImported(blocks, prompt, lora, salt);
+      this.m.pulls.inc({ result: "ok" });
+      this.m.pullBytes.inc(bytes);
+      this.m.pullSeconds.observe(ms / 1000);
+      return { ok: true, blocks, bytes, ms };
+    } catch (e) {
+      this.scheduler.releaseBlocks(blocks);
+      this.m.pulls.inc({ result: "failed" });
+      return { ok: false, message: errorMessage(e) };
+    }
+  }
+
+  stop(): void {
+    this.server.close();
+  }
+}
+
+/**
+ * Sim-only metrics (not vLLM's names: vLLM exports no lease-expiry count, which is what an
+ * operator needs to see the leak window of abandoned P/D pairs).
+ */
+function pdMetrics(registry: Registry) {
+  const r = [registry];
+  return {
+    expired: new Counter({ name: "sim_kv_lease_expired_total", help: "Held prefill block sets freed because no decode pulled them before the lease ended.", registers: r }),
+    held: new Gauge({ name: "sim_kv_held_blocks", help: "Blocks held for remote decode.", registers: r }),
+    served: new Counter({ name: "sim_kv_transfers_served_total", help: "Pulls served on the side channel, by result.", labelNames: ["result"], registers: r }),
+    servedBytes: new Counter({ name: "sim_kv_transfer_served_bytes_total", help: "KV bytes sent on the side channel.", registers: r }),
+    pulls: new Counter({ name: "sim_kv_pulls_total", help: "Remote KV loads by this engine, by result.", labelNames: ["result"], registers: r }),
+    pullBytes: new Counter({ name: "sim_kv_pull_bytes_total", help: "KV bytes pulled from remote prefill engines.", registers: r }),
+    pullSeconds: new Histogram({ name: "sim_kv_pull_seconds", help: "Time of a remote KV load.", buckets: [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 30], registers: r }),
+    prefillFailed: new Counter({ name: "sim_pd_prefill_failures_total", help: "Prefill legs failed by the --pd-prefill-fail-rate fault knob.", registers: r }),
+  };
+}
