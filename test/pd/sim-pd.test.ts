@@ -5,6 +5,7 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { type ChildProcess, spawn } from "node:child_process";
 import { resolve } from "node:path";
 import OpenAI from "openai";
+import { pdEngineFlags } from "../../src/pd/engine-flags.ts";
 import { kvTransferParamsOf, vllmDecodeBody, vllmPrefillBody } from "../../src/pd/legs.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/engine/sim/main.ts");
@@ -23,12 +24,14 @@ interface Proc {
   sideChannelPort: number;
 }
 
-async function startEngine(role: string, extraArgs: string[] = []): Promise<Proc> {
+async function startEngine(role: "prefill" | "decode", extraArgs: string[] = []): Promise<Proc> {
   const sideChannelPort = await freePort();
-  const kv = JSON.stringify({ kv_connector: "NixlConnector", kv_role: role, kv_load_failure_policy: "fail", kv_connector_extra_config: { backends: ["UCX"], kv_lease_duration: 30 } });
-  const child = spawn(process.execPath, [MAIN, "--port", "0", "--time-scale", "20", "--kv-transfer-config", kv, "--kv-bytes-per-block", String(BYTES_PER_BLOCK), ...extraArgs], {
+  // The flags and environment herd's drivers give a P/D worker (src/pd/engine-flags.ts).
+  const pd = { min_prefill_tokens: 0, nixl_metadata: "none", kv_load_failure_policy: "fail", prefill_queue_max: 8 } as const;
+  const flags = pdEngineFlags({ kind: "sim", role, pd, advertise: "127.0.0.1", ports: { sideChannel: { port: sideChannelPort, span: 1 } }, nixlMetadataEndpoint: null });
+  const child = spawn(process.execPath, [MAIN, "--port", "0", "--time-scale", "20", "--kv-bytes-per-block", String(BYTES_PER_BLOCK), ...flags.args, ...extraArgs], {
     stdio: ["ignore", "pipe", "pipe"],
-    env: { ...process.env, VLLM_NIXL_SIDE_CHANNEL_HOST: "127.0.0.1", VLLM_NIXL_SIDE_CHANNEL_PORT: String(sideChannelPort) },
+    env: { ...process.env, ...flags.env },
   });
   const url = await new Promise<string>((ok, fail) => {
     let out = "";
@@ -45,7 +48,7 @@ async function startEngine(role: string, extraArgs: string[] = []): Promise<Proc
 let prefill: Proc;
 let decode: Proc;
 beforeAll(async () => {
-  [prefill, decode] = await Promise.all([startEngine("kv_producer"), startEngine("kv_consumer")]);
+  [prefill, decode] = await Promise.all([startEngine("prefill"), startEngine("decode")]);
 });
 afterAll(() => {
   for (const p of [prefill, decode]) p?.child.kill("SIGTERM");
