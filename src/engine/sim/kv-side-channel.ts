@@ -83,13 +83,20 @@ export class KvHoldServer {
     return this.listener.port;
   }
 
-  /** Hold a finished prefill's blocks under its request id until pulled or the lease ends. */
-  hold(requestId: string, blocks: Block[]): void {
+  /**
+   * Hold a finished prefill's blocks under its request id until pulled or the lease ends. False
+   * when the lease-expiry fault fires: the hold expires at once (counted), the caller frees them.
+   */
+  hold(requestId: string, blocks: Block[]): boolean {
+    if (this.o.faults.leaseExpireRate > 0 && this.o.rng.float() < this.o.faults.leaseExpireRate) {
+      this.o.events.expired();
+      return false;
+    }
     const h: Held = { blocks, ids: blocks.map((b) => b.id), timer: null, busy: false };
     this.held.set(requestId, h);
     this.setHeld(this.heldBlocks + blocks.length);
-    const expireNow = this.o.faults.leaseExpireRate > 0 && this.o.rng.float() < this.o.faults.leaseExpireRate;
-    this.arm(requestId, h, expireNow ? 0 : this.o.leaseMs);
+    this.arm(requestId, h, this.o.leaseMs);
+    return true;
   }
 
   get heldRequests(): number {

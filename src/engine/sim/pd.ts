@@ -100,8 +100,7 @@ export class SimPd {
         if (reason !== "length") return 0;
         const keep = Math.min(Math.floor(promptLen / bs), blocks.length);
         this.answers.set(id, this.paramsFor(id, blocks.slice(0, keep).map((b) => b.id), promptLen));
-        if (keep > 0) this.server.hold(id, blocks.slice(0, keep));
-        return keep;
+        return keep > 0 && this.server.hold(id, blocks.slice(0, keep)) ? keep : 0;
       },
       params: (id) => {
         const p = this.answers.get(id) ?? null;
