@@ -242,11 +242,12 @@ async function runVllm(r: Run): Promise<LegOutcome> {
 async function runSglang(r: Run): Promise<LegOutcome> {
   const prefillExclude = new Set<string>();
   const decodeExclude = new Set<string>();
+  let retry: FallbackReason | null = null;
   for (let attempt = 0; attempt < 2; attempt++) {
     const pc = choosePrefill(r.cands.filter((c) => c.bootstrapPort !== null), shape(r), r.deps.knobs, prefillExclude, r.deps.rng);
     const dc = chooseDecode(r.cands, shape(r), decodeExclude, r.deps.rng);
     if (pc.pick === null || dc.pick === null) break;
-    if (attempt > 0) fallback(r, "decode_retry");
+    if (retry !== null) fallback(r, retry);
     const body = sglangPdBody(r.input.body, pc.pick.url, pc.pick.bootstrapPort, bootstrapRoom(r.deps.rng));
     const pair = new AbortController();
     const onAbort = () => pair.abort();
@@ -266,9 +267,14 @@ async function runSglang(r: Run): Promise<LegOutcome> {
     r.signal.removeEventListener("abort", onAbort);
     if (r.signal.aborted) return { kind: "aborted" };
     pair.abort();
-    if (first.from === "p" && first.o.kind === "failed") prefillExclude.add(pc.pick.id);
+    const prefillFailed = first.from === "p" && first.o.kind === "failed";
+    if (prefillFailed) prefillExclude.add(pc.pick.id);
     else decodeExclude.add(dc.pick.id);
+    retry = prefillFailed ? "prefill_retry" : "decode_retry";
   }
   fallback(r, "prefill_failed_local");
-  return runLocal(r, decodeExclude);
+  // A decode that failed inside a pair may have failed on the bootstrap, not on its own: when
+  // every decode worker is excluded, the local prefill may go to any of them again.
+  const left = r.cands.some((c) => (c.role === "decode" || c.role === "aggregated") && !decodeExclude.has(c.id));
+  return runLocal(r, left ? decodeExclude : new Set());
 }
