@@ -64,6 +64,13 @@ export interface PdObserver {
   /** The client leg committed `ms` after the prefill answered (vLLM: transfer + first decode token). */
   transferToFirstToken(ms: number): void;
   pair(prefillNode: string, decodeNode: string): void;
+  /**
+   * A prefill answered with held blocks that no committed decode leg used (decodes failed, redo,
+   * client gone): the prefill engine holds them until its lease ends (vLLM kv_lease_duration, 30 s)
+   * — the leak window operators should see. An upper bound: a decode that failed after its pull
+   * had already freed them.
+   */
+  abandonedPrefill(prefillWorker: string): void;
 }
 
 export interface LegTrace {
@@ -113,7 +120,13 @@ export interface PdResult {
   trace: PdTrace;
 }
 
-const NOOP: PdObserver = { decision() {}, fallback() {}, prefillDone() {}, transferToFirstToken() {}, pair() {} };
+const NOOP: PdObserver = { decision() {}, fallback() {}, prefillDone() {}, transferToFirstToken() {}, pair() {}, abandonedPrefill() {} };
+
+/** Whether prefill params name held blocks (remote_block_ids with at least one id). */
+function holdsBlocks(params: Record<string, unknown> | null): boolean {
+  const ids = params?.remote_block_ids;
+  return Array.isArray(ids) && ids.some((g) => (Array.isArray(g) ? g.length > 0 : true));
+}
 
 /** Per-request state shared by the steps below. */
 interface Run {
@@ -226,9 +239,11 @@ async function runVllm(r: Run): Promise<LegOutcome> {
         r.obs.transferToFirstToken(r.deps.clock.now() - p.doneMs);
         r.obs.pair(p.worker.node, choice.pick.node);
       }
+      if (last.kind === "aborted" && holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
       if (last.kind !== "failed") return last;
       decodeExclude.add(choice.pick.id);
     }
+    if (holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
     if (round > 0) break;
     // The held blocks are gone or unreachable: prefill again, elsewhere when possible.
     fallback(r, "decode_redo_prefill");

@@ -49,6 +49,7 @@ class Recorder implements PdObserver {
   prefillDone() { this.log.push("prefill_done"); }
   transferToFirstToken(ms: number) { this.log.push(`ttft_after_transfer:${ms >= 0}`); }
   pair(a: string, b: string) { this.log.push(`pair:${a}->${b}`); }
+  abandonedPrefill(w: string) { this.log.push(`abandoned:${w}`); }
 }
 
 const PROMPT = Array.from({ length: 1200 }, (_, i) => 500 + i); // 75 blocks of 16
@@ -136,6 +137,7 @@ describe("vLLM flow", () => {
     expect(legs(r.trace)).toEqual(["prefill@n1/p0:done", "decode@n2/d0:failed", "decode@n1/d1:failed", "prefill@n2/p1:done", "decode@n2/d0:committed"]);
     expect(r.trace.fallbacks).toEqual(["decode_retry", "decode_redo_prefill"]);
     expect(r.trace.legs[1]!).toMatchObject({ outcome: "failed" });
+    expect(r.trace.legs[1]!.reason).toContain("not held");
     expect((r.outcome as { answer: Committed }).answer.text).toContain("[DONE]");
     expect(await (await fetch(`${pl.p[0]!.url}/metrics`)).text()).toContain("sim_kv_lease_expired_total 1");
   });
@@ -170,6 +172,33 @@ describe("vLLM flow", () => {
       expect(r.trace.legs.filter((l) => l.outcome === "failed")).toEqual([]);
       expect(performance.now() - t0).toBeLessThan(5000);
       for (const e of started.splice(0)) await e.stop();
+    }
+  });
+});
+
+describe("metrics", () => {
+  test("decisions, fallbacks, prefill and transfer times, pairs by node pair, abandoned prefills; promtool accepts them and the sims' P/D series", async () => {
+    const { Registry } = await import("prom-client");
+    const { PdMetrics } = await import("../../src/pd/metrics.ts");
+    const reg = new Registry();
+    const m = new PdMetrics(reg);
+    const pl = await pool({ p0: { kvLeaseExpireRate: 1 } });
+    const dp = deps(pl);
+    await runPd({ ...dp, observer: m }, input(), new AbortController().signal);
+    const text = await reg.metrics();
+    expect(text).toContain('herd_pd_decisions_total{reason="disaggregated"} 1');
+    expect(text).toContain('herd_pd_fallbacks_total{reason="decode_redo_prefill"} 1');
+    expect(text).toContain('herd_pd_pairs_total{prefill_node="n2",decode_node="n2"} 1');
+    expect(text).toContain('herd_pd_abandoned_prefills_total{worker="n1/p0"} 1');
+    expect(text).toMatch(/^herd_pd_prefill_seconds_count 2$/m);
+    expect(text).toMatch(/^herd_pd_transfer_to_first_token_seconds_count 1$/m);
+    const { peer } = await import("../helpers/peers.ts");
+    if (!peer("promtool", ["promtool", "--version"])) return;
+    const sims = await Promise.all([...pl.p, ...pl.d].map(async (e) => (await fetch(`${e.url}/metrics`)).text()));
+    for (const body of [text, ...sims]) {
+      const r = Bun.spawnSync(["promtool", "check", "metrics"], { stdin: new TextEncoder().encode(body) });
+      const findings = (r.stdout.toString() + r.stderr.toString()).split("\n").filter((l) => l.trim() !== "" && !/^vllm:\w+ metric names should not contain ':'$/.test(l));
+      expect(findings).toEqual([]);
     }
   });
 });
