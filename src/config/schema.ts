@@ -199,9 +199,10 @@ const demoEngines = () => [
   },
 ];
 
-// P/D (issue 13). Defaults: llm-d's prefix-based P/D decider skips the prefill pool below a
-// non-cached-token threshold (its examples use 256–512 tokens); `recompute` keeps a decode engine
-// answering when a transfer fails (vLLM's own default is `fail`, vllm/config/kv_transfer.py).
+// P/D (issue 13). min_prefill_tokens is a non-cached-token threshold like llm-d's P/D decider's
+// (llm-d-inference-scheduler README-PD-SLO.md: "non-cached suffix < pdThreshold" → decode only);
+// 512 is the issue's example. `recompute` keeps a decode engine answering when a transfer fails
+// (vLLM's own default is `fail`, vllm/config/kv_transfer.py).
 const pd = obj("Prefill/decode disaggregation across engines with role prefill and decode.", {
   min_prefill_tokens: int("Below this uncached prompt length (tokens) a request skips the prefill pool and prefills on its decode worker.", 512, { min: 0, max: 10_000_000 }),
   nixl_metadata: oneOf(NIXL_METADATA_MODES, "`herd`: herd serves the NIXL TCPStore metadata service and passes NIXL_TCPSTORE_ENDPOINT(S) to its engines; `none`: engines find peers on their own.", "herd"),

@@ -1,4 +1,5 @@
-// P/D role flags and environment against engines.md §4 (vLLM NixlConnector) and §6.4 (SGLang),
+// P/D role flags and environment against vLLM's NixlConnector docs (docs/features/nixl_connector_usage.md,
+// vllm/config/kv_transfer.py) and SGLang's (server_args.py disaggregation flags, mini_lb.py),
 // and the side-channel / bootstrap port plan against the engine plan's own ports.
 import { describe, expect, test } from "bun:test";
 import { defaultConfig, parseConfigText } from "../../src/config/index.ts";
@@ -19,7 +20,7 @@ const flagValue = (argv: string[], flag: string) => {
   return argv[i + 1]!;
 };
 
-describe("vLLM NixlConnector flags (engines.md §4)", () => {
+describe("vLLM NixlConnector flags", () => {
   test("--kv-transfer-config: NixlConnector, kv_both, the configured failure policy, UCX, 30 s lease", () => {
     for (const role of ["prefill", "decode"] as const) {
       const f = pdEngineFlags({ kind: "vllm", role, pd: PD, advertise: "10.0.0.7", ports: { sideChannel: { port: 20010, span: 2 } }, nixlMetadataEndpoint: "10.0.0.7:20099" });
@@ -52,7 +53,7 @@ describe("vLLM NixlConnector flags (engines.md §4)", () => {
   });
 });
 
-describe("SGLang disaggregation flags (engines.md §6.4)", () => {
+describe("SGLang disaggregation flags", () => {
   test("prefill: mode, transfer backend, its own bootstrap port; decode: mode and backend only", () => {
     const p = pdEngineFlags({ kind: "sglang", role: "prefill", pd: PD, advertise: "10.0.0.7", ports: { bootstrap: 20020 }, nixlMetadataEndpoint: "10.0.0.7:20099" });
     expect(p.args).toEqual(["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl", "--disaggregation-bootstrap-port", "20020"]);

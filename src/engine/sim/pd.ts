@@ -1,5 +1,5 @@
-// P/D in the simulated engine, as vLLM's NixlConnector behaves to a router (engines.md §4 cites the
-// sources; vllm tests/v1/kv_connector/nixl_integration/toy_proxy_server.py drives it):
+// P/D in the simulated engine, as vLLM's NixlConnector behaves to a router (vllm
+// docs/features/nixl_connector_usage.md; tests/v1/kv_connector/nixl_integration/toy_proxy_server.py drives it):
 // - prefill side: a request with `kv_transfer_params.do_remote_decode` that finishes length-capped
 //   (max_tokens 1) keeps its full prompt blocks and answers with top-level `kv_transfer_params`
 //   {do_remote_prefill, do_remote_decode, remote_block_ids (one list per KV-cache group),
