@@ -163,7 +163,8 @@ describe("vLLM flow", () => {
       const pl = await pool({ [hung]: { hangAfter: 0 } });
       const ac = new AbortController();
       const t0 = performance.now();
-      const running = runPd(deps(pl), input(), ac.signal);
+      const dp = deps(pl);
+      const running = runPd(dp, input(), ac.signal);
       await Bun.sleep(150);
       ac.abort();
       const r = await running;
@@ -171,6 +172,8 @@ describe("vLLM flow", () => {
       expect(r.trace.legs.at(-1)!.outcome).toBe("aborted");
       expect(r.trace.legs.filter((l) => l.outcome === "failed")).toEqual([]);
       expect(performance.now() - t0).toBeLessThan(5000);
+      // A prefill that answered with held blocks no decode used is counted (the lease leak window).
+      expect(dp.observer.log.filter((l) => l.startsWith("abandoned"))).toEqual(hung === "d0" ? ["abandoned:n1/p0"] : []);
       for (const e of started.splice(0)) await e.stop();
     }
   });

@@ -5,6 +5,8 @@ import { parseKvTransferConfig, kvParamsIntent } from "../../../src/engine/sim/k
 import { parseSimArgs, UsageError } from "../../../src/engine/sim/options.ts";
 import { type SimEngine, type StartSimEngineOptions, startSimEngine } from "../../../src/engine/sim/server.ts";
 import { kvTransferParamsOf, vllmDecodeBody, vllmPrefillBody } from "../../../src/pd/legs.ts";
+import { RealClock } from "../../../src/core/clock.ts";
+import { pullBlocks } from "../../../src/engine/sim/kv-side-channel.ts";
 
 const started: SimEngine[] = [];
 afterEach(async () => {
@@ -183,5 +185,26 @@ describe("faults and failure policies", () => {
     const a = (await (await post(e.url, vllmPrefillBody(client))).json()) as Record<string, unknown>;
     expect(a.kv_transfer_params).toBeNull();
     expect(e.stats().freeBlocks).toBe(e.stats().numBlocks);
+  });
+
+  test("side channel: a wrong engine id and a second concurrent pull are refused; the first pull still completes", async () => {
+    const p = await engine("kv_producer", { kvBytesPerBlock: 4096, kvTransferBytesPerS: 200 * 1024 });
+    const params = await prefill(p);
+    const base = { host: "127.0.0.1", port: p.pd!.port, requestId: params.remote_request_id as string, blockIds: (params.remote_block_ids as number[][])[0]!, clock: new RealClock(), timeoutMs: 5000 };
+    await expect(pullBlocks({ ...base, engineId: "someone-else" })).rejects.toThrow(/engine id mismatch/);
+    const first = pullBlocks({ ...base, engineId: p.pd!.engineId }); // 48 KiB at 200 KiB/s ≈ 240 ms
+    await Bun.sleep(50);
+    await expect(pullBlocks({ ...base, engineId: p.pd!.engineId })).rejects.toThrow(/another pull in progress/);
+    expect(await first).toBe(12 * 4096);
+    expect(p.pd!.server.heldRequests).toBe(0);
+  });
+
+  test("a pull that times out gives up with a clean error (the prefill side keeps the blocks)", async () => {
+    const p = await engine("kv_producer", { kvBytesPerBlock: 64 * 1024, kvTransferBytesPerS: 64 * 1024 });
+    const params = await prefill(p);
+    const pull = pullBlocks({ host: "127.0.0.1", port: p.pd!.port, engineId: p.pd!.engineId, requestId: params.remote_request_id as string, blockIds: [], clock: new RealClock(), timeoutMs: 150 });
+    await expect(pull).rejects.toThrow(/timed out after 150 ms/);
+    for (let i = 0; i < 50 && p.pd!.server.heldRequests === 0; i++) await Bun.sleep(10);
+    expect(p.pd!.server.heldRequests).toBe(1);
   });
 });
