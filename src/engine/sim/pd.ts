@@ -12,11 +12,13 @@
 //   or prefills locally ("recompute").
 import { Counter, Gauge, Histogram, type Registry } from "prom-client";
 import type { Clock } from "../../core/clock.ts";
-import { errorMessage } from "../../core/errors.ts";
+import { HerdError, errorMessage } from "../../core/errors.ts";
 import { SeededRng } from "../../core/rng.ts";
 import type { Block } from "./blocks.ts";
+import type { PdHooks } from "./generate.ts";
+import { errorBody, type GenerationRequest } from "./openai.ts";
 import { type KvFaults, KvHoldServer, pullBlocks } from "./kv-side-channel.ts";
-import type { KvTransferConfig, RemotePrefillParams } from "./kv-transfer-config.ts";
+import { type KvTransferConfig, kvParamsIntent, type RemotePrefillParams } from "./kv-transfer-config.ts";
 import type { FinishReason, SimScheduler } from "./scheduler.ts";
 
 export interface SimPdOptions {
@@ -80,6 +82,31 @@ export class SimPd {
 
   get engineId(): string {
     return this.o.kv.engineId;
+  }
+
+  /**
+   * What a generation request's kv_transfer_params ask of this engine, done before it runs: the
+   * prefill leg's hooks, or the decode leg's remote load (its blocks released when it ends), or
+   * the answer when that cannot go on (a prefill-fail fault, a failed load under policy fail).
+   */
+  async prepare(body: unknown, g: GenerationRequest, signal: AbortSignal, logError: (line: string) => void): Promise<{ hooks: PdHooks } | { response: Response }> {
+    const intent = kvParamsIntent(body);
+    if (intent.kind === "invalid") throw new HerdError(400, "invalid_request_error", intent.message, "invalid_value", "kv_transfer_params");
+    if (intent.kind === "remote_decode") {
+      if (this.failPrefill()) return { response: Response.json(errorBody(500, "simulated prefill failure (--pd-prefill-fail-rate)"), { status: 500 }) };
+      return { hooks: this.prefillHooks(g.promptTokens.length) };
+    }
+    if (intent.kind !== "remote_prefill") return { hooks: {} };
+    const load = await this.loadRemote(g.promptTokens, g.lora, g.cacheSalt, intent.remote, signal);
+    if (!load.ok) {
+      logError(`KV load failed (${this.o.kv.loadFailurePolicy}): ${load.message}`);
+      if (signal.aborted) return { response: new Response(null, { status: 499 }) };
+      if (this.o.kv.loadFailurePolicy === "fail") return { response: kvLoadFailed(g.stream, load.message) };
+      return { hooks: {} }; // "recompute": the request prefills locally, as if it had no remote blocks
+    }
+    if (load.blocks.length === 0) return { hooks: {} };
+    let done = false;
+    return { hooks: { onDone: () => void (done || ((done = true), this.scheduler.releaseBlocks(load.blocks))) } };
   }
 
   /** The prefill-fail fault knob: true when this prefill leg must fail. */
@@ -156,6 +183,17 @@ export class SimPd {
   stop(): void {
     this.server.close();
   }
+}
+
+/**
+ * kv_load_failure_policy "fail": the request ends with FINISHED_ERROR, which vLLM's OpenAI server
+ * answers as a 500 (non-streaming) or an error event in the stream (vllm PR #26813, #37148).
+ */
+function kvLoadFailed(stream: boolean, detail: string): Response {
+  const body = errorBody(500, `KV cache load failed: ${detail}`);
+  if (!stream) return Response.json(body, { status: 500 });
+  const text = `data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`;
+  return new Response(text, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" } });
 }
 
 /**

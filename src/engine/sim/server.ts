@@ -8,7 +8,6 @@ import { HerdError, errorMessage } from "../../core/errors.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
 import { type GenerateContext, type PdHooks, generate } from "./generate.ts";
-import { kvParamsIntent } from "./kv-transfer-config.ts";
 import { SimPd } from "./pd.ts";
 import { SimMetrics } from "./metrics.ts";
 import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
@@ -144,23 +143,9 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     };
     let hooks: PdHooks = {};
     if (pd !== null) {
-      const intent = kvParamsIntent(body);
-      if (intent.kind === "invalid") throw new HerdError(400, "invalid_request_error", intent.message, "invalid_value", "kv_transfer_params");
-      if (intent.kind === "remote_decode") {
-        if (pd.failPrefill()) return json(500, errorBody(500, "simulated prefill failure (--pd-prefill-fail-rate)"));
-        hooks = pd.prefillHooks(g.promptTokens.length);
-      } else if (intent.kind === "remote_prefill") {
-        const load = await pd.loadRemote(g.promptTokens, g.lora, g.cacheSalt, intent.remote, req.signal);
-        if (!load.ok) {
-          log(`ERROR ${ts()} [nixl] KV load failed (${pd.o.kv.loadFailurePolicy}): ${load.message}`);
-          if (req.signal.aborted) return new Response(null, { status: 499 });
-          if (pd.o.kv.loadFailurePolicy === "fail") return kvLoadFailed(g.stream, load.message);
-          // "recompute": the request prefills locally, as if it had no remote blocks.
-        } else if (load.blocks.length > 0) {
-          let done = false;
-          hooks = { onDone: () => void (done || ((done = true), scheduler.releaseBlocks(load.blocks))) };
-        }
-      }
+      const prep = await pd.prepare(body, g, req.signal, (line) => log(`ERROR ${ts()} [nixl] ${line}`));
+      if ("response" in prep) return prep.response;
+      hooks = prep.hooks;
     }
     try {
       return await generate(ctx, g, req.signal, hooks);
@@ -318,17 +303,6 @@ async function loadModel(o: SimEngineOptions, maxModelLen: number, log: (line: s
 function envPort(v: string | undefined): number | null {
   const n = Number(v);
   return v !== undefined && v !== "" && Number.isInteger(n) && n >= 0 && n <= 65535 ? n : null;
-}
-
-/**
- * kv_load_failure_policy "fail": the request ends with FINISHED_ERROR, which vLLM's OpenAI server
- * answers as a 500 (non-streaming) or an error event in the stream (vllm PR #26813, #37148).
- */
-function kvLoadFailed(stream: boolean, detail: string): Response {
-  const body = errorBody(500, `KV cache load failed: ${detail}`);
-  if (!stream) return json(500, body);
-  const text = `data: ${JSON.stringify(body)}\n\ndata: [DONE]\n\n`;
-  return new Response(text, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" } });
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {
