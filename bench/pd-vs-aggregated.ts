@@ -83,7 +83,7 @@ async function workload(name: string, inTokens: number, outTokens: number, seed:
     const w = inflight[0]! <= inflight[1]! ? 0 : 1;
     inflight[w]!++;
     aggExec.starts.set(`a${i}`, performance.now());
-    await aggExec.run({ name: "local", worker: cand(`a${w}`, "aggregated", agg[w]!), endpoint: "completion", body: JSON.stringify(body(i)), stream: true, requestId: `a${i}`, toClient: true }, new AbortController().signal);
+    await aggExec.run({ name: "local", worker: cand(`a${w}`, "aggregated", agg[w]!), endpoint: "completion", body: JSON.stringify(body(i)), stream: true, requestId: `a${i}`, toClient: true, commitTimeoutMs: null }, new AbortController().signal);
     inflight[w]!--;
   });
   for (const e of agg) await e.stop();

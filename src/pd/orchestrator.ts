@@ -39,6 +39,12 @@ export interface PdLeg {
   requestId: string;
   /** The answer goes to the client (commit point: first token, or the whole 200 answer). */
   toClient: boolean;
+  /**
+   * The executor reports `failed` (reason "timeout") when the leg has not reached its commit point
+   * (a leg not for the client: its whole answer) within this; null = the executor's own bound.
+   * A P/D leg's timeout is retried like any failure (issue 13: "prefill fails or times out").
+   */
+  commitTimeoutMs: number | null;
 }
 
 export type LegOutcome =
@@ -101,6 +107,8 @@ export interface PdDeps {
   rng: Rng;
   clock: Clock;
   observer?: PdObserver;
+  /** Commit bounds per leg: the prefill answer, and the client leg's first token. */
+  timeouts?: { prefillMs: number; firstTokenMs: number };
 }
 
 export interface PdInput {
@@ -162,7 +170,9 @@ const noWorker = (what: string): LegOutcome => ({ kind: "failed", reason: `no ${
 async function runLeg(r: Run, name: LegName, choice: Choice, body: string, stream: boolean, toClient: boolean, signal = r.signal): Promise<LegOutcome> {
   const worker = choice.pick!;
   const startMs = r.deps.clock.now();
-  const leg: PdLeg = { name, worker, endpoint: r.input.endpoint, body, stream, requestId: r.input.requestId, toClient };
+  const t = r.deps.timeouts;
+  const commitTimeoutMs = t === undefined ? null : toClient ? t.firstTokenMs : t.prefillMs;
+  const leg: PdLeg = { name, worker, endpoint: r.input.endpoint, body, stream, requestId: r.input.requestId, toClient, commitTimeoutMs };
   let out: LegOutcome;
   try {
     out = signal.aborted ? { kind: "aborted" } : await r.deps.exec.run(leg, signal);
@@ -170,9 +180,9 @@ async function runLeg(r: Run, name: LegName, choice: Choice, body: string, strea
     out = { kind: "failed", reason: e instanceof Error ? e.message : String(e), status: null };
   }
   if (signal.aborted && out.kind === "failed") out = { kind: "aborted" };
-  const t: LegTrace = { name, worker: worker.id, node: worker.node, outcome: out.kind, startMs, endMs: r.deps.clock.now(), chosenBy: choice.explain };
-  if (out.kind === "failed") t.reason = out.reason;
-  r.trace.legs.push(t);
+  const lt: LegTrace = { name, worker: worker.id, node: worker.node, outcome: out.kind, startMs, endMs: r.deps.clock.now(), chosenBy: choice.explain };
+  if (out.kind === "failed") lt.reason = out.reason;
+  r.trace.legs.push(lt);
   return out;
 }
 

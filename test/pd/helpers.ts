@@ -20,36 +20,52 @@ export interface Committed {
 export class FetchExecutor implements LegExecutor {
   readonly sent: SentLeg[] = [];
 
-  async run(leg: PdLeg, signal: AbortSignal): Promise<LegOutcome> {
+  async run(leg: PdLeg, outer: AbortSignal): Promise<LegOutcome> {
     this.sent.push({ name: leg.name, worker: leg.worker.id, requestId: leg.requestId, body: JSON.parse(leg.body) });
-    const path = leg.endpoint === "chat" ? "/v1/chat/completions" : "/v1/completions";
+    // The commit bound: a timer aborts this leg's own controller until the commit point passes.
+    const ac = new AbortController();
+    const onOuter = () => ac.abort();
+    outer.addEventListener("abort", onOuter, { once: true });
+    let timedOut = false;
+    const timer = leg.commitTimeoutMs === null ? null : setTimeout(() => ((timedOut = true), ac.abort()), leg.commitTimeoutMs);
+    const committed = () => timer !== null && clearTimeout(timer);
     try {
-      const res = await fetch(leg.worker.url + path, { method: "POST", headers: { "content-type": "application/json", "x-request-id": leg.requestId }, body: leg.body, signal });
-      if (res.status !== 200) {
-        const text = await res.text();
-        return { kind: "failed", reason: `HTTP ${res.status}: ${text.slice(0, 200)}`, status: res.status };
-      }
-      if (!leg.toClient) return { kind: "done", text: await res.text() };
-      if (!leg.stream) return { kind: "committed", answer: { text: await res.text() } satisfies Committed };
-      const reader = res.body!.getReader();
-      const dec = new TextDecoder();
-      let text = "";
-      while (!text.includes("\n\n")) {
-        const r = await reader.read();
-        if (r.done) return { kind: "failed", reason: "stream closed before any event", status: null };
-        text += dec.decode(r.value, { stream: true });
-      }
-      if (text.startsWith('data: {"error"')) return { kind: "failed", reason: `error event: ${text.slice(0, 200)}`, status: null };
-      for (;;) {
-        const r = await reader.read();
-        if (r.done) break;
-        text += dec.decode(r.value, { stream: true });
-      }
-      return { kind: "committed", answer: { text } satisfies Committed };
+      return await this.send(leg, ac.signal, committed);
     } catch (e) {
-      if (signal.aborted) return { kind: "aborted" };
+      if (timedOut && !outer.aborted) return { kind: "failed", reason: `timeout: no commit within ${leg.commitTimeoutMs} ms`, status: null };
+      if (outer.aborted) return { kind: "aborted" };
       return { kind: "failed", reason: e instanceof Error ? e.message : String(e), status: null };
+    } finally {
+      if (timer !== null) clearTimeout(timer);
+      outer.removeEventListener("abort", onOuter);
     }
+  }
+
+  private async send(leg: PdLeg, signal: AbortSignal, committed: () => void): Promise<LegOutcome> {
+    const path = leg.endpoint === "chat" ? "/v1/chat/completions" : "/v1/completions";
+    const res = await fetch(leg.worker.url + path, { method: "POST", headers: { "content-type": "application/json", "x-request-id": leg.requestId }, body: leg.body, signal });
+    if (res.status !== 200) {
+      const text = await res.text();
+      return { kind: "failed", reason: `HTTP ${res.status}: ${text.slice(0, 200)}`, status: res.status };
+    }
+    if (!leg.toClient) return { kind: "done", text: await res.text() };
+    if (!leg.stream) return { kind: "committed", answer: { text: await res.text() } satisfies Committed };
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    let text = "";
+    while (!text.includes("\n\n")) {
+      const r = await reader.read();
+      if (r.done) return { kind: "failed", reason: "stream closed before any event", status: null };
+      text += dec.decode(r.value, { stream: true });
+    }
+    if (text.startsWith('data: {"error"')) return { kind: "failed", reason: `error event: ${text.slice(0, 200)}`, status: null };
+    committed();
+    for (;;) {
+      const r = await reader.read();
+      if (r.done) break;
+      text += dec.decode(r.value, { stream: true });
+    }
+    return { kind: "committed", answer: { text } satisfies Committed };
   }
 }
 

@@ -158,6 +158,19 @@ describe("vLLM flow", () => {
     expect(legs(r.trace)).toEqual(["prefill@n1/p0:failed", "prefill@n2/p1:failed", "local@n2/d0:failed", "local@n1/d1:failed"]);
   });
 
+  test("a hung prefill times out and is retried elsewhere; a decode with no first token in time goes to the other decode worker", async () => {
+    const timeouts = { prefillMs: 300, firstTokenMs: 300 };
+    const hungPrefill = await pool({ p0: { hangAfter: 0 } });
+    const a = await runPd({ ...deps(hungPrefill), timeouts }, input(), new AbortController().signal);
+    expect(legs(a.trace)).toEqual(["prefill@n1/p0:failed", "prefill@n2/p1:done", "decode@n2/d0:committed"]);
+    expect(a.trace.legs[0]!.reason).toMatch(/^timeout/);
+    for (const e of started.splice(0)) await e.stop();
+    const hungDecode = await pool({ d0: { hangAfter: 0 } });
+    const b = await runPd({ ...deps(hungDecode), timeouts }, input({ stream: true, body: { model: "sim", prompt: PROMPT, max_tokens: 4, stream: true } }), new AbortController().signal);
+    expect(legs(b.trace)).toEqual(["prefill@n1/p0:done", "decode@n2/d0:failed", "decode@n1/d1:committed"]);
+    expect((b.outcome as { answer: Committed }).answer.text).toContain("[DONE]");
+  });
+
   test("client disconnect aborts the running leg and nothing is retried (prefill hung, then decode hung)", async () => {
     for (const hung of ["p0", "d0"] as const) {
       const pl = await pool({ [hung]: { hangAfter: 0 } });
