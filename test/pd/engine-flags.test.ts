@@ -61,6 +61,10 @@ describe("SGLang disaggregation flags", () => {
     const d = pdEngineFlags({ kind: "sglang", role: "decode", pd: { ...PD, nixl_metadata: "none" }, advertise: "10.0.0.7", ports: undefined, nixlMetadataEndpoint: null });
     expect(d).toEqual({ args: ["--disaggregation-mode", "decode", "--disaggregation-transfer-backend", "nixl"], env: {} });
     expect(() => pdEngineFlags({ kind: "sglang", role: "prefill", pd: { ...PD, nixl_metadata: "none" }, advertise: "h", ports: {}, nixlMetadataEndpoint: null })).toThrow(/bootstrap/);
+    // The sim engine takes SGLang's flags too (its SGLang mode), so herd's SGLang P/D runs on sims.
+    expect(parseSimArgs(p.args)).toMatchObject({ disaggregationMode: "prefill", disaggregationBootstrapPort: 20020 });
+    expect(parseSimArgs(d.args)?.disaggregationMode).toBe("decode");
+    expect(() => parseSimArgs(["--disaggregation-mode", "both"])).toThrow(/prefill or decode/);
   });
 });
 

@@ -127,3 +127,37 @@ describe("choosing the pair", () => {
     expect(chooseDecode([cand("a/x", "aggregated")], req, new Set(), new SeededRng(1), ["decode", "aggregated"]).pick!.id).toBe("a/x");
   });
 });
+
+describe("SGLang flow over sim engines in SGLang mode (--disaggregation-mode, bootstrap port)", () => {
+  test("both legs at once; the decode waits for the room, pulls the prefill's blocks, answers with them cached; a failed prefill moves the pair", async () => {
+    const { startSimEngine } = await import("../../src/engine/sim/server.ts");
+    const { FetchExecutor } = await import("./helpers.ts");
+    const engines = [
+      await startSimEngine({ port: 0, timeScale: 50, disaggregationMode: "prefill", disaggregationBootstrapPort: 0, pdPrefillFailRate: 1 }),
+      await startSimEngine({ port: 0, timeScale: 50, disaggregationMode: "prefill", disaggregationBootstrapPort: 0 }),
+      await startSimEngine({ port: 0, timeScale: 50, disaggregationMode: "decode", disaggregationBootstrapPort: 0, kvTransferTimeoutMs: 2000 }),
+    ];
+    try {
+      const [p0, p1, d0] = engines as [typeof engines[0], typeof engines[0], typeof engines[0]];
+      const c = (id: string, role: PdCandidate["role"], e: typeof p0, over: Partial<PdCandidate> = {}) => cand(id, role, { url: e.url, kind: "sim", bootstrapPort: role === "prefill" ? e.pd!.port : null, ...over });
+      const cands = [c("n1/p0", "prefill", p0), c("n2/p1", "prefill", p1, { activePrefillTokens: 9999 }), c("n1/d0", "decode", d0)];
+      const exec = new FetchExecutor();
+      const prompt = Array.from({ length: 800 }, (_, i) => 200 + i); // 50 blocks
+      const r = await runPd(
+        { exec, candidates: () => cands, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, knobs, rng: new SeededRng(5), clock: new RealClock() },
+        { requestId: "r9", endpoint: "completion", body: { model: "sim", prompt, max_tokens: 5, ignore_eos: true }, stream: false, promptTokens: 800, blockSize: 16, flow: "sglang" },
+        new AbortController().signal,
+      );
+      expect(r.outcome.kind).toBe("committed");
+      expect(r.trace.fallbacks).toEqual(["prefill_retry"]);
+      expect(r.trace.legs.map((l) => `${l.name}@${l.worker}:${l.outcome}`)).toEqual(["prefill@n1/p0:failed", "decode@n1/d0:aborted", "prefill@n2/p1:done", "decode@n1/d0:committed"]);
+      const answer = JSON.parse((r.outcome as { answer: { text: string } }).answer.text) as { usage: { completion_tokens: number; prompt_tokens_details: { cached_tokens: number } } };
+      expect(answer.usage.completion_tokens).toBe(5);
+      expect(answer.usage.prompt_tokens_details.cached_tokens).toBe(49 * 16);
+      expect(p1.pd!.server.heldRequests).toBe(0);
+      expect(p1.stats().generationTokens).toBe(1); // the prefill server stops after the first token
+    } finally {
+      for (const e of engines) await e.stop();
+    }
+  });
+});

@@ -152,7 +152,8 @@ export class KvHoldServer {
     }
     const id = String(req.request_id ?? "");
     const h = this.held.get(id);
-    const status = req.engine_id !== this.o.engineId ? STATUS_WRONG_ENGINE : h === undefined ? STATUS_NOT_HELD : h.busy ? STATUS_BUSY : STATUS_OK;
+    // SGLang pairs name a bootstrap room, not an engine (sim key "room:<n>").
+    const status = req.engine_id !== this.o.engineId && !id.startsWith("room:") ? STATUS_WRONG_ENGINE : h === undefined ? STATUS_NOT_HELD : h.busy ? STATUS_BUSY : STATUS_OK;
     if (status !== STATUS_OK || h === undefined) {
       s.write(header(status, 0));
       s.end();

@@ -68,6 +68,10 @@ export interface SimEngineOptions {
   pdPrefillFailRate: number;
   /** A decode engine gives up a pull after this long. */
   kvTransferTimeoutMs: number;
+  /** SGLang's --disaggregation-mode: the sim then speaks SGLang's bootstrap P/D contract instead. */
+  disaggregationMode: "prefill" | "decode" | null;
+  /** SGLang's --disaggregation-bootstrap-port (prefill side; 0 = ephemeral, for tests). */
+  disaggregationBootstrapPort: number;
 }
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
@@ -104,6 +108,8 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvLeaseExpireRate: 0,
   pdPrefillFailRate: 0,
   kvTransferTimeoutMs: 30_000,
+  disaggregationMode: null,
+  disaggregationBootstrapPort: 8998,
 };
 
 /** Qwen3-8B's KV per 16-token block: 36 layers × 8 KV heads × 128 dims × 2 (K,V) × 2 B = 144 KiB per token. */
@@ -220,6 +226,16 @@ export const FLAGS: Record<string, Flag> = {
   "kv-lease-expire-rate": { kind: "num", help: "fault: share of held prefill blocks expiring at once, 0..1 (0)", set: (o, v) => void (o.kvLeaseExpireRate = rate("kv-lease-expire-rate", v)) },
   "pd-prefill-fail-rate": { kind: "num", help: "fault: share of prefill legs (do_remote_decode) answered 500, 0..1 (0)", set: (o, v) => void (o.pdPrefillFailRate = rate("pd-prefill-fail-rate", v)) },
   "kv-transfer-timeout-ms": { kind: "int", help: "a decode gives up a KV pull after this long (30000)", set: (o, v) => void (o.kvTransferTimeoutMs = v as number) },
+  "disaggregation-mode": {
+    kind: "str",
+    help: "SGLang P/D role: prefill | decode (bootstrap_host/port/room requests)",
+    set: (o, v) => {
+      if (v !== "prefill" && v !== "decode") throw new UsageError(`--disaggregation-mode: expected prefill or decode, got ${JSON.stringify(v)}`);
+      o.disaggregationMode = v;
+    },
+  },
+  "disaggregation-bootstrap-port": { kind: "int", help: "SGLang prefill bootstrap port (8998)", set: (o, v) => void (o.disaggregationBootstrapPort = v as number) },
+  "disaggregation-transfer-backend": { kind: "str", help: "SGLang transfer backend (accepted; the sim always uses its own TCP transfer)", set: () => {} },
   "startup-delay-ms": { kind: "int", help: "load time: refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
   "realistic-startup": { kind: "bool", help: `load time of Qwen3-8B on an H100 (${REALISTIC_STARTUP_MS / 1000} s) unless --startup-delay-ms`, set: (o) => void (o.startupDelayMs = REALISTIC_STARTUP_MS) },
 };

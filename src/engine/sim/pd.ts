@@ -23,6 +23,8 @@ import type { FinishReason, SimScheduler } from "./scheduler.ts";
 
 export interface SimPdOptions {
   kv: KvTransferConfig;
+  /** SGLang's --disaggregation-mode; null = vLLM's NixlConnector contract. */
+  sglangMode?: "prefill" | "decode" | null;
   /** VLLM_NIXL_SIDE_CHANNEL_HOST: bound and advertised in remote_host. */
   sideChannelHost: string;
   /** VLLM_NIXL_SIDE_CHANNEL_PORT (0 = ephemeral, for tests). */
@@ -90,6 +92,7 @@ export class SimPd {
    * the answer when that cannot go on (a prefill-fail fault, a failed load under policy fail).
    */
   async prepare(body: unknown, g: GenerationRequest, signal: AbortSignal, logError: (line: string) => void): Promise<{ hooks: PdHooks } | { response: Response }> {
+    if (this.o.sglangMode) return this.prepareSglang(body, g, signal, logError);
     const intent = kvParamsIntent(body);
     if (intent.kind === "invalid") throw new HerdError(400, "invalid_request_error", intent.message, "invalid_value", "kv_transfer_params");
     if (intent.kind === "remote_decode") {
@@ -105,6 +108,37 @@ export class SimPd {
       return { hooks: {} }; // "recompute": the request prefills locally, as if it had no remote blocks
     }
     if (load.blocks.length === 0) return { hooks: {} };
+    let done = false;
+    return { hooks: { onDone: () => void (done || ((done = true), this.scheduler.releaseBlocks(load.blocks))) } };
+  }
+
+  /**
+   * SGLang (python/sglang/srt/disaggregation, mini_lb.py): both servers get one body with
+   * bootstrap_host/port/room. The prefill server runs the request and holds its prompt blocks
+   * under the room; the decode server waits for that room on the prefill's bootstrap port, pulls
+   * the blocks and decodes. Sim key "room:<bootstrap_room>"; no answer carries transfer params.
+   */
+  private async prepareSglang(body: unknown, g: GenerationRequest, signal: AbortSignal, logError: (line: string) => void): Promise<{ hooks: PdHooks } | { response: Response }> {
+    const b = (body ?? {}) as Record<string, unknown>;
+    if (b.bootstrap_room === undefined || b.bootstrap_room === null) return { hooks: {} };
+    const key = `room:${String(b.bootstrap_room)}`;
+    if (this.o.sglangMode === "prefill") {
+      if (this.failPrefill()) return { response: Response.json(errorBody(500, "simulated prefill failure (--pd-prefill-fail-rate)"), { status: 500 }) };
+      const bs = this.scheduler.cfg.blockSize;
+      const promptLen = g.promptTokens.length;
+      g.maxTokens = 1; // a prefill server computes the prompt and its first token only
+      return { hooks: { keepBlocks: (_id, blocks) => { const k = Math.min(Math.floor(promptLen / bs), blocks.length); return k > 0 && this.server.hold(key, blocks.slice(0, k)) ? k : 0; } } };
+    }
+    const host = String(b.bootstrap_host ?? "").replace(/^\[(.*)\]$/, "$1");
+    const port = Number(b.bootstrap_port);
+    if (host === "" || !Number.isInteger(port)) throw new HerdError(400, "invalid_request_error", "bootstrap_host and bootstrap_port are required with bootstrap_room", "invalid_value", "bootstrap_host");
+    const n = Math.floor(g.promptTokens.length / this.scheduler.cfg.blockSize);
+    const remote = { engineId: "", requestId: key, host, port, blockIds: Array.from({ length: n }, (_, i) => i) };
+    const load = await this.loadRemote(g.promptTokens, g.lora, g.cacheSalt, remote, signal, true);
+    if (!load.ok) {
+      logError(`KV transfer for ${key} failed: ${load.message}`);
+      return { response: signal.aborted ? new Response(null, { status: 499 }) : kvLoadFailed(g.stream, load.message) };
+    }
     let done = false;
     return { hooks: { onDone: () => void (done || ((done = true), this.scheduler.releaseBlocks(load.blocks))) } };
   }
@@ -155,7 +189,7 @@ export class SimPd {
    * Decode side: reserve blocks, pull their bytes from the prefill engine, enter them in the prefix
    * cache. On success the caller releases `blocks` when its request finishes.
    */
-  async loadRemote(prompt: readonly number[], lora: string | null, salt: string | null, remote: RemotePrefillParams, signal: AbortSignal): Promise<RemoteLoad> {
+  async loadRemote(prompt: readonly number[], lora: string | null, salt: string | null, remote: RemotePrefillParams, signal: AbortSignal, waitForHold = false): Promise<RemoteLoad> {
     const bs = this.scheduler.cfg.blockSize;
     const n = Math.min(remote.blockIds.length, Math.floor(prompt.length / bs));
     if (n === 0) return { ok: true, blocks: [], bytes: 0, ms: 0 };
@@ -163,10 +197,7 @@ export class SimPd {
     if (blocks === null) return { ok: false, message: `no free KV blocks for ${n} remote blocks` };
     const t0 = this.clock.now();
     try {
-      const bytes = await pullBlocks({
-        host: remote.host, port: remote.port, engineId: remote.engineId, requestId: remote.requestId, blockIds: remote.blockIds,
-        clock: this.clock, timeoutMs: this.o.transferTimeoutMs, signal,
-      });
+      const bytes = await this.pull(remote, signal, waitForHold ? t0 + this.o.transferTimeoutMs : null);
       const ms = this.clock.now() - t0;
       this.scheduler.commitImported(blocks, prompt, lora, salt);
       this.m.pulls.inc({ result: "ok" });
@@ -177,6 +208,24 @@ export class SimPd {
       this.scheduler.releaseBlocks(blocks);
       this.m.pulls.inc({ result: "failed" });
       return { ok: false, message: errorMessage(e) };
+    }
+  }
+
+  /**
+   * One pull; with `waitUntilMs` (SGLang: the decode may arrive before its prefill has finished) a
+   * "not held" answer is retried every 10 ms until then.
+   */
+  private async pull(remote: RemotePrefillParams, signal: AbortSignal, waitUntilMs: number | null): Promise<number> {
+    for (;;) {
+      try {
+        return await pullBlocks({
+          host: remote.host, port: remote.port, engineId: remote.engineId, requestId: remote.requestId, blockIds: remote.blockIds,
+          clock: this.clock, timeoutMs: this.o.transferTimeoutMs, signal,
+        });
+      } catch (e) {
+        if (waitUntilMs === null || signal.aborted || !/not held/.test(errorMessage(e)) || this.clock.now() >= waitUntilMs) throw e;
+        await new Promise<void>((ok) => this.clock.setTimer(10, ok));
+      }
     }
   }
 

@@ -93,11 +93,15 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   const inflight = new Map<string, () => void>();
   const hung = new Set<() => void>();
   let dead = false;
-  const pd = o.kvTransfer === null ? null : new SimPd(
+  // SGLang mode: the prefill side's bootstrap server on the engine's own host and bootstrap port.
+  const sglang = o.disaggregationMode;
+  const kv = o.kvTransfer ?? (sglang === null ? null : { connector: "NixlConnector" as const, role: "kv_both" as const, engineId: crypto.randomUUID(), loadFailurePolicy: "fail" as const, leaseDurationS: 30 });
+  const pd = kv === null ? null : new SimPd(
     {
-      kv: o.kvTransfer,
-      sideChannelHost: o.sideChannelHost ?? process.env.VLLM_NIXL_SIDE_CHANNEL_HOST ?? "localhost",
-      sideChannelPort: o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600,
+      kv,
+      sglangMode: sglang,
+      sideChannelHost: sglang !== null ? o.host : (o.sideChannelHost ?? process.env.VLLM_NIXL_SIDE_CHANNEL_HOST ?? "localhost"),
+      sideChannelPort: sglang !== null ? o.disaggregationBootstrapPort : (o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600),
       bytesPerBlock: o.kvBytesPerBlock,
       faults: { transferFailRate: o.kvTransferFailRate, bytesPerS: o.kvTransferBytesPerS, leaseExpireRate: o.kvLeaseExpireRate },
       prefillFailRate: o.pdPrefillFailRate,
