@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { DISCOVERY_KINDS, ENGINE_KINDS, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
+import { DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
@@ -308,6 +308,17 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
   }),
 });
 
+// P/D (issue 13). min_prefill_tokens is a non-cached-token threshold like llm-d's P/D decider's
+// (llm-d-inference-scheduler README-PD-SLO.md: "non-cached suffix < pdThreshold" → decode only);
+// 512 is the issue's example. `recompute` keeps a decode engine answering when a transfer fails
+// (vLLM's own default is `fail`, vllm/config/kv_transfer.py).
+const pd = obj("Prefill/decode disaggregation across engines with role prefill and decode.", {
+  min_prefill_tokens: int("Below this uncached prompt length (tokens) a request skips the prefill pool and prefills on its decode worker.", 512, { min: 0, max: 10_000_000 }),
+  nixl_metadata: oneOf(NIXL_METADATA_MODES, "`herd`: herd serves the NIXL TCPStore metadata service and passes NIXL_TCPSTORE_ENDPOINT(S) to its engines; `none`: engines find peers on their own.", "herd"),
+  kv_load_failure_policy: oneOf(KV_LOAD_FAILURE_POLICIES, "vLLM decode engines' kv_load_failure_policy: `fail` errors the request (herd retries elsewhere), `recompute` prefills locally.", "recompute"),
+  prefill_queue_max: int("A prefill worker with this many requests waiting for their first token counts as saturated; when all are, requests prefill on their decode worker.", 8, { min: 1, max: 100_000 }),
+});
+
 export const configSpec = obj("herd configuration (one file per node).", {
   seed: int("The run's seed: every random choice (routing ties and draws, reconnect jitter) derives from it, so one seed replays a run; HERD_SEED overrides it; 0 = drawn at start (and logged).", 0, { min: 0, max: 2 ** 32 - 1 }),
   node,
@@ -316,6 +327,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   models: list(modelEntry, "Models served. Default (with no `engines` either): one simulated model `herd-sim`.", demoModels, 1000),
   engines: list(engineEntry, "Engines. Default (with no `models` either): two `sim` engines serving `herd-sim`.", demoEngines, 1000),
   supervisor,
+  pd,
   cluster,
   kv_tier: kvTier,
   planner,

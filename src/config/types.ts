@@ -15,6 +15,24 @@ export type PrefixCachingHashAlgo = (typeof PREFIX_CACHING_HASH_ALGOS)[number];
 export const ROLES = ["aggregated", "prefill", "decode"] as const;
 export type Role = (typeof ROLES)[number];
 
+export const NIXL_METADATA_MODES = ["herd", "none"] as const;
+export type NixlMetadataMode = (typeof NIXL_METADATA_MODES)[number];
+
+export const KV_LOAD_FAILURE_POLICIES = ["fail", "recompute"] as const;
+export type KvLoadFailurePolicy = (typeof KV_LOAD_FAILURE_POLICIES)[number];
+
+/** Prefill/decode disaggregation (engines with role prefill/decode); issue 13's public contract. */
+export interface PdConfig {
+  /** Below this uncached prompt length (tokens) the prefill pool is skipped. */
+  min_prefill_tokens: number;
+  /** `herd`: herd serves NIXL's TCPStore metadata and passes NIXL_TCPSTORE_ENDPOINT(S) to engines. */
+  nixl_metadata: NixlMetadataMode;
+  /** vLLM's kv_load_failure_policy for decode engines: `fail` errors the request, `recompute` prefills locally. */
+  kv_load_failure_policy: KvLoadFailurePolicy;
+  /** A prefill worker with this many requests waiting for their first token counts as saturated. */
+  prefill_queue_max: number;
+}
+
 export interface NodeConfig {
   /** Stable node name; defaults to the host name. */
   name: string;
@@ -258,6 +276,7 @@ export interface Config {
   models: ModelConfig[];
   engines: EngineConfig[];
   supervisor: SupervisorConfig;
+  pd: PdConfig;
   /** Multi-node membership and leader election (src/cluster). */
   cluster: ClusterConfig;
   /** The host's KV cache tier (src/tier); all null/empty = off. */

@@ -23,6 +23,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   checkCluster(config, add);
   checkKvTier(config, add);
   checkPlanner(config, add);
+  checkPd(config, add);
 
   const s = config.supervisor;
   if (s.restart_backoff_initial_ms > s.restart_backoff_max_ms)
@@ -52,6 +53,19 @@ function checkKvTier(config: Config, add: Add): void {
       const [a, b] = [norm(paths[i]![1]), norm(paths[j]![1])];
       if (a.startsWith(b) || b.startsWith(a)) add("error", paths[i]![0], `overlaps ${paths[j]![0]} (${paths[j]![1]})`);
     }
+}
+
+// P/D (issue 13): herd configures the transfer for vllm, sglang and sim engines (src/pd/engine-flags.ts);
+// a prefill engine needs a decode engine of the same model, or nothing ever reads its KV.
+const PD_KINDS = ["vllm", "sglang", "sim", "external"];
+function checkPd(config: Config, add: Add): void {
+  config.engines.forEach((e, i) => {
+    if (e.role === "aggregated") return;
+    if (!PD_KINDS.includes(e.kind)) add("warning", `engines[${i}].role`, `herd sets no P/D flags for kind ${e.kind}: pass them in args (herd still routes it as a ${e.role} worker)`);
+    if (e.role === "prefill" && !config.engines.some((d) => d.model === e.model && d.role === "decode")) {
+      add("warning", `engines[${i}].role`, `no decode engine serves ${JSON.stringify(e.model)}: prefill workers get no traffic until one exists`);
+    }
+  });
 }
 
 // Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches

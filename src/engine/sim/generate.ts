@@ -2,7 +2,8 @@
 // of chunks (then an optional usage chunk and `data: [DONE]`) or one JSON response. A client that goes
 // away aborts the request, which frees its KV blocks.
 
-import type { SimScheduler } from "./scheduler.ts";
+import type { Block } from "./blocks.ts";
+import type { FinishReason, SimScheduler } from "./scheduler.ts";
 import { wallClockMs } from "../../core/clock.ts";
 import type { SimMetrics } from "./metrics.ts";
 import type { OutputVocabulary } from "./output.ts";
@@ -23,12 +24,21 @@ export interface GenerateContext {
   inflight: Map<string, () => void>;
 }
 
+/** P/D hooks of one request (pd.ts): the prefill leg's held blocks and answer, the decode leg's cleanup. */
+export interface PdHooks {
+  keepBlocks?: (requestId: string, blocks: readonly Block[], reason: FinishReason) => number;
+  /** The response's top-level kv_transfer_params (non-streaming answers), read once at finish. */
+  params?: (requestId: string) => Record<string, unknown> | null;
+  /** Called once when the request is over, however it ended. */
+  onDone?: () => void;
+}
+
 const enc = new TextEncoder();
 const sse = (obj: unknown) => enc.encode(`data: ${JSON.stringify(obj)}\n\n`);
 const DONE = enc.encode("data: [DONE]\n\n");
 
 /** Submit to the scheduler; throws the scheduler's HerdError (400/503) before anything is sent. */
-export function generate(ctx: GenerateContext, g: GenerationRequest, signal: AbortSignal): Response | Promise<Response> {
+export function generate(ctx: GenerateContext, g: GenerationRequest, signal: AbortSignal, pd: PdHooks = {}): Response | Promise<Response> {
   const id = requestId(g.endpoint);
   const head = { id, created: Math.floor(wallClockMs() / 1000), model: g.model };
   const out = ctx.vocab.stream(ctx.seed, g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
@@ -66,6 +76,7 @@ export function generate(ctx: GenerateContext, g: GenerationRequest, signal: Abo
       ignoreEos: g.ignoreEos,
       lora: g.lora,
       cacheSalt: g.cacheSalt,
+      ...(pd.keepBlocks ? { keepBlocks: (blocks: readonly Block[], reason: FinishReason) => pd.keepBlocks!(id, blocks, reason) } : {}),
       nextToken: (i) => {
         const t = out.token(i);
         return { id: t.id, eos: t.eos };
@@ -89,9 +100,11 @@ export function generate(ctx: GenerateContext, g: GenerationRequest, signal: Abo
           (f) => {
             ctx.inflight.delete(id);
             ctx.metrics.finished(f);
+            const params = pd.params?.(id) ?? null;
+            pd.onDone?.();
             if (f.reason === "abort") return resolve(new Response(null, { status: 499 }));
             const u = usage(f.promptTokens, f.outputTokens, f.cachedTokens);
-            resolve(Response.json(fullResponse(g.endpoint, head, text, finishReason ?? f.reason, stopReason, u)));
+            resolve(Response.json(fullResponse(g.endpoint, head, text, finishReason ?? f.reason, stopReason, u, params)));
           },
         );
       } catch (e) {
@@ -139,6 +152,8 @@ export function generate(ctx: GenerateContext, g: GenerationRequest, signal: Abo
     (f) => {
       ctx.inflight.delete(id);
       ctx.metrics.finished(f);
+      pd.params?.(id); // streamed answers carry no kv_transfer_params; drop them
+      pd.onDone?.();
       if (f.reason !== "abort") {
         if (g.includeUsage) send(sse(usageChunk(g.endpoint, head, usage(f.promptTokens, f.outputTokens, f.cachedTokens))));
         send(DONE);

@@ -195,7 +195,7 @@ export function usageChunk(ep: Endpoint, h: Head, u: Usage): unknown {
   return { id: h.id, object: ep === "chat" ? "chat.completion.chunk" : "text_completion", created: h.created, model: h.model, choices: [], usage: u };
 }
 
-export function fullResponse(ep: Endpoint, h: Head, text: string, finish: string, stopReason: string | null, u: Usage): unknown {
+export function fullResponse(ep: Endpoint, h: Head, text: string, finish: string, stopReason: string | null, u: Usage, kvTransferParams: Record<string, unknown> | null = null): unknown {
   if (ep === "chat") {
     return {
       id: h.id, object: "chat.completion", created: h.created, model: h.model,
@@ -204,13 +204,13 @@ export function fullResponse(ep: Endpoint, h: Head, text: string, finish: string
         message: { role: "assistant", content: text, refusal: null, annotations: null, audio: null, function_call: null, tool_calls: [], reasoning_content: null },
         logprobs: null, finish_reason: finish, stop_reason: stopReason,
       }],
-      service_tier: null, system_fingerprint: null, usage: u, prompt_logprobs: null, kv_transfer_params: null,
+      service_tier: null, system_fingerprint: null, usage: u, prompt_logprobs: null, kv_transfer_params: kvTransferParams,
     };
   }
   return {
     id: h.id, object: "text_completion", created: h.created, model: h.model,
     choices: [{ index: 0, text, logprobs: null, finish_reason: finish, stop_reason: stopReason, prompt_logprobs: null }],
-    usage: u, kv_transfer_params: null,
+    usage: u, kv_transfer_params: kvTransferParams,
   };
 }
 

@@ -4,6 +4,7 @@
 
 import { DEFAULT_COST, ZERO_COST, type CostParams } from "./cost.ts";
 import { type KvEventsConfig, parseKvEventsConfig } from "./kv-publisher.ts";
+import { type KvTransferConfig, parseKvTransferConfig } from "./kv-transfer-config.ts";
 
 export interface SimEngineOptions {
   host: string;
@@ -54,6 +55,27 @@ export interface SimEngineOptions {
   sleepMode: boolean;
   /** Sim only: how long POST /wake_up takes (vLLM reloads the weights from CPU RAM: seconds). */
   wakeDelayMs: number;
+  /** vLLM's --kv-transfer-config (NixlConnector P/D); null = no KV connector. */
+  kvTransfer: KvTransferConfig | null;
+  /** VLLM_NIXL_SIDE_CHANNEL_HOST / _PORT; null = from the environment (defaults localhost / 5600, as vLLM). */
+  sideChannelHost: string | null;
+  sideChannelPort: number | null;
+  /** Bytes a decode engine pulls per KV block (Qwen3-8B: 144 KiB/token × 16 = 2.25 MiB). */
+  kvBytesPerBlock: number;
+  /** Fault: side-channel pacing in bytes/s (0 = unpaced). */
+  kvTransferBytesPerS: number;
+  /** Fault: share of pulls cut off halfway. */
+  kvTransferFailRate: number;
+  /** Fault: share of held block sets that expire at once. */
+  kvLeaseExpireRate: number;
+  /** Fault: share of prefill legs (do_remote_decode) answered 500. */
+  pdPrefillFailRate: number;
+  /** A decode engine gives up a pull after this long. */
+  kvTransferTimeoutMs: number;
+  /** SGLang's --disaggregation-mode: the sim then speaks SGLang's bootstrap P/D contract instead. */
+  disaggregationMode: "prefill" | "decode" | null;
+  /** SGLang's --disaggregation-bootstrap-port (prefill side; 0 = ephemeral, for tests). */
+  disaggregationBootstrapPort: number;
 }
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
@@ -83,7 +105,21 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvEventsBindHost: null,
   sleepMode: false,
   wakeDelayMs: 0,
+  kvTransfer: null,
+  sideChannelHost: null,
+  sideChannelPort: null,
+  kvBytesPerBlock: 16 * 1024,
+  kvTransferBytesPerS: 0,
+  kvTransferFailRate: 0,
+  kvLeaseExpireRate: 0,
+  pdPrefillFailRate: 0,
+  kvTransferTimeoutMs: 30_000,
+  disaggregationMode: null,
+  disaggregationBootstrapPort: 8998,
 };
+
+/** Qwen3-8B's KV per 16-token block: 36 layers × 8 KV heads × 128 dims × 2 (K,V) × 2 B = 144 KiB per token. */
+export const QWEN3_8B_KV_BYTES_PER_BLOCK = 144 * 1024 * 16;
 
 /** The vLLM release whose wire formats the sim speaks (KV events as the v0.26.0 capture); /version answers it. */
 export const VLLM_VERSION = "0.26.0";
@@ -181,11 +217,43 @@ export const FLAGS: Record<string, Flag> = {
   },
   "enable-sleep-mode": { kind: "bool", help: "vLLM's sleep mode: POST /sleep?level=1, POST /wake_up, GET /is_sleeping (asleep: generation gets 503)", set: (o) => void (o.sleepMode = true) },
   "wake-delay-ms": { kind: "int", help: "sleep mode: how long POST /wake_up takes (0)", set: (o, v) => void (o.wakeDelayMs = v as number) },
+  "kv-transfer-config": {
+    kind: "str",
+    help: "vLLM's P/D JSON: kv_connector NixlConnector, kv_role, engine_id, kv_load_failure_policy, kv_connector_extra_config.kv_lease_duration",
+    set: (o, v) => {
+      try {
+        o.kvTransfer = parseKvTransferConfig(v as string);
+      } catch (e) {
+        throw new UsageError(`--kv-transfer-config: ${e instanceof Error ? e.message : String(e)}`);
+      }
+    },
+  },
+  "kv-bytes-per-block": { kind: "int", help: `KV bytes a decode pulls per block (16384; Qwen3-8B ${QWEN3_8B_KV_BYTES_PER_BLOCK})`, set: (o, v) => void (o.kvBytesPerBlock = v as number) },
+  "kv-transfer-bytes-per-s": { kind: "num", help: "fault: pace the side channel at N bytes/s (0 = unpaced)", set: (o, v) => void (o.kvTransferBytesPerS = v as number) },
+  "kv-transfer-fail-rate": { kind: "num", help: "fault: share of KV pulls cut off halfway, 0..1 (0)", set: (o, v) => void (o.kvTransferFailRate = rate("kv-transfer-fail-rate", v)) },
+  "kv-lease-expire-rate": { kind: "num", help: "fault: share of held prefill blocks expiring at once, 0..1 (0)", set: (o, v) => void (o.kvLeaseExpireRate = rate("kv-lease-expire-rate", v)) },
+  "pd-prefill-fail-rate": { kind: "num", help: "fault: share of prefill legs (do_remote_decode) answered 500, 0..1 (0)", set: (o, v) => void (o.pdPrefillFailRate = rate("pd-prefill-fail-rate", v)) },
+  "kv-transfer-timeout-ms": { kind: "int", help: "a decode gives up a KV pull after this long (30000)", set: (o, v) => void (o.kvTransferTimeoutMs = v as number) },
+  "disaggregation-mode": {
+    kind: "str",
+    help: "SGLang P/D role: prefill | decode (bootstrap_host/port/room requests)",
+    set: (o, v) => {
+      if (v !== "prefill" && v !== "decode") throw new UsageError(`--disaggregation-mode: expected prefill or decode, got ${JSON.stringify(v)}`);
+      o.disaggregationMode = v;
+    },
+  },
+  "disaggregation-bootstrap-port": { kind: "int", help: "SGLang prefill bootstrap port (8998)", set: (o, v) => void (o.disaggregationBootstrapPort = v as number) },
+  "disaggregation-transfer-backend": { kind: "str", help: "SGLang transfer backend (accepted; the sim always uses its own TCP transfer)", set: () => {} },
   "startup-delay-ms": { kind: "int", help: "load time: refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
   "realistic-startup": { kind: "bool", help: `load time of Qwen3-8B on an H100 (${REALISTIC_STARTUP_MS / 1000} s) unless --startup-delay-ms`, set: (o) => void (o.startupDelayMs = REALISTIC_STARTUP_MS) },
 };
 
-const POSITIVE = new Set(["block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
+function rate(name: string, v: string | number | boolean): number {
+  if ((v as number) > 1) throw new UsageError(`--${name}: must be at most 1, got ${v}`);
+  return v as number;
+}
+
+const POSITIVE = new Set(["kv-transfer-timeout-ms", "block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
 
 function parseValue(name: string, kind: Kind, raw: string): string | number {
   if (kind === "str") return raw;

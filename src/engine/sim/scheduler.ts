@@ -74,6 +74,12 @@ export interface SubmitRequest {
   lora?: string | null;
   /** vLLM's cache_salt: an extra key of block 0's hash only. */
   cacheSalt?: string | null;
+  /**
+   * P/D prefill side (NixlConnector's request_finished delaying the free): called when the
+   * request finishes normally, with its blocks; returns how many leading blocks the caller keeps
+   * (it frees them later with releaseBlocks). The scheduler frees the rest. Absent = keep none.
+   */
+  keepBlocks?: (blocks: readonly Block[], reason: FinishReason) => number;
 }
 
 export interface SchedulerStats {
@@ -190,6 +196,42 @@ export class SimScheduler {
     if (r.state === "waiting") this.waiting.splice(this.waiting.indexOf(r), 1);
     if (r.state === "running") this.running.splice(this.running.indexOf(r), 1);
     this.finish(r, "abort");
+  }
+
+  /**
+   * P/D decode side: take `n` free blocks for KV arriving from a remote prefill (vLLM allocates
+   * them before the transfer, WAITING_FOR_REMOTE_KVS). Null when too few are free.
+   */
+  reserveBlocks(n: number): Block[] | null {
+    return n === 0 ? [] : this.pool.allocate(n);
+  }
+
+  /**
+   * The transfer into `blocks` (from reserveBlocks) completed: they hold the first blocks of
+   * `prompt`, so enter them in the prefix cache under this engine's hashes (BlockStored events, as
+   * vLLM caches externally computed blocks). The request submitted next finds them as a prefix hit.
+   */
+  commitImported(blocks: readonly Block[], prompt: ArrayLike<number>, lora: string | null, cacheSalt: string | null): void {
+    if (blocks.length === 0) return;
+    const bs = this.cfg.blockSize;
+    const sub = { lora, cacheSalt } as SubmitRequest;
+    const entries = [];
+    let parent: BlockHash | null = null;
+    const none: number[] = [];
+    for (let i = 0; i < blocks.length; i++) {
+      const hash = hashBlockOf(blockSeed(this.cfg.hashSeed, sub, i), parent, prompt, none, i * bs, (i + 1) * bs);
+      const tokens = Array.from({ length: bs }, (_, k) => prompt[i * bs + k]!);
+      entries.push({ block: blocks[i]!, hash, tokens });
+      parent = hash;
+    }
+    this.pool.store(entries, null, 0, lora, cacheSalt);
+    this.flushEvents();
+  }
+
+  /** Drop the references held by keepBlocks or reserveBlocks (tail first, as vLLM frees). */
+  releaseBlocks(blocks: readonly Block[]): void {
+    if (blocks.length > 0) this.pool.releaseTailFirst(blocks);
+    this.wake(); // freed blocks may admit a waiting request
   }
 
   /** vLLM's /reset_prefix_cache: succeeds only when no request holds blocks. */
@@ -391,7 +433,15 @@ export class SimScheduler {
   private finish(r: Req, reason: FinishReason): void {
     r.state = "done";
     this.reqs.delete(r.sub.id);
-    if (r.blocks.length > 0) this.pool.releaseTailFirst(r.blocks);
+    let keep = 0;
+    if (reason !== "abort" && r.sub.keepBlocks !== undefined && r.blocks.length > 0) {
+      try {
+        keep = Math.max(0, Math.min(r.blocks.length, r.sub.keepBlocks(r.blocks, reason)));
+      } catch {
+        keep = 0;
+      }
+    }
+    if (r.blocks.length > keep) this.pool.releaseTailFirst(keep === 0 ? r.blocks : r.blocks.slice(keep));
     r.blocks = [];
     const info: FinishInfo = {
       reason,

@@ -7,7 +7,8 @@ import { type Clock, RealClock, wallClockMs } from "../../core/clock.ts";
 import { HerdError, errorMessage } from "../../core/errors.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
-import { type GenerateContext, generate } from "./generate.ts";
+import { type GenerateContext, type PdHooks, generate } from "./generate.ts";
+import { SimPd } from "./pd.ts";
 import { SimMetrics } from "./metrics.ts";
 import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
 import { ZERO_COST } from "./cost.ts";
@@ -39,6 +40,8 @@ export interface SimEngine {
   readonly options: SimEngineOptions;
   readonly scheduler: SimScheduler;
   readonly tokenizer: Tokenizer;
+  /** The P/D connector (with --kv-transfer-config): engine id, side-channel port, held blocks. */
+  readonly pd: SimPd | null;
   stats(): SimEngineStats;
   stop(): Promise<void>;
 }
@@ -93,6 +96,26 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   // vLLM's sleep mode (level 1 offloads weights, discards the KV cache): asleep, generation is
   // refused; the sim frees nothing else (docs/features/sleep_mode.md in vllm-project/vllm).
   let asleep = false;
+  // SGLang mode: the prefill side's bootstrap server on the engine's own host and bootstrap port.
+  const sglang = o.disaggregationMode;
+  const kv = o.kvTransfer ?? (sglang === null ? null : { connector: "NixlConnector" as const, role: "kv_both" as const, engineId: crypto.randomUUID(), loadFailurePolicy: "fail" as const, leaseDurationS: 30 });
+  const pd = kv === null ? null : new SimPd(
+    {
+      kv,
+      sglangMode: sglang,
+      sideChannelHost: sglang !== null ? o.host : (o.sideChannelHost ?? process.env.VLLM_NIXL_SIDE_CHANNEL_HOST ?? "localhost"),
+      sideChannelPort: sglang !== null ? o.disaggregationBootstrapPort : (o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600),
+      bytesPerBlock: o.kvBytesPerBlock,
+      faults: { transferFailRate: o.kvTransferFailRate, bytesPerS: o.kvTransferBytesPerS, leaseExpireRate: o.kvLeaseExpireRate },
+      prefillFailRate: o.pdPrefillFailRate,
+      transferTimeoutMs: o.kvTransferTimeoutMs,
+      tpSize: 1,
+      seed: o.seed,
+    },
+    scheduler,
+    clock,
+    metrics.registry,
+  );
   let server: ReturnType<typeof Bun.serve> | null = null;
 
   const crash = () => {
@@ -120,12 +143,24 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
         req.signal.addEventListener("abort", done, { once: true });
       });
     }
-    const g = parseGeneration(endpoint, await readJson(req), o.model, tokenizer, o.loraModules.map((l) => l.name));
+    const body = await readJson(req);
+    const g = parseGeneration(endpoint, body, o.model, tokenizer, o.loraModules.map((l) => l.name));
     const ctx: GenerateContext = {
       scheduler, metrics, vocab, seed: o.seed, outputLen: o.outputLen, maxModelLen, now: () => clock.now(),
       crash: o.crashAfter !== null && n === o.crashAfter + 1 ? crash : null, inflight,
     };
-    return await generate(ctx, g, req.signal);
+    let hooks: PdHooks = {};
+    if (pd !== null) {
+      const prep = await pd.prepare(body, g, req.signal, (line) => log(`ERROR ${ts()} [nixl] ${line}`));
+      if ("response" in prep) return prep.response;
+      hooks = prep.hooks;
+    }
+    try {
+      return await generate(ctx, g, req.signal, hooks);
+    } catch (e) {
+      hooks.onDone?.();
+      throw e;
+    }
   };
 
   const route = async (req: Request): Promise<Response> => {
@@ -230,8 +265,10 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     options: o,
     scheduler,
     tokenizer,
+    pd,
     stats,
     async stop() {
+      pd?.stop();
       for (const abort of [...inflight.values()]) abort();
       for (const done of [...hung]) done();
       await server?.stop(true);
@@ -288,6 +325,11 @@ async function loadModel(o: SimEngineOptions, maxModelLen: number, log: (line: s
   log(`INFO ${ts()} [core.py] init engine (profile, create kv cache, warmup model) took ${secs(0.6)} seconds`);
   log(`INFO ${ts()} [loggers.py] Engine 000: vllm cache_config_info with initialization after num_gpu_blocks is: ${o.kvBlocks}`);
   log(`INFO ${ts()} [api_server.py] Supported_tasks: ['generate']`);
+}
+
+function envPort(v: string | undefined): number | null {
+  const n = Number(v);
+  return v !== undefined && v !== "" && Number.isInteger(n) && n >= 0 && n <= 65535 ? n : null;
 }
 
 function stripUndefined<T extends object>(o: T): Partial<T> {

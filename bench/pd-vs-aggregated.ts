@@ -1,0 +1,117 @@
+// Aggregated vs P/D on sim engines, same GPU count (2): two aggregated engines behind least-loaded
+// choice, against one prefill + one decode engine driven by the P/D orchestrator (src/pd). Long-input
+// (8k in, 256 out) and short (256 in, 256 out) workloads, closed loop at a fixed concurrency, fresh
+// prompts (no prefix reuse). Prints TTFT p50/p99, inter-token gap p99 (the decode stall a long
+// prefill causes in an aggregated batch) and requests/s, P/D as ratios of aggregated.
+// The KV transfer is paced as Qwen3-8B's real size over a link: 2.25 MiB per 16-token block at
+// LINK_GBPS (default 25 GB/s, 200 Gb/s RDMA), scaled by the sims' time scale; the bytes on the wire
+// are fewer (1 KiB per block) so loopback TCP is not the bottleneck.
+// Run: ./node_modules/.bin/bun bench/pd-vs-aggregated.ts [requests=24] [concurrency=6] [time_scale=10] [link_GBps=25]
+import { RealClock } from "../src/core/clock.ts";
+import { SeededRng } from "../src/core/rng.ts";
+import { parseKvTransferConfig } from "../src/engine/sim/kv-transfer-config.ts";
+import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../src/engine/sim/options.ts";
+import { type SimEngine, startSimEngine } from "../src/engine/sim/server.ts";
+import type { PdCandidate } from "../src/pd/choose.ts";
+import { type LegExecutor, type LegOutcome, type PdLeg, runPd } from "../src/pd/orchestrator.ts";
+
+const N = Number(process.argv[2] ?? 24);
+const CONC = Number(process.argv[3] ?? 6);
+const SCALE = Number(process.argv[4] ?? 10);
+const LINK = Number(process.argv[5] ?? 25) * 1e9;
+const WIRE_BYTES_PER_BLOCK = 1024;
+
+interface Timing {
+  ttftMs: number;
+  maxGapMs: number;
+}
+
+/** Streams a leg; for the client leg records TTFT and the longest gap between chunks. */
+class TimingExecutor implements LegExecutor {
+  readonly timings: Timing[] = [];
+  /** When each request started (TTFT is end to end: a P/D request's prefill leg counts). */
+  readonly starts = new Map<string, number>();
+  async run(leg: PdLeg, signal: AbortSignal): Promise<LegOutcome> {
+    const t0 = this.starts.get(leg.requestId) ?? performance.now();
+    const res = await fetch(`${leg.worker.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": leg.requestId }, body: leg.body, signal });
+    if (res.status !== 200) return { kind: "failed", reason: `HTTP ${res.status}: ${await res.text()}`, status: res.status };
+    if (!leg.toClient) return { kind: "done", text: await res.text() };
+    this.timings.push(await readStream(res, t0));
+    return { kind: "committed", answer: null };
+  }
+}
+
+async function readStream(res: Response, t0: number): Promise<Timing> {
+  const reader = res.body!.getReader();
+  let first = -1;
+  let last = 0;
+  let maxGap = 0;
+  for (;;) {
+    const r = await reader.read();
+    if (r.done) break;
+    const now = performance.now();
+    if (first < 0) first = now;
+    else maxGap = Math.max(maxGap, now - last);
+    last = now;
+  }
+  return { ttftMs: (first - t0) * SCALE, maxGapMs: maxGap * SCALE };
+}
+
+const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;
+
+async function closedLoop(n: number, conc: number, one: (i: number) => Promise<void>): Promise<number> {
+  let next = 0;
+  const t0 = performance.now();
+  await Promise.all(Array.from({ length: conc }, async () => {
+    while (next < n) await one(next++);
+  }));
+  return (performance.now() - t0) / 1000 * SCALE;
+}
+
+const kv = () => parseKvTransferConfig(JSON.stringify({ kv_connector: "NixlConnector", kv_role: "kv_both", kv_load_failure_policy: "recompute" }));
+const cand = (id: string, role: PdCandidate["role"], e: SimEngine): PdCandidate => ({
+  id, node: "n1", url: e.url, kind: "sim", role, overlap: { gpu: 0, cpu: 0, disk: 0 }, activePrefillTokens: 0, activeBlocks: 0, waiting: 0, kvUsage: null, numBlocks: null, bootstrapPort: null,
+});
+
+async function workload(name: string, inTokens: number, outTokens: number, seed: number) {
+  const body = (i: number) => ({ model: "sim", prompt: Array.from({ length: inTokens }, (_, k) => 100 + ((k * 31 + i * 977 + seed) % 60_000)), max_tokens: outTokens, ignore_eos: true, stream: true });
+  // Aggregated: two engines, each request to the one with fewer in flight.
+  const agg = [await startSimEngine({ port: 0, timeScale: SCALE }), await startSimEngine({ port: 0, timeScale: SCALE })];
+  const inflight = [0, 0];
+  const aggExec = new TimingExecutor();
+  const aggS = await closedLoop(N, CONC, async (i) => {
+    const w = inflight[0]! <= inflight[1]! ? 0 : 1;
+    inflight[w]!++;
+    aggExec.starts.set(`a${i}`, performance.now());
+    await aggExec.run({ name: "local", worker: cand(`a${w}`, "aggregated", agg[w]!), endpoint: "completion", body: JSON.stringify(body(i)), stream: true, requestId: `a${i}`, toClient: true, commitTimeoutMs: null }, new AbortController().signal);
+    inflight[w]!--;
+  });
+  for (const e of agg) await e.stop();
+  // P/D: one prefill, one decode; the transfer paced as the real KV size over the link.
+  const rate = (WIRE_BYTES_PER_BLOCK / QWEN3_8B_KV_BYTES_PER_BLOCK) * LINK * SCALE;
+  const common = { port: 0, timeScale: SCALE, kvTransfer: kv(), sideChannelHost: "127.0.0.1", sideChannelPort: 0, kvBytesPerBlock: WIRE_BYTES_PER_BLOCK, kvTransferBytesPerS: rate } as const;
+  const p = await startSimEngine(common);
+  const d = await startSimEngine(common);
+  const cands = [cand("p", "prefill", p), cand("d", "decode", d)];
+  const pdExec = new TimingExecutor();
+  const deps = { exec: pdExec, candidates: () => cands, pd: { min_prefill_tokens: 0, prefill_queue_max: 1_000 }, knobs: { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.5, disk: 0.25 } }, rng: new SeededRng(seed), clock: new RealClock() };
+  const pdS = await closedLoop(N, CONC, async (i) => {
+    pdExec.starts.set(`p${i}`, performance.now());
+    await runPd(deps, { requestId: `p${i}`, endpoint: "completion", body: body(i), stream: true, promptTokens: inTokens, blockSize: 16, flow: "vllm" }, new AbortController().signal);
+  });
+  await p.stop();
+  await d.stop();
+  const row = (label: string, t: Timing[], s: number) => ({
+    label, ttftP50: pct(t.map((x) => x.ttftMs), 0.5), ttftP99: pct(t.map((x) => x.ttftMs), 0.99), gapP99: pct(t.map((x) => x.maxGapMs), 0.99), rps: t.length / s,
+  });
+  const a = row("aggregated", aggExec.timings, aggS);
+  const b = row("P/D", pdExec.timings, pdS);
+  console.log(`${name} (${inTokens} in, ${outTokens} out, ${N} requests, concurrency ${CONC}, model time)`);
+  for (const r of [a, b]) {
+    console.log(`  ${r.label.padEnd(10)} TTFT p50 ${r.ttftP50.toFixed(0)} ms p99 ${r.ttftP99.toFixed(0)} ms | worst inter-token gap p99 ${r.gapP99.toFixed(1)} ms | ${r.rps.toFixed(2)} req/s`);
+  }
+  console.log(`  P/D ÷ aggregated: TTFT p50 ×${(b.ttftP50 / a.ttftP50).toFixed(2)}, gap p99 ×${(b.gapP99 / a.gapP99).toFixed(2)}, req/s ×${(b.rps / a.rps).toFixed(2)}`);
+}
+
+await workload("long input", 8192, 256, 1);
+await workload("short input", 256, 256, 2);
