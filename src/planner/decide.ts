@@ -64,6 +64,35 @@ interface Budget {
   spend(gpus: number): boolean;
 }
 
+/** One pool's tick: what it has, what it needs, and the decision being built. */
+interface PoolTick {
+  nowMs: number;
+  pool: PoolSpec;
+  cfg: PlannerConfig;
+  fleet: Fleet;
+  mem: PoolMemory;
+  ready: FleetEngine[];
+  sleeping: FleetEngine[];
+  /** ready + starting + waking: engines serving or about to. */
+  current: number;
+  floor: number;
+  actions: Action[];
+  terms: Record<string, number | null>;
+}
+
+/** What the signals say the pool needs, and the next memory's samples. */
+interface Need {
+  need: number;
+  desired: number;
+  reason: Reason;
+  panicking: boolean;
+  idleLong: boolean;
+  stableSamples: { atMs: number; need: number }[];
+  next: PoolMemory;
+}
+
+type PoolResult = { actions: Action[]; decision: PoolDecision; memory: PoolMemory };
+
 function decidePool(
   nowMs: number,
   tod: number,
@@ -75,27 +104,34 @@ function decidePool(
   mem: PoolMemory,
   leaderSinceMs: number,
   budget: Budget,
-): { actions: Action[]; decision: PoolDecision; memory: PoolMemory } {
-  const actions: Action[] = [];
+): PoolResult {
   const of = (st: FleetEngine["state"]) => engines.filter((e) => e.state === st);
   const ready = of("ready");
-  const coming = of("starting").length + of("waking").length;
-  const current = ready.length + coming;
   const sleeping = of("sleeping");
-  // Safety first, whatever else happens: drained engines with nothing left are stopped; long sleepers too.
-  for (const e of of("draining")) if (e.inFlight === 0 && e.pendingTransfers === 0) actions.push({ kind: "stop", pool: pool.id, engine: e.id });
-  for (const e of sleeping) if (nowMs - e.sinceMs >= cfg.sleepToStopMs) actions.push({ kind: "stop", pool: pool.id, engine: e.id });
-
+  const coming = of("starting").length + of("waking").length;
   const floor = floorAt(pool, tod);
-  const terms: Record<string, number | null> = { ready: ready.length, coming, sleeping: sleeping.length, floor, max: pool.max };
-  const done = (desired: number, reason: Reason, memory: PoolMemory) => ({
-    actions,
-    decision: { pool: pool.id, desired, current, reason, terms },
-    memory,
-  });
+  const t: PoolTick = {
+    nowMs, pool, cfg, fleet, mem, ready, sleeping, current: ready.length + coming, floor, actions: [],
+    terms: { ready: ready.length, coming, sleeping: sleeping.length, floor, max: pool.max },
+  };
+  // Safety first, whatever else happens: drained engines with nothing left are stopped; long sleepers too.
+  for (const e of of("draining")) if (e.inFlight === 0 && e.pendingTransfers === 0) t.actions.push({ kind: "stop", pool: pool.id, engine: e.id });
+  for (const e of sleeping) if (nowMs - e.sinceMs >= cfg.sleepToStopMs) t.actions.push({ kind: "stop", pool: pool.id, engine: e.id });
+  if (missingSignal(s)) return done(t, t.current, "no_signal", mem);
+  const n = measureNeed(t, s!, engines);
+  if (n.desired > t.current) return scaleUp(t, n, budget);
+  if (n.desired < t.current) return n.idleLong && n.reason !== "pinned" ? idleDown(t, n) : scaleDown(t, n, leaderSinceMs);
+  const reason = t.current > ready.length ? "scale_up_pending" : n.desired === floor && floor > n.need && n.reason === "hold" ? "floor" : n.reason;
+  return done(t, n.desired, reason, n.next);
+}
 
-  if (missingSignal(s)) return done(current, "no_signal", mem);
-  const sig = s!;
+function done(t: PoolTick, desired: number, reason: Reason, memory: PoolMemory): PoolResult {
+  return { actions: t.actions, decision: { pool: t.pool.id, desired, current: t.current, reason, terms: t.terms }, memory };
+}
+
+/** Demand → engines: stable and panic windows, held requests, floor, pin, idle. */
+function measureNeed(t: PoolTick, sig: PoolSignals, engines: readonly FleetEngine[]): Need {
+  const { nowMs, cfg, pool, mem } = t;
   const busy = engines.some((e) => e.inFlight > 0 || e.pendingTransfers > 0);
   const idle = sig.arrivalsPerS === 0 && sig.heldRequests === 0 && !busy;
   const idleSinceMs = idle ? (mem.idleSinceMs ?? nowMs) : null;
@@ -105,82 +141,77 @@ function decidePool(
   const stable = windowMean(samples, nowMs, cfg.stableWindowMs);
   const panic = windowMean(samples, nowMs, cfg.panicWindowMs);
   // Knative's panic mode: the short window only counts when it shows twice the capacity there is.
-  const panicking = panic >= 2 * Math.max(1, current);
+  const panicking = panic >= 2 * Math.max(1, t.current);
   let need = Math.ceil((panicking ? Math.max(stable, panic) : stable) - 1e-9);
   if (sig.heldRequests > 0) need = Math.max(need, 1);
-  Object.assign(terms, { demand: round3(demand), stable: round3(stable), panic: round3(panic), need });
+  Object.assign(t.terms, { demand: round3(demand), stable: round3(stable), panic: round3(panic), need });
   const idleLong = idleSinceMs !== null && nowMs - idleSinceMs >= cfg.idleToSleepMs;
-
-  let desired = Math.min(pool.max, Math.max(need, floor));
+  let desired = Math.min(pool.max, Math.max(need, t.floor));
   let reason: Reason = "hold";
   if (pool.pinned !== null) {
     desired = pool.pinned;
     reason = "pinned";
-  } else if (idleLong) desired = floor;
+  } else if (idleLong) desired = t.floor;
   const stableSamples = [...(mem.stableSamples ?? []).filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: stable }];
-  let next: PoolMemory = { ...mem, samples, stableSamples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs };
+  const next: PoolMemory = { ...mem, samples, stableSamples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs };
+  return { need, desired, reason, panicking, idleLong, stableSamples, next };
+}
 
-  if (desired > current) {
-    let missing = desired - current;
-    // Sleeping engines wake in seconds; a cold start takes tens of seconds or minutes.
-    for (const e of [...sleeping].sort((a, b) => (a.id < b.id ? -1 : 1))) {
-      if (missing === 0) break;
-      actions.push({ kind: "wake", pool: pool.id, engine: e.id });
-      missing--;
-    }
-    let limited: Reason | null = null;
-    while (missing > 0) {
-      const host = pickHost(pool, fleet, budget.free, nowMs);
-      if (host === null) {
-        limited = "gpu_budget";
-        break;
-      }
-      if (!budget.spend(pool.gpusPerEngine)) {
-        limited = "gpu_budget";
-        break;
-      }
-      budget.free.set(host, (budget.free.get(host) ?? 0) - pool.gpusPerEngine);
-      actions.push({ kind: "start", pool: pool.id, host });
-      missing--;
-    }
-    const added = desired - current - missing;
-    if (added > 0) next = { ...next, lastUpMs: nowMs };
-    reason = reason === "pinned" ? "pinned" : limited ?? (sleeping.length > 0 && actions.some((a) => a.kind === "wake") ? "wake" : "scale_up");
-    if (need > pool.max && reason === "scale_up") reason = "at_max";
-    return done(desired, reason, next);
+/** Up at once: wake sleepers first (seconds), then cold starts on hosts with free GPUs. */
+function scaleUp(t: PoolTick, n: Need, budget: Budget): PoolResult {
+  const { pool } = t;
+  let missing = n.desired - t.current;
+  for (const e of [...t.sleeping].sort((a, b) => (a.id < b.id ? -1 : 1))) {
+    if (missing === 0) break;
+    t.actions.push({ kind: "wake", pool: pool.id, engine: e.id });
+    missing--;
   }
+  let limited: Reason | null = null;
+  while (missing > 0) {
+    const host = pickHost(pool, t.fleet, budget.free, t.nowMs);
+    if (host === null || !budget.spend(pool.gpusPerEngine)) {
+      limited = "gpu_budget";
+      break;
+    }
+    budget.free.set(host, (budget.free.get(host) ?? 0) - pool.gpusPerEngine);
+    t.actions.push({ kind: "start", pool: pool.id, host });
+    missing--;
+  }
+  const next = n.desired - t.current - missing > 0 ? { ...n.next, lastUpMs: t.nowMs } : n.next;
+  let reason: Reason = n.reason === "pinned" ? "pinned" : limited ?? (t.actions.some((a) => a.kind === "wake") ? "wake" : "scale_up");
+  if (n.need > pool.max && reason === "scale_up") reason = "at_max";
+  return done(t, n.desired, reason, next);
+}
 
-  if (desired < current) {
-    if (idleLong && reason !== "pinned") {
-      // Idle: put the engines beyond the floor to sleep (or drain them to stop), quietest first.
-      const surplus = current - desired;
-      const victims = [...ready].sort(byVictimOrder).slice(0, surplus);
-      for (const e of victims) {
-        if (pool.canSleep && e.inFlight === 0 && e.pendingTransfers === 0) actions.push({ kind: "sleep", pool: pool.id, engine: e.id });
-        else actions.push({ kind: "drain", pool: pool.id, engine: e.id });
-      }
-      return done(desired, pool.canSleep ? "sleep_idle" : "stop_idle", { ...next, lastDownMs: nowMs });
-    }
-    if (reason !== "pinned") {
-      const window = windowMax(stableSamples, nowMs, cfg.downWindowMs, next.samplingSinceMs!);
-      terms.down_window_max = round3(window.max);
-      const consolidated = window.max <= (current - 1) * cfg.downHeadroom;
-      if (nowMs - leaderSinceMs < cfg.downWindowMs) return done(current, "new_leader_window", next);
-      if (mem.lastUpMs !== null && nowMs - mem.lastUpMs < cfg.upHoldMs) return done(current, "up_hold", next);
-      if (mem.lastDownMs !== null && nowMs - mem.lastDownMs < cfg.downStepMs) return done(current, "hold", next);
-      if (panicking || !window.covered || !consolidated) return done(current, "hold", next);
-      // A pool that can sleep keeps its last engine for the idle rule: sleeping wakes in seconds,
-      // a drained and stopped engine costs the next request a cold start.
-      if (pool.canSleep && current - 1 < 1) return done(current, "hold", next);
-    }
-    const victim = pickVictim(ready);
-    if (victim === null) return done(current, "drain_wait", next);
-    actions.push({ kind: "drain", pool: pool.id, engine: victim.id });
-    return done(current - 1, reason === "pinned" ? "pinned" : "scale_down", { ...next, lastDownMs: nowMs });
+/** Idle: the engines beyond the floor go to sleep (or are drained to stop), quietest first. */
+function idleDown(t: PoolTick, n: Need): PoolResult {
+  const { pool } = t;
+  for (const e of [...t.ready].sort(byVictimOrder).slice(0, t.current - n.desired)) {
+    if (pool.canSleep && e.inFlight === 0 && e.pendingTransfers === 0) t.actions.push({ kind: "sleep", pool: pool.id, engine: e.id });
+    else t.actions.push({ kind: "drain", pool: pool.id, engine: e.id });
   }
-  if (current > ready.length && desired === current) reason = "scale_up_pending";
-  else if (desired === floor && floor > need && reason === "hold") reason = "floor";
-  return done(desired, reason, next);
+  return done(t, n.desired, pool.canSleep ? "sleep_idle" : "stop_idle", { ...n.next, lastDownMs: t.nowMs });
+}
+
+/** Down one engine, only when the consolidated pool stays under the headroom for the whole window. */
+function scaleDown(t: PoolTick, n: Need, leaderSinceMs: number): PoolResult {
+  const { nowMs, cfg, mem, pool, current } = t;
+  if (n.reason !== "pinned") {
+    const window = windowMax(n.stableSamples, nowMs, cfg.downWindowMs, n.next.samplingSinceMs!);
+    t.terms.down_window_max = round3(window.max);
+    const consolidated = window.max <= (current - 1) * cfg.downHeadroom;
+    if (nowMs - leaderSinceMs < cfg.downWindowMs) return done(t, current, "new_leader_window", n.next);
+    if (mem.lastUpMs !== null && nowMs - mem.lastUpMs < cfg.upHoldMs) return done(t, current, "up_hold", n.next);
+    if (mem.lastDownMs !== null && nowMs - mem.lastDownMs < cfg.downStepMs) return done(t, current, "hold", n.next);
+    if (n.panicking || !window.covered || !consolidated) return done(t, current, "hold", n.next);
+    // A pool that can sleep keeps its last engine for the idle rule: sleeping wakes in seconds,
+    // a drained and stopped engine costs the next request a cold start.
+    if (pool.canSleep && current - 1 < 1) return done(t, current, "hold", n.next);
+  }
+  const victim = pickVictim(t.ready);
+  if (victim === null) return done(t, current, "drain_wait", n.next);
+  t.actions.push({ kind: "drain", pool: pool.id, engine: victim.id });
+  return done(t, current - 1, n.reason === "pinned" ? "pinned" : "scale_down", { ...n.next, lastDownMs: nowMs });
 }
 
 function byVictimOrder(a: FleetEngine, b: FleetEngine): number {
