@@ -14,7 +14,8 @@ import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
-import { parseJson, readBodyLimited } from "../http/body.ts";
+import { readBodyLimited } from "../http/body.ts";
+import { JsonGuard } from "../http/json-guard.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
 import { AbortCause, InFlightTracker } from "./inflight.ts";
 import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
@@ -60,6 +61,8 @@ export class Frontend {
   private readonly unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
   private readonly hashPrompts: boolean;
+  /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
+  private readonly json = new JsonGuard();
   private prepWarnedAtMs = -Infinity;
   private prepWarnSuppressed = 0;
 
@@ -134,6 +137,7 @@ export class Frontend {
   }
 
   close(): void {
+    this.json.close();
     this.unwatch();
     this.unobserve();
   }
@@ -229,7 +233,9 @@ export class Frontend {
     };
     try {
       const text = await readBodyLimited(c.req.raw, config.frontend.max_body_bytes);
-      const checked = checkRequest(endpoint, parseJson(text));
+      const f = config.frontend;
+      const parsed = await this.json.parse(text, f.max_json_values);
+      const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
       model = checked.model;
       if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
       const headerId = c.req.header("x-request-id");
@@ -274,6 +280,8 @@ export class Frontend {
       metrics.routingStage("hash", p.timings.hash_ms / 1000);
       return p;
     } catch (e) {
+      // A prompt longer than the model's context window is refused here, as the engine would.
+      if (e instanceof HerdError && e.code === "context_length_exceeded") throw e;
       const status = e instanceof HerdError ? e.status : 500;
       if (status === 400 || status === 404) log.debug("prompt not preprocessed; routing on load", { model: checked.model, err: errorMessage(e) });
       else if (this.o.clock.now() - this.prepWarnedAtMs >= PREP_WARN_EVERY_MS) {
