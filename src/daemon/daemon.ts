@@ -33,7 +33,7 @@ import { kvAdminBackend } from "../admin/kv-explain.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
 import type { Overrides } from "../config/load.ts";
-import { exposureWarnings } from "./exposure.ts";
+import { exposureInfo, exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 
@@ -159,6 +159,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   }
   for (const w of supervisor.list()) publish(w);
   for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
+  for (const line of exposureInfo(config)) log.info(line);
   // KV events: every worker with endpoints (generated for local engines, from config for external
   // ones); the supervisor's state changes take failed/stopped/restarted engines out of the index.
   for (const p of supervisor.plans()) {

@@ -16,6 +16,7 @@ import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
 import { readBodyLimited } from "../http/body.ts";
 import { JsonGuard } from "../http/json-guard.ts";
+import { metricsDenied } from "../http/metrics-access.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
 import { AbortCause, InFlightTracker } from "./inflight.ts";
 import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
@@ -152,7 +153,11 @@ export class Frontend {
       if (ready === 0) return c.json({ status: "no_ready_worker", ready_workers: 0 }, 503);
       return c.json({ status: "ready", ready_workers: ready }, 200);
     });
-    app.get("/metrics", async () => new Response(await metrics.render(), { headers: { "content-type": metrics.contentType() } }));
+    app.get("/metrics", async (c) => {
+      const denied = metricsDenied(this.o.config.frontend.metrics, c.env?.ip ?? null, c.req.header("authorization"), this.adminToken());
+      if (denied) return errorResponse(denied);
+      return new Response(await metrics.render(), { headers: { "content-type": metrics.contentType() } });
+    });
     app.get("/v1/models", (c) => {
       const denied = this.authFailure(c);
       if (denied) return errorResponse(denied);
@@ -183,6 +188,7 @@ export class Frontend {
         router: this.o.router,
         backend: this.o.admin,
         log: this.o.log,
+        clock: this.o.clock,
         status: () => ({ draining: this.draining, in_flight: this.inFlight }),
       }),
     );
@@ -195,6 +201,14 @@ export class Frontend {
       return errorResponse(new HerdError(500, "server_error", "internal error", "internal_error"));
     });
   }
+
+  /** The admin token as a KeySet, rebuilt when a reload changes it (frontend.metrics: token). */
+  private adminToken(): KeySet {
+    const t = this.o.config.frontend.admin_token;
+    if (this.adminKeys?.text !== t) this.adminKeys = { text: t, keys: new KeySet(t ? [t] : []) };
+    return this.adminKeys.keys;
+  }
+  private adminKeys: { text: string; keys: KeySet } | null = null;
 
   private authFailure(c: Context<HonoEnv>): HerdError | null {
     if (!this.keys.enabled || this.keys.accepts(c.req.header("authorization"))) return null;
