@@ -14,7 +14,6 @@ import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
-import { readBodyLimited } from "../http/body.ts";
 import { JsonGuard } from "../http/json-guard.ts";
 import { metricsDenied } from "../http/metrics-access.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
@@ -246,9 +245,8 @@ export class Frontend {
       this.release();
     };
     try {
-      const text = await readBodyLimited(c.req.raw, config.frontend.max_body_bytes);
       const f = config.frontend;
-      const parsed = await this.json.parse(text, f.max_json_values);
+      const { text, parsed } = await this.json.readJson(c.req.raw, f.max_body_bytes, f.max_json_values);
       const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
       model = checked.model;
       if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });

@@ -1,29 +1,34 @@
 // JSON bodies parsed on the event loop only once their parse cost is known to be bounded: a body
-// up to `inlineMaxBytes` is scanned inline (json-scan.ts, ≤ ~3 ms), a larger one on a helper thread
-// (the scan of 10 MiB takes 20–150 ms); over `maxValues` values or MAX_JSON_DEPTH nesting it is a 400
-// without ever being parsed here. Only then JSON.parse runs on the loop, on at most maxValues values.
+// up to `inlineMaxChars` bytes is scanned inline (json-scan.ts, ≤ ~3 ms), a larger one is joined,
+// scanned and decoded on a helper thread (for 10 MiB: scan 20–150 ms, join + UTF-8 decode ~50 ms
+// on the loaded dev box); over `maxValues` values or MAX_JSON_DEPTH nesting it is a 400 without
+// ever being decoded or parsed here. Only then JSON.parse runs on the loop, on at most maxValues values.
 //
 // The thread runs scanJson from its own source text (a Blob URL), so it needs no extra entry point
 // in the compiled binary. One thread, started on first use and unref'd; its queue is bounded (503).
 import { HerdError, badRequest, unavailable } from "../core/errors.ts";
-import { parseJson } from "./body.ts";
-import { MAX_JSON_DEPTH, scanJson } from "./json-scan.ts";
+import { parseJson, readBodyChunks } from "./body.ts";
+import { MAX_JSON_DEPTH, scanJson, scanJsonBytes } from "./json-scan.ts";
 
 export interface JsonGuardOptions {
-  /** Bodies up to this many characters are scanned on the calling thread. Default 256 Ki. */
+  /** Bodies up to this many bytes are scanned on the calling thread. Default 256 Ki. */
   inlineMaxChars?: number;
   /** Scans queued or running on the helper thread beyond this get 503. Default 256. */
   maxPending?: number;
 }
 
 type Verdict = ReturnType<typeof scanJson>;
+type Answer = { verdict: Verdict; text: string | null };
 
-const WORKER_SOURCE = `const scanJson = ${scanJson.toString()};
+// On the thread: join the chunks, scan the bytes, and only for a body within bounds decode it to
+// text (the event loop then gets a string copy, no UTF-8 decoding of its own).
+const WORKER_SOURCE = `const scanJsonBytes = ${scanJsonBytes.toString()};
 self.onmessage = (ev) => {
-  const { id, text, maxValues, maxDepth } = ev.data;
-  let verdict = null;
-  try { verdict = scanJson(text, maxValues, maxDepth); } catch (e) { verdict = null; }
-  self.postMessage({ id, verdict });
+  const { id, chunks, bytes, maxValues, maxDepth } = ev.data;
+  let all = chunks.length === 1 ? chunks[0] : new Uint8Array(bytes);
+  if (chunks.length !== 1) { let off = 0; for (const c of chunks) { all.set(c, off); off += c.byteLength; } }
+  const verdict = scanJsonBytes(all, maxValues, maxDepth);
+  self.postMessage({ id, verdict, text: verdict === null ? new TextDecoder().decode(all) : null });
 };`;
 
 export function tooComplex(v: NonNullable<Verdict>, maxValues: number): HerdError {
@@ -34,7 +39,7 @@ export function tooComplex(v: NonNullable<Verdict>, maxValues: number): HerdErro
 
 export class JsonGuard {
   private worker: Worker | null = null;
-  private readonly pending = new Map<number, { resolve: (v: Verdict) => void; reject: (e: Error) => void }>();
+  private readonly pending = new Map<number, { resolve: (v: Answer) => void; reject: (e: Error) => void }>();
   private nextId = 1;
   private closed = false;
   private readonly inlineMaxChars: number;
@@ -45,11 +50,24 @@ export class JsonGuard {
     this.maxPending = opts.maxPending ?? 256;
   }
 
-  /** Parse `text` as JSON, after refusing (400) a body whose parse would be unbounded. */
-  async parse(text: string, maxValues: number): Promise<unknown> {
-    const v = text.length <= this.inlineMaxChars ? scanJson(text, maxValues, MAX_JSON_DEPTH) : await this.scanOffLoop(text, maxValues);
-    if (v !== null) throw tooComplex(v, maxValues);
-    return parseJson(text);
+  /**
+   * Read a request body (limits and errors of http/body.ts) and parse it as JSON, after refusing
+   * (400) a body whose parse would be unbounded. A body over `inlineMaxChars` bytes is joined,
+   * scanned and decoded on the helper thread; the event loop only parses what passed.
+   */
+  async readJson(req: Request, limitBytes: number, maxValues: number): Promise<{ text: string; parsed: unknown }> {
+    const { chunks, bytes } = await readBodyChunks(req, limitBytes);
+    let text: string;
+    if (bytes <= this.inlineMaxChars) {
+      text = new TextDecoder().decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes));
+      const v = scanJson(text, maxValues, MAX_JSON_DEPTH);
+      if (v !== null) throw tooComplex(v, maxValues);
+    } else {
+      const r = await this.scanOffLoop(chunks, bytes, maxValues);
+      if (r.verdict !== null) throw tooComplex(r.verdict, maxValues);
+      text = r.text ?? "";
+    }
+    return { text, parsed: parseJson(text) };
   }
 
   /** Scans queued or running on the helper thread. */
@@ -64,14 +82,15 @@ export class JsonGuard {
     this.worker = null;
   }
 
-  private scanOffLoop(text: string, maxValues: number): Promise<Verdict> {
+  private scanOffLoop(chunks: Uint8Array[], bytes: number, maxValues: number): Promise<Answer> {
     if (this.closed) return Promise.reject(new HerdError(503, "service_unavailable", "herd is stopping", "draining"));
     if (this.pending.size >= this.maxPending) return Promise.reject(unavailable(`request body checks queue full (${this.pending.size})`, "overloaded", 1));
     const w = this.ensureWorker();
     const id = this.nextId++;
-    return new Promise<Verdict>((resolve, reject) => {
+    return new Promise<Answer>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      w.postMessage({ id, text, maxValues, maxDepth: MAX_JSON_DEPTH });
+      // Copied, not transferred: the chunks may be views into buffers the runtime still owns.
+      w.postMessage({ id, chunks, bytes, maxValues, maxDepth: MAX_JSON_DEPTH });
     });
   }
 
@@ -80,11 +99,11 @@ export class JsonGuard {
     const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "application/javascript" }));
     const w = new Worker(url);
     w.unref();
-    w.onmessage = (ev: MessageEvent<{ id: number; verdict: Verdict }>) => {
+    w.onmessage = (ev: MessageEvent<{ id: number; verdict: Verdict; text: string | null }>) => {
       const job = this.pending.get(ev.data.id);
       if (!job) return;
       this.pending.delete(ev.data.id);
-      job.resolve(ev.data.verdict);
+      job.resolve({ verdict: ev.data.verdict, text: ev.data.text });
     };
     w.onerror = (ev) => {
       // The thread is gone: fail its scans (500, never a crash) and start a fresh one on next use.

@@ -40,3 +40,32 @@ export function scanJson(text: string, maxValues: number, maxDepth: number): { o
   }
   return null;
 }
+
+/** scanJson over UTF-8 bytes (multi-byte sequences never contain ASCII bytes, so the structure reads the same). */
+export function scanJsonBytes(b: Uint8Array, maxValues: number, maxDepth: number): { over: "depth" | "values"; at: number } | null {
+  let depth = 0;
+  let values = 1;
+  const n = b.length;
+  for (let i = 0; i < n; i++) {
+    const c = b[i]!;
+    if (c === 34) {
+      let j = i + 1;
+      for (;;) {
+        j = b.indexOf(34, j);
+        if (j < 0) return null;
+        let k = j - 1;
+        while (b[k] === 92) k--;
+        if ((j - 1 - k) % 2 === 0) break;
+        j++;
+      }
+      i = j;
+    } else if (c === 91 || c === 123) {
+      if (++depth > maxDepth) return { over: "depth", at: depth };
+      if (++values > maxValues) return { over: "values", at: values };
+    } else if (c === 93 || c === 125) depth--;
+    else if (c === 44) {
+      if (++values > maxValues) return { over: "values", at: values };
+    }
+  }
+  return null;
+}
