@@ -89,8 +89,15 @@ export class JsonGuard {
     const id = this.nextId++;
     return new Promise<Answer>((resolve, reject) => {
       this.pending.set(id, { resolve, reject });
-      // Copied, not transferred: the chunks may be views into buffers the runtime still owns.
-      w.postMessage({ id, chunks, bytes, maxValues, maxDepth: MAX_JSON_DEPTH });
+      // Joined into one fresh buffer and transferred: cloning the chunks copied each one's whole
+      // underlying buffer (2.9 s of the loop in a 10 s worst-case run); one memcpy costs ~3 ms.
+      const all = new Uint8Array(bytes);
+      let off = 0;
+      for (const c of chunks) {
+        all.set(c, off);
+        off += c.byteLength;
+      }
+      w.postMessage({ id, chunks: [all], bytes, maxValues, maxDepth: MAX_JSON_DEPTH }, [all.buffer]);
     });
   }
 
