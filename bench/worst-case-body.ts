@@ -34,7 +34,7 @@ function fill(prefix: string, unit: (i: number) => string, suffix: string, limit
 const UNIT = "word <|im_end|>w ";
 const chatPrefix = `{"model":"${MODEL}","max_tokens":1,"messages":[`;
 const msg = (i: number) => `{"role":"${i % 2 ? "assistant" : "user"}","content":"w${i % 1000}"}`;
-const ATTACKS: { name: string; path: string; body: string }[] = [
+const ALL_ATTACKS: { name: string; path: string; body: string }[] = [
   // The issue's body: 200,000 one-word messages (6.8 MB).
   { name: "200k messages", path: "/v1/chat/completions", body: fill(chatPrefix, msg, "]}", LIMITS.maxBodyBytes, 200_000) },
   // Just under the caps: as many messages as allowed.
@@ -46,6 +46,10 @@ const ATTACKS: { name: string; path: string; body: string }[] = [
   // One prompt at max_prompt_chars, added tokens every 16 characters (many pieces).
   { name: "max_prompt_chars", path: "/v1/completions", body: JSON.stringify({ model: MODEL, max_tokens: 1, prompt: UNIT.repeat(Math.floor(LIMITS.maxPromptChars / UNIT.length)) }) },
 ];
+
+// HERD_BENCH_ATTACKS=name,name… keeps only those bodies (to see which one costs what).
+const only = process.env.HERD_BENCH_ATTACKS?.split(",");
+const ATTACKS = only ? ALL_ATTACKS.filter((a) => only.includes(a.name)) : ALL_ATTACKS;
 
 async function freePort(): Promise<number> {
   const s = Bun.serve({ port: 0, fetch: () => new Response() });
