@@ -246,7 +246,7 @@ export class Frontend {
     };
     try {
       const f = config.frontend;
-      const { text, parsed } = await this.json.readJson(c.req.raw, f.max_body_bytes, f.max_json_values);
+      const { text, parsed } = await this.json.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
       const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
       model = checked.model;
       if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });

@@ -21,7 +21,7 @@ export async function readBodyLimited(req: Request, limitBytes: number): Promise
  * The body's bytes as received (chunks, not joined: joining and decoding 10 MiB is for whoever needs
  * the text, json-guard.ts does it off the event loop). Same limits and errors as readBodyLimited.
  */
-export async function readBodyChunks(req: Request, limitBytes: number): Promise<{ chunks: Uint8Array[]; bytes: number }> {
+export async function readBodyChunks(req: Request, limitBytes: number, reserve: (bytes: number) => void = () => {}): Promise<{ chunks: Uint8Array[]; bytes: number }> {
   const declared = req.headers.get("content-length");
   if (declared !== null) {
     const n = Number(declared);
@@ -39,6 +39,12 @@ export async function readBodyChunks(req: Request, limitBytes: number): Promise<
     if (bytes > limitBytes) {
       void reader.cancel().catch(() => {});
       throw tooLarge(limitBytes);
+    }
+    try {
+      reserve(value.byteLength);
+    } catch (e) {
+      void reader.cancel().catch(() => {});
+      throw e;
     }
     chunks.push(value);
   }

@@ -41,6 +41,7 @@ export class JsonGuard {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, { resolve: (v: Answer) => void; reject: (e: Error) => void }>();
   private nextId = 1;
+  private bodyBytes = 0;
   private closed = false;
   private readonly inlineMaxChars: number;
   private readonly maxPending: number;
@@ -55,8 +56,30 @@ export class JsonGuard {
    * (400) a body whose parse would be unbounded. A body over `inlineMaxChars` bytes is joined,
    * scanned and decoded on the helper thread; the event loop only parses what passed.
    */
-  async readJson(req: Request, limitBytes: number, maxValues: number): Promise<{ text: string; parsed: unknown }> {
-    const { chunks, bytes } = await readBodyChunks(req, limitBytes);
+  async readJson(req: Request, limitBytes: number, maxValues: number, budgetBytes = Infinity): Promise<{ text: string; parsed: unknown }> {
+    // Bytes of all bodies being read and checked at once stay under the budget (at least one whole
+    // body fits): herd's memory for bodies is bounded, not max_in_flight × max_body_bytes.
+    const budget = Math.max(budgetBytes, limitBytes);
+    let held = 0;
+    const reserve = (n: number) => {
+      if (this.bodyBytes + n > budget) throw unavailable(`request bodies being read exceed ${budget} bytes (frontend.max_body_bytes_in_flight); retry`, "bodies_over_budget", 1);
+      this.bodyBytes += n;
+      held += n;
+    };
+    try {
+      return await this.readAndParse(req, limitBytes, maxValues, reserve);
+    } finally {
+      this.bodyBytes -= held;
+    }
+  }
+
+  /** Bytes of request bodies currently held by readJson (for the budget and tests). */
+  get bodyBytesInFlight(): number {
+    return this.bodyBytes;
+  }
+
+  private async readAndParse(req: Request, limitBytes: number, maxValues: number, reserve: (n: number) => void): Promise<{ text: string; parsed: unknown }> {
+    const { chunks, bytes } = await readBodyChunks(req, limitBytes, reserve);
     let text: string;
     if (bytes <= this.inlineMaxChars) {
       text = new TextDecoder().decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes));

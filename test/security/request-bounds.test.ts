@@ -48,3 +48,36 @@ test("a prompt longer than the model's max_model_len is a 400 context_length_exc
     prompts.close();
   }
 }, 30_000);
+
+test("bytes of bodies being read at once stay under frontend.max_body_bytes_in_flight (503, then free again)", async () => {
+  const up = track(startUpstream(() => Response.json(chatCompletion("ok"))));
+  const h = track(await startHerd({ workers: [{ id: "w0", url: up.url }], frontend: { max_body_bytes: 64 * 1024, max_body_bytes_in_flight: 100 * 1024 } }));
+  // A client that sends 60 KiB of a body and then waits: its bytes are held while it is read.
+  let release: () => void = () => {};
+  const gate = new Promise<void>((r) => (release = r));
+  const head = new TextEncoder().encode(`{"model":"${MODEL}","messages":[{"role":"user","content":"${"a".repeat(60 * 1024)}`);
+  const slow = fetch(`${h.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: new ReadableStream<Uint8Array>({
+      async start(ctl) {
+        ctl.enqueue(head);
+        await gate;
+        ctl.enqueue(new TextEncoder().encode(`"}],"max_tokens":1}`));
+        ctl.close();
+      },
+    }),
+  });
+  const held = (h.frontend as unknown as { json: { bodyBytesInFlight: number } }).json;
+  for (let i = 0; i < 200 && held.bodyBytesInFlight < 60 * 1024; i++) await Bun.sleep(10);
+  expect(held.bodyBytesInFlight).toBeGreaterThanOrEqual(60 * 1024);
+  const second = await post(`${h.url}/v1/chat/completions`, chatBody({ messages: [{ role: "user", content: "b".repeat(50 * 1024) }] }));
+  expect(second.status).toBe(503);
+  expect(second.headers.get("retry-after")).toBe("1");
+  expect(((await second.json()) as { error: { code: string } }).error.code).toBe("bodies_over_budget");
+  expect((await post(`${h.url}/v1/chat/completions`, chatBody())).status).toBe(200); // small ones still fit
+  release();
+  expect((await slow).status).toBe(200);
+  expect(held.bodyBytesInFlight).toBe(0);
+  expect((await post(`${h.url}/v1/chat/completions`, chatBody({ messages: [{ role: "user", content: "b".repeat(50 * 1024) }] }))).status).toBe(200);
+}, 30_000);
