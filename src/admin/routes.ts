@@ -15,6 +15,8 @@ import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
 import { checkRequest } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
+import type { Clock } from "../core/clock.ts";
+import { LogLimiter } from "../http/log-limit.ts";
 
 /** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */
 export interface AdminBackend extends Partial<KvAdminBackend> {
@@ -36,7 +38,12 @@ export interface AdminOptions {
   log: Logger;
   /** Frontend status for /admin/cluster (draining flag, in-flight count). */
   status?: () => { draining: boolean; in_flight: number };
+  /** For the rate limit on "admin request refused" lines; without it every refusal is logged. */
+  clock?: Clock;
 }
+
+/** At most one "admin request refused" warning per this interval (a remote client can send many). */
+export const REFUSED_LOG_EVERY_MS = 10_000;
 
 type Env = { Bindings: { ip: string | null } };
 
@@ -65,6 +72,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
   // Rebuilt when a reload changes frontend.admin_token (o.config is read per request).
   let tokenText = o.config.frontend.admin_token;
   let token = new KeySet(tokenText ? [tokenText] : []);
+  const refusedLog = o.clock ? new LogLimiter(o.clock, REFUSED_LOG_EVERY_MS) : null;
 
   app.use("*", async (c, next) => {
     if (o.config.frontend.admin_token !== tokenText) {
@@ -73,7 +81,10 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
     }
     const denied = checkAccess(c, token);
     if (denied) {
-      o.log.warn("admin request refused", { ip: c.env?.ip ?? "unknown", path: c.req.path, code: denied.code });
+      const fields = { ip: c.env?.ip ?? "unknown", path: c.req.path, code: denied.code };
+      const line = refusedLog ? refusedLog.take() : { suppressed: 0 };
+      if (line) o.log.warn("admin request refused", { ...fields, suppressed: line.suppressed });
+      else o.log.debug("admin request refused", fields);
       return json(denied);
     }
     await next();

@@ -44,6 +44,8 @@ export function parseConfigText(text: string, fileName = "herd.yaml", env: Defau
 /** Config files are small; anything bigger is a mistake (a log, a binary) and is refused unread. */
 export const MAX_CONFIG_BYTES = 4 * 1024 * 1024;
 
+const MAX_SYNTAX_FINDINGS = 10;
+
 function parseUnsafe(text: string, file: string, env: DefaultsEnv): ConfigResult {
   if (text.length > MAX_CONFIG_BYTES)
     return { findings: [{ path: "", line: 0, message: `config is larger than ${MAX_CONFIG_BYTES} bytes`, severity: "error" }], file };
@@ -53,7 +55,11 @@ function parseUnsafe(text: string, file: string, env: DefaultsEnv): ConfigResult
   // An error found at end of input (e.g. an unclosed quote) points at the last line, not past it.
   const lastLine = Math.max(1, text.replace(/\n+$/, "").split("\n").length);
   const at = (pos: readonly [number, number]) => Math.min(lineCounter.linePos(pos[0]).line, lastLine);
-  for (const e of doc.errors) findings.push({ path: "", line: at(e.pos), message: `YAML syntax error: ${firstLine(e.message)}`, severity: "error" });
+  // The first few syntax errors say what is wrong; hundreds (a file that is not YAML) say nothing more.
+  for (const e of doc.errors.slice(0, MAX_SYNTAX_FINDINGS))
+    findings.push({ path: "", line: at(e.pos), message: `YAML syntax error: ${firstLine(e.message)}`, severity: "error" });
+  if (doc.errors.length > MAX_SYNTAX_FINDINGS)
+    findings.push({ path: "", line: 0, message: `${doc.errors.length - MAX_SYNTAX_FINDINGS} more YAML syntax errors not shown`, severity: "error" });
   if (findings.length) return { findings, file };
   for (const w of doc.warnings) findings.push({ path: "", line: at(w.pos), message: `YAML: ${firstLine(w.message)}`, severity: "warning" });
 
@@ -81,7 +87,14 @@ export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaul
       const message = `config file is larger than ${MAX_CONFIG_BYTES} bytes (${size})`;
       return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
     }
-    text = await readFile(path, "utf8");
+    const bytes = await readFile(path);
+    const binary = binaryAt(bytes);
+    if (binary !== null) {
+      // A binary file as YAML yields hundreds of syntax errors (≈10 KB of echo for /bin/true).
+      const message = `not a YAML text file: ${binary}; expected a herd config (YAML)`;
+      return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
+    }
+    text = bytes.toString("utf8");
   } catch (e) {
     const code = (e as { code?: string }).code;
     const reason = code === "ENOENT" ? "no such file" : code === "EACCES" ? "permission denied" : code === "EISDIR" ? "is a directory" : errorMessage(e);
@@ -91,6 +104,18 @@ export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaul
   const result = parseConfigText(text, path, env);
   if (result.config) resolvePaths(result.config, dirname(resolve(path)));
   return result;
+}
+
+/** Why `bytes` is not text (a NUL byte or invalid UTF-8, with its offset), or null for text. */
+export function binaryAt(bytes: Uint8Array): string | null {
+  const nul = bytes.indexOf(0);
+  if (nul >= 0) return `NUL byte at offset ${nul}`;
+  try {
+    new TextDecoder("utf-8", { fatal: true }).decode(bytes);
+  } catch {
+    return "invalid UTF-8";
+  }
+  return null;
 }
 
 /** Relative directories in a config file mean "next to this file", not "wherever herd was started". */

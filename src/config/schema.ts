@@ -38,6 +38,13 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   first_token_timeout_ms: ms("A stream with no first token after this is aborted (hung or overloaded engine).", 60_000),
   idle_timeout_ms: ms("A stream silent this long after its first token is aborted.", 30_000),
   drain_timeout_ms: ms("On SIGTERM, admitted streams get this long to finish before engines stop.", 30_000),
+  // Per-request work bounds (docs/benchmarks.md "Worst-case bodies"): each step whose cost grows
+  // with the input is capped with a 400 before it runs.
+  max_messages: int("Chat requests with more messages than this get 400.", 4096, { min: 1, max: 1_000_000 }),
+  max_prompt_chars: int("Requests with more prompt characters (all messages, or the prompt) get 400.", 4 * 1024 * 1024, { min: 1, max: 1024 ** 3 }),
+  max_json_values: int("Bodies with more JSON values than this get 400 before being parsed on the event loop.", 131_072, { min: 1024, max: 100_000_000 }),
+  max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
+  metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
 });
 
 const router = obj("How requests are spread across engines.", {

@@ -59,6 +59,16 @@ export interface FrontendConfig {
   idle_timeout_ms: number;
   /** On SIGTERM, admitted streams get this long to finish before engines stop. */
   drain_timeout_ms: number;
+  /** Chat requests with more messages than this get 400 (bounds per-request template work). */
+  max_messages: number;
+  /** Requests whose prompt text (all messages, or the prompt) exceeds this many characters get 400. */
+  max_prompt_chars: number;
+  /** Bodies with more JSON values (objects, arrays, strings, numbers…) than this get 400 before they are parsed on the event loop. */
+  max_json_values: number;
+  /** Bytes of request bodies being read and checked at once; beyond it a request gets 503 (bounds herd's memory for bodies). */
+  max_body_bytes_in_flight: number;
+  /** Who may read /metrics on a non-loopback listener: anyone, admin-token holders, or loopback clients only. */
+  metrics: "open" | "token" | "loopback";
 }
 
 export interface RetryConfig {

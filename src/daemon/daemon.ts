@@ -32,7 +32,7 @@ import { kvAdminBackend } from "../admin/kv-explain.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
 import type { Overrides } from "../config/load.ts";
-import { exposureWarnings } from "./exposure.ts";
+import { exposureInfo, exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
@@ -195,6 +195,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
           await supervisor.start();
           for (const w of supervisor.list()) registry.upsert(w);
           for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
+          for (const line of exposureInfo(config)) log.info(line);
         },
         () => supervisor.stop({ drainMs: 0 }),
       ),

@@ -4,6 +4,7 @@
 // Pure: config + planned engines in, warning lines out; the daemon logs them.
 import type { Config } from "../config/types.ts";
 import type { EnginePlan } from "../engine/types.ts";
+import { metricsExposureLine } from "../http/metrics-access.ts";
 
 const LOOPBACK = /^(127\.\d{1,3}\.\d{1,3}\.\d{1,3}|localhost|::1|\[::1\])$/;
 
@@ -38,10 +39,19 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
   const f = config.frontend;
   if (!LOOPBACK.test(hostOf(f.listen)) && f.api_keys.length === 0)
     out.push(`frontend.listen ${f.listen} is reachable from other hosts and frontend.api_keys is empty: anyone who can reach it can use the models`);
+  const metrics = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
+  if (metrics?.level === "warn") out.push(metrics.message);
   for (const p of plans) {
     const eps = wildcardKvEndpoints(p);
     if (eps.length)
       out.push(`worker ${p.id} (${p.kind}) binds its KV event sockets on every interface (${eps.join(", ")}); firewall those ports from other hosts (docs/operate.md)`);
   }
   return out;
+}
+
+/** Start-up lines that are not warnings: how /metrics is restricted on a non-loopback listener. */
+export function exposureInfo(config: Config): string[] {
+  const f = config.frontend;
+  const line = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
+  return line?.level === "info" ? [line.message] : [];
 }

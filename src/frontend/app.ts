@@ -14,7 +14,8 @@ import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
-import { parseJson, readBodyLimited } from "../http/body.ts";
+import { JsonGuard } from "../http/json-guard.ts";
+import { metricsDenied } from "../http/metrics-access.ts";
 import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
 import { AbortCause, InFlightTracker } from "./inflight.ts";
 import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
@@ -60,6 +61,8 @@ export class Frontend {
   private readonly unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
   private readonly hashPrompts: boolean;
+  /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
+  private readonly json = new JsonGuard();
   private prepWarnedAtMs = -Infinity;
   private prepWarnSuppressed = 0;
 
@@ -134,6 +137,7 @@ export class Frontend {
   }
 
   close(): void {
+    this.json.close();
     this.unwatch();
     this.unobserve();
   }
@@ -148,7 +152,11 @@ export class Frontend {
       if (ready === 0) return c.json({ status: "no_ready_worker", ready_workers: 0 }, 503);
       return c.json({ status: "ready", ready_workers: ready }, 200);
     });
-    app.get("/metrics", async () => new Response(await metrics.render(), { headers: { "content-type": metrics.contentType() } }));
+    app.get("/metrics", async (c) => {
+      const denied = metricsDenied(this.o.config.frontend.metrics, c.env?.ip ?? null, c.req.header("authorization"), this.adminToken());
+      if (denied) return errorResponse(denied);
+      return new Response(await metrics.render(), { headers: { "content-type": metrics.contentType() } });
+    });
     app.get("/v1/models", (c) => {
       const denied = this.authFailure(c);
       if (denied) return errorResponse(denied);
@@ -179,6 +187,7 @@ export class Frontend {
         router: this.o.router,
         backend: this.o.admin,
         log: this.o.log,
+        clock: this.o.clock,
         status: () => ({ draining: this.draining, in_flight: this.inFlight }),
       }),
     );
@@ -191,6 +200,14 @@ export class Frontend {
       return errorResponse(new HerdError(500, "server_error", "internal error", "internal_error"));
     });
   }
+
+  /** The admin token as a KeySet, rebuilt when a reload changes it (frontend.metrics: token). */
+  private adminToken(): KeySet {
+    const t = this.o.config.frontend.admin_token;
+    if (this.adminKeys?.text !== t) this.adminKeys = { text: t, keys: new KeySet(t ? [t] : []) };
+    return this.adminKeys.keys;
+  }
+  private adminKeys: { text: string; keys: KeySet } | null = null;
 
   private authFailure(c: Context<HonoEnv>): HerdError | null {
     if (!this.keys.enabled || this.keys.accepts(c.req.header("authorization"))) return null;
@@ -228,8 +245,9 @@ export class Frontend {
       this.release();
     };
     try {
-      const text = await readBodyLimited(c.req.raw, config.frontend.max_body_bytes);
-      const checked = checkRequest(endpoint, parseJson(text));
+      const f = config.frontend;
+      const { text, parsed } = await this.json.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
+      const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
       model = checked.model;
       if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
       const headerId = c.req.header("x-request-id");
@@ -274,6 +292,8 @@ export class Frontend {
       metrics.routingStage("hash", p.timings.hash_ms / 1000);
       return p;
     } catch (e) {
+      // A prompt longer than the model's context window is refused here, as the engine would.
+      if (e instanceof HerdError && e.code === "context_length_exceeded") throw e;
       const status = e instanceof HerdError ? e.status : 500;
       if (status === 400 || status === 404) log.debug("prompt not preprocessed; routing on load", { model: checked.model, err: errorMessage(e) });
       else if (this.o.clock.now() - this.prepWarnedAtMs >= PREP_WARN_EVERY_MS) {

@@ -88,7 +88,7 @@ interface Shared {
  * affixes, and the event loop keeps just the chat template. The built-in tokenizer is small and
  * also encodes short pieces inline.
  */
-export async function createPreprocessor(models: readonly Pick<ModelConfig, "name" | "tokenizer" | "block_size">[], opts: PreprocessOptions = {}): Promise<Preprocessor> {
+export async function createPreprocessor(models: readonly (Pick<ModelConfig, "name" | "tokenizer" | "block_size"> & { max_model_len?: number })[], opts: PreprocessOptions = {}): Promise<Preprocessor> {
   const byDir = new Map<string, Promise<Shared>>();
   const pools: TokenizerPool[] = [];
   const onLoop = async (dir: string, pool: TokenizerPool | null): Promise<Shared> => {
@@ -140,6 +140,7 @@ export async function createPreprocessor(models: readonly Pick<ModelConfig, "nam
           segment: s.segment,
           affixes: s.affixes,
           splitter: s.splitter,
+          ...(m.max_model_len ? { maxModelLen: m.max_model_len } : {}),
           // Checked once per model: the skeleton depends on the template and the splitter only.
           skeleton: opts.skeleton !== false && s.segment ? verifySkeleton(s.render, s.splitter) : null,
           ...(opts.tokenCacheBytes !== undefined ? { tokenCacheBytes: opts.tokenCacheBytes } : {}),

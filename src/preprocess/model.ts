@@ -6,7 +6,7 @@
 // linear scans (~0.3 ms for 128 KiB); encoding is 5–20 µs per token, so a cold 16k-token piece
 // takes 100+ ms and must leave the event loop; small cold pieces (a new user turn) are cheaper to
 // encode inline than to ship to a thread, up to `inlineMaxChars` per request.
-import { badRequest } from "../core/errors.ts";
+import { HerdError, badRequest } from "../core/errors.ts";
 import { blockHashes } from "../kv/hash.ts";
 import type { ChatMessage } from "../tokenizer/index.ts";
 import { childKey, collect, extend, extendWith, rootState, stateBytes, type ChainState } from "./chain.ts";
@@ -15,6 +15,7 @@ import type { TokenizerPool } from "./pool.ts";
 import { partsKey, pieceText, skeletonPieces, type SkeletonCheck, type SkeletonPiece } from "./fast-render.ts";
 import { Splitter, type Piece } from "./segments.ts";
 import type { Render } from "./template.ts";
+import { INLINE_MAX_IDS, INLINE_MAX_MESSAGES, INLINE_MAX_PIECES, cutAfterFinalMessage, type WholeInput } from "./whole.ts";
 
 /** Encoding on the event loop; null when the vocabulary lives only in the worker threads. */
 export type InlineEncode = ((text: string, addSpecialTokens: boolean) => number[]) | null;
@@ -38,6 +39,8 @@ export interface ModelPreprocessorOptions {
   skeleton?: SkeletonCheck | null;
   /** Byte budget of the memo of flat hash arrays at resumption states (default 16 MiB). */
   flatCacheBytes?: number;
+  /** The model's context window (config `max_model_len`); a longer prompt is a 400. 0/absent = unknown. */
+  maxModelLen?: number;
 }
 
 /** The request fields preprocessing reads (already validated by the frontend). */
@@ -123,29 +126,74 @@ export class ModelPreprocessor {
     return cont ? cutAfterFinalMessage(text, messages[messages.length - 1]?.content) : text;
   }
 
+  /**
+   * Tokens and block hashes of a request's prompt. Work on the event loop is bounded: a prompt with
+   * more than INLINE_MAX_MESSAGES messages, INLINE_MAX_PIECES pieces or INLINE_MAX_IDS token ids is
+   * prepared whole on a tokenizer thread (whole.ts). Throws a 400 `context_length_exceeded` when the
+   * prompt alone is longer than the model's max_model_len.
+   */
   async prepare(input: PromptInput, opts: PrepareOptions = {}): Promise<PreparedPrompt> {
-    const ns = namespaceOf(input, opts);
-    return this.prepareIn(input, ns);
+    const p = await this.prepareIn(input, namespaceOf(input, opts));
+    const max = this.o.maxModelLen ?? 0;
+    if (max > 0 && p.tokens > max) {
+      throw new HerdError(
+        400,
+        "invalid_request_error",
+        `This model's maximum context length is ${max} tokens; the prompt has ${p.tokens} tokens.`,
+        "context_length_exceeded",
+        input.messages !== undefined ? "messages" : "prompt",
+      );
+    }
+    return p;
   }
 
   private async prepareIn(input: PromptInput, ns: Namespace): Promise<PreparedPrompt> {
     const t0 = now();
+    const offload = this.o.pool !== null;
     if (input.messages === undefined) {
       const p = input.prompt;
       const first = Array.isArray(p) && p.length > 0 && (typeof p[0] !== "number") ? p[0] : p;
-      if (Array.isArray(first)) return this.fromIds(first as readonly number[], t0, ns);
+      if (Array.isArray(first)) {
+        const ids = first as readonly number[];
+        if (offload && ids.length > INLINE_MAX_IDS) return this.whole({ prompt: idArray(ids) }, t0, ns);
+        return this.fromIds(ids, t0, ns);
+      }
       if (typeof first !== "string") throw badRequest("expected `messages` or a `prompt`", "prompt");
-      const pieces: Piece[] = this.pieces(first);
+      const pieces = this.pieces(first, offload ? INLINE_MAX_PIECES : Infinity);
+      if (pieces === null) return this.whole({ prompt: first }, t0, ns);
       if (this.o.affixes) return this.fromPieces([...this.o.affixes.prefix, ...pieces, ...this.o.affixes.suffix], t0, now(), ns);
       // No fixed affix: encode the whole prompt with its special tokens (off the loop when long), no memo.
       return this.fromPieces([first], t0, now(), ns, true);
     }
+    if (offload && input.messages.length > INLINE_MAX_MESSAGES) return this.whole(wholeChat(input), t0, ns);
     if (this.o.skeleton && !input.tools && !input.chat_template_kwargs && input.continue_final_message !== true) {
       const sk = skeletonPieces(this.renderTemplate, this.o.splitter, input.messages, input.add_generation_prompt ?? true, this.o.skeleton);
       if (sk !== null) return this.fromPieces(sk, t0, now(), ns);
     }
     const text = this.render(input);
-    return this.fromPieces(this.pieces(text), t0, now(), ns);
+    const pieces = this.pieces(text, offload ? INLINE_MAX_PIECES : Infinity);
+    if (pieces === null) return this.whole(wholeChat(input), t0, ns);
+    return this.fromPieces(pieces, t0, now(), ns);
+  }
+
+  /** The whole prompt on a tokenizer thread: one job, one array of hashes back, no memo. */
+  private async whole(input: WholeInput, t0: number, ns: Namespace): Promise<PreparedPrompt> {
+    const t1 = now();
+    const r = await this.o.pool!.whole({
+      input, blockSize: this.o.blockSize, segment: this.o.segment, affixes: this.o.affixes, lora: ns.lora ?? null, cacheSalt: ns.keys.cache_salt,
+    });
+    const t2 = now();
+    const hashes = new Array<bigint>(r.hashes.length);
+    for (let k = 0; k < hashes.length; k++) hashes[k] = r.hashes[k]!;
+    const t3 = now();
+    return {
+      tokens: r.tokens,
+      blockHashes: hashes,
+      blockSize: this.o.blockSize,
+      timings: { render_ms: t1 - t0, tokenize_ms: t2 - t1 - r.hashMs, hash_ms: t3 - t2 + r.hashMs, resume_ms: 0, wait_ms: t2 - t1 },
+      pieces: { total: 0, reused: 0, memo: 0, inline: 0, pooled: 1, skeleton: false },
+      extraKeys: ns.keys,
+    };
   }
 
   /** Token ids of a text through the same memo and pool as prepare() (equivalence tests, tooling). */
@@ -166,8 +214,10 @@ export class ModelPreprocessor {
     return { tokenBytes: this.tokenMemo.bytes, tokenEntries: this.tokenMemo.size, chainBytes: this.chains.bytes, chainEntries: this.chains.size };
   }
 
-  private pieces(text: string): Piece[] {
-    return this.o.segment ? this.o.splitter.split(text) : text === "" ? [] : [text];
+  private pieces(text: string): Piece[];
+  private pieces(text: string, maxPieces: number): Piece[] | null;
+  private pieces(text: string, maxPieces = Infinity): Piece[] | null {
+    return this.o.segment ? this.o.splitter.split(text, maxPieces) : text === "" ? [] : [text];
   }
 
   private fromIds(ids: readonly number[], t0: number, ns: Namespace): PreparedPrompt {
@@ -365,23 +415,24 @@ function missing(ids: readonly (Uint32Array | undefined)[]): number[] {
   return out;
 }
 
-/**
- * continue_final_message, as transformers' apply_chat_template does it: the prompt ends right after
- * the last message's text (its last text part), so the model continues that message instead of
- * seeing the template's end-of-turn tokens.
- */
-function cutAfterFinalMessage(text: string, content: unknown): string {
-  let final: string | undefined;
-  if (typeof content === "string") final = content;
-  else if (Array.isArray(content)) {
-    for (let i = content.length - 1; i >= 0 && final === undefined; i--) {
-      const part = content[i] as { text?: unknown } | null;
-      if (part !== null && typeof part === "object" && typeof part.text === "string") final = part.text;
-    }
+/** The fields of a chat request a whole job needs (nothing else is cloned to the thread). */
+function wholeChat(input: PromptInput): WholeInput {
+  return {
+    messages: input.messages!,
+    ...(input.tools ? { tools: input.tools } : {}),
+    ...(input.add_generation_prompt !== undefined ? { add_generation_prompt: input.add_generation_prompt } : {}),
+    ...(input.continue_final_message !== undefined ? { continue_final_message: input.continue_final_message } : {}),
+    ...(input.chat_template_kwargs ? { chat_template_kwargs: input.chat_template_kwargs } : {}),
+  };
+}
+
+/** Token ids as u32 (checked here, as fromIds does, so the thread gets exact values). */
+function idArray(ids: readonly number[]): Uint32Array {
+  const out = new Uint32Array(ids.length);
+  for (let k = 0; k < ids.length; k++) {
+    const id = ids[k]!;
+    if (!Number.isInteger(id) || id < 0 || id > 0xffffffff) throw badRequest("token ids must be integers in [0, 2^32)", "prompt");
+    out[k] = id;
   }
-  if (final === undefined || !text.includes(final.trim())) {
-    throw badRequest("continue_final_message is set but the final message does not appear in the rendered chat", "messages");
-  }
-  const hit = text.includes(final) ? final : final.trim();
-  return text.slice(0, text.lastIndexOf(hit) + hit.length);
+  return out;
 }

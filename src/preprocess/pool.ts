@@ -2,9 +2,11 @@
 // the fewest characters pending (a 128 KiB piece counts as much as a thousand short ones). The
 // queue is bounded: beyond `maxPendingJobs` a request gets 503 instead of growing memory. A
 // worker that dies is replaced and its jobs fail with a typed error; the daemon never crashes on it.
-import { HerdError, unavailable } from "../core/errors.ts";
+import { HerdError, unavailable, type OpenAIErrorType } from "../core/errors.ts";
 import { type Clock, RealClock } from "../core/clock.ts";
+import { unpackChain, type PackedChain } from "./packed.ts";
 import type { ChainJob, ChainResult, WorkerInfo } from "./worker.ts";
+import type { WholeJob, WholeResult } from "./whole.ts";
 
 export interface PoolOptions {
   /** Worker threads (default 2: the tokenizer is single-threaded and the host may have few cores). */
@@ -74,7 +76,15 @@ export class TokenizerPool {
   chain(job: ChainJob): Promise<ChainResult> {
     let chars = 0;
     for (const it of job.items) chars += typeof it === "string" ? it.length : it.length;
-    return this.submit<ChainResult>(chars, (id) => ({ op: "chain", id, ...job }));
+    return this.submit<PackedChain>(chars, (id) => ({ op: "chain", id, ...job })).then(unpackChain);
+  }
+
+  /** A whole prompt: render, split, encode and hash on the thread (whole.ts). */
+  whole(job: WholeJob): Promise<WholeResult> {
+    const i = job.input;
+    let chars = typeof i.prompt === "string" ? i.prompt.length : (i.prompt?.length ?? 0);
+    for (const m of i.messages ?? []) chars += typeof m.content === "string" ? m.content.length : 16;
+    return this.submit<WholeResult>(chars, (id) => ({ op: "whole", id, ...job }));
   }
 
   private submit<T>(chars: number, message: (id: number) => Record<string, unknown>): Promise<T> {
@@ -131,7 +141,7 @@ export class TokenizerPool {
         const worker = new Worker(urls[i]!);
         slot.worker = worker;
         worker.onmessage = (ev: MessageEvent) => {
-          const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo };
+          const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo; herd?: { status: number; type: OpenAIErrorType; code: string | null; param: string | null } };
           if (m.op === "ready") {
             started = true;
             timer.cancel();
@@ -148,6 +158,7 @@ export class TokenizerPool {
           slot.pendingChars -= job.chars;
           this.pending--;
           if (m.op === "done") job.resolve(m.ids!);
+          else if (m.herd) job.reject(new HerdError(m.herd.status, m.herd.type, m.error ?? "", m.herd.code, m.herd.param));
           else job.reject(new HerdError(500, "server_error", `tokenization failed: ${m.error}`, "tokenizer_error"));
         };
         worker.onerror = (ev) => {

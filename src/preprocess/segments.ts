@@ -58,7 +58,10 @@ export class Splitter {
     return this.re !== null;
   }
 
-  split(text: string): Piece[] {
+  /** Pieces of `text`; with `maxPieces`, null as soon as there would be more (bounded work on the event loop). */
+  split(text: string): Piece[];
+  split(text: string, maxPieces: number): Piece[] | null;
+  split(text: string, maxPieces = Infinity): Piece[] | null {
     const out: Piece[] = [];
     if (this.re === null) {
       if (text !== "") out.push(text);
@@ -74,6 +77,7 @@ export class Splitter {
       if (m.index > last) out.push(text.slice(last, m.index));
       out.push(this.idOf.get(m[0].trim()) ?? this.idOf.get(m[0])!);
       last = m.index + m[0].length;
+      if (out.length > maxPieces) return null;
     }
     if (last < text.length) out.push(text.slice(last));
     return out;

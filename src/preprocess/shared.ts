@@ -34,7 +34,7 @@ export class SharedPreprocessor implements PromptPreparer {
   private closed = false;
 
   constructor(
-    private readonly models: readonly Pick<ModelConfig, "name" | "tokenizer" | "block_size">[],
+    private readonly models: readonly (Pick<ModelConfig, "name" | "tokenizer" | "block_size"> & { max_model_len?: number })[],
     private readonly opts: PreprocessOptions & { log?: Logger } = {},
   ) {}
 

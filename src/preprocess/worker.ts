@@ -5,8 +5,11 @@
 // A "chain" job also hashes: the pieces that follow the deepest memoised state are encoded (text)
 // or taken as given (ids), and their blocks hashed on from that state (chain.ts hashStep), so a cold
 // 32k-token prompt's 2,000 block hashes are not computed on the event loop either.
+import type { HerdError } from "../core/errors.ts";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
 import { hashStep } from "./chain.ts";
+import { packChain } from "./packed.ts";
+import { prepareWhole, type WholeJob } from "./whole.ts";
 import { Splitter, loadAddedTokens, specialAffixes, verifySplitter, type AddedToken } from "./segments.ts";
 
 declare const self: Worker;
@@ -41,7 +44,8 @@ export interface ChainResult {
 type Msg =
   | { op: "init"; dir: string }
   | { op: "encode"; id: number; texts: string[]; addSpecialTokens?: boolean }
-  | ({ op: "chain"; id: number } & ChainJob);
+  | ({ op: "chain"; id: number } & ChainJob)
+  | ({ op: "whole"; id: number } & WholeJob);
 
 function chain(t: Tokenizer, job: ChainJob): ChainResult {
   const out: ChainResult = { ids: [], hashes: [], tails: [], lasts: [], hashMs: 0 };
@@ -63,6 +67,7 @@ function chain(t: Tokenizer, job: ChainJob): ChainResult {
 }
 
 let tok: Promise<Tokenizer> | null = null;
+let splitter: Splitter | null = null;
 
 self.onmessage = async (ev: MessageEvent<Msg>) => {
   const m = ev.data;
@@ -71,7 +76,7 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
     try {
       const t = await tok;
       const added = await loadAddedTokens(m.dir, t);
-      const splitter = new Splitter(added);
+      splitter = new Splitter(added);
       const info: WorkerInfo = { added, segment: splitter.active && verifySplitter(t, splitter, added), affixes: specialAffixes(t) };
       self.postMessage({ op: "ready", info });
     } catch (e) {
@@ -83,14 +88,21 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
     if (tok === null) throw new Error("tokenizer worker used before init");
     const t = await tok;
     if (m.op === "chain") {
-      const r = chain(t, m);
-      const buffers = new Set<ArrayBufferLike>([...r.ids, ...r.hashes, ...r.tails].map((a) => a.buffer));
-      self.postMessage({ op: "done", id: m.id, ids: r }, [...buffers] as ArrayBuffer[]);
+      const packed = packChain(chain(t, m));
+      self.postMessage({ op: "done", id: m.id, ids: packed }, [packed.ids.buffer, packed.idEnds.buffer, packed.hashes.buffer, packed.hashEnds.buffer, packed.tails.buffer, packed.tailEnds.buffer, packed.lasts.buffer, packed.lastFlags.buffer] as ArrayBuffer[]);
+      return;
+    }
+    if (m.op === "whole") {
+      const r = prepareWhole(t, splitter!, m);
+      self.postMessage({ op: "done", id: m.id, ids: r }, [r.hashes.buffer] as ArrayBuffer[]);
       return;
     }
     const out = m.texts.map((s) => Uint32Array.from(t.encode(s, { addSpecialTokens: m.addSpecialTokens === true })));
     self.postMessage({ op: "done", id: m.id, ids: out }, out.map((a) => a.buffer));
   } catch (e) {
-    self.postMessage({ op: "error", id: m.id, error: e instanceof Error ? e.message : String(e) });
+    // A HerdError (bad prompt, template failure) keeps its status and code across the thread.
+    const herd = e instanceof Error && e.name === "HerdError" ? (e as HerdError) : null;
+    const fields = herd ? { status: herd.status, type: herd.type, code: herd.code, param: herd.param } : undefined;
+    self.postMessage({ op: "error", id: m.id, error: e instanceof Error ? e.message : String(e), herd: fields });
   }
 };

@@ -66,9 +66,30 @@ function textChars(content: unknown): number {
   return 0;
 }
 
-function checkMessages(messages: unknown): number {
+/**
+ * Per-request work bounds (config `frontend.max_messages`, `frontend.max_prompt_chars`): template
+ * rendering, tokenization and hashing all grow with them, so a request above either is a 400 before
+ * any of that runs. Checked with O(1) work per message and stopped at the first excess.
+ */
+export interface RequestLimits {
+  maxMessages: number;
+  maxPromptChars: number;
+}
+
+export const NO_LIMITS: RequestLimits = { maxMessages: Infinity, maxPromptChars: Infinity };
+
+const tooManyMessages = (n: number, max: number) =>
+  badRequest(`'messages' has ${n} messages; this server accepts at most ${max} per request`, "messages", "array_above_max_length");
+
+function checkChars(chars: number, limits: RequestLimits, param: string): void {
+  if (chars > limits.maxPromptChars)
+    throw badRequest(`the prompt has more than ${limits.maxPromptChars} characters, the most this server accepts per request`, param, "prompt_too_long");
+}
+
+function checkMessages(messages: unknown, limits: RequestLimits): number {
   if (!Array.isArray(messages)) throw badRequest("'messages' must be an array of message objects", "messages", "invalid_type");
   if (messages.length === 0) throw badRequest("'messages' must contain at least one message", "messages");
+  if (messages.length > limits.maxMessages) throw tooManyMessages(messages.length, limits.maxMessages);
   let chars = 0;
   for (let i = 0; i < messages.length; i++) {
     const m = messages[i];
@@ -79,11 +100,18 @@ function checkMessages(messages: unknown): number {
     if (c !== undefined && c !== null && typeof c !== "string" && !Array.isArray(c))
       throw badRequest(`'messages[${i}].content' must be a string, an array of parts or null`, `messages[${i}].content`, "invalid_type");
     chars += textChars(c);
+    checkChars(chars, limits, "messages");
   }
   return chars;
 }
 
-function checkPrompt(prompt: unknown): number {
+function checkPrompt(prompt: unknown, limits: RequestLimits): number {
+  const n = checkPromptShape(prompt);
+  checkChars(n, limits, "prompt");
+  return n;
+}
+
+function checkPromptShape(prompt: unknown): number {
   if (prompt === undefined || prompt === null) throw badRequest("'prompt' is required", "prompt", "missing_required_parameter");
   if (typeof prompt === "string") return prompt.length;
   const isTokenList = (v: unknown) => Array.isArray(v) && v.every((t) => typeof t === "number" && Number.isInteger(t) && t >= 0);
@@ -97,7 +125,7 @@ function checkPrompt(prompt: unknown): number {
 }
 
 /** Validate a parsed body for `endpoint`; throws a 400 HerdError naming the field. */
-export function checkRequest(endpoint: Endpoint, parsed: unknown): CheckedRequest {
+export function checkRequest(endpoint: Endpoint, parsed: unknown, limits: RequestLimits = NO_LIMITS): CheckedRequest {
   if (!isObject(parsed)) throw badRequest("request body must be a JSON object", null, "invalid_type");
   const body = parsed;
   if (typeof body.model !== "string" || body.model === "")
@@ -111,7 +139,7 @@ export function checkRequest(endpoint: Endpoint, parsed: unknown): CheckedReques
   optionalInt(body, "n", 1, 128);
   optionalNumber(body, "temperature", 0, 2);
   optionalNumber(body, "top_p", 0, 1);
-  const promptChars = endpoint === "chat" ? checkMessages(body.messages) : checkPrompt(body.prompt);
+  const promptChars = endpoint === "chat" ? checkMessages(body.messages, limits) : checkPrompt(body.prompt, limits);
 
   const stripped: string[] = [];
   for (const key of Object.keys(body)) if (isInternalKey(key)) stripped.push(key);

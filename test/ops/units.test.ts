@@ -141,10 +141,14 @@ describe("exposure warnings", () => {
     const plans = plansOf(c);
     expect(wildcardKvEndpoints(plans[0]!)).toEqual(["tcp://*:20001", "tcp://*:20002"]);
     const w = exposureWarnings(c, plans);
-    expect(w).toHaveLength(2);
+    expect(w).toHaveLength(3);
     expect(w[0]).toContain("frontend.listen 0.0.0.0:8000 is reachable from other hosts and frontend.api_keys is empty");
-    expect(w[1]).toContain("worker n1/vllm-0 (vllm) binds its KV event sockets on every interface (tcp://*:20001, tcp://*:20002)");
+    // issue 10: an open /metrics beyond loopback is named too (frontend.metrics: open, the default)
+    expect(w[1]).toContain("/metrics on 0.0.0.0:8000 is open to anyone who can reach it");
+    expect(w[2]).toContain("worker n1/vllm-0 (vllm) binds its KV event sockets on every interface (tcp://*:20001, tcp://*:20002)");
     c.frontend.api_keys = ["k"];
+    expect(exposureWarnings(c, plans)).toHaveLength(2);
+    c.frontend.metrics = "loopback";
     expect(exposureWarnings(c, plans)).toHaveLength(1);
   });
 });
