@@ -142,12 +142,12 @@ export function relay<C>(o: RelayOpts<C>): RelaySource<C> {
     cb(r);
   };
 
-  if (pending && scanner.push(pending)) o.onFirstToken();
+  if (pending !== null && scanner.push(pending)) o.onFirstToken();
   arm();
   return {
     read(cb) {
       if (ended) return cb({ done: true });
-      if (pending) {
+      if (pending !== null) {
         const chunk = pending;
         pending = null;
         waitSinceMs = o.clock.now();

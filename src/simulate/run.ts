@@ -1,24 +1,29 @@
 // One simulated run: the workload's requests (bench's plan(): same generators, same seed, same
 // arrival times) enter a SimCluster at their offered times (open loop) or as closed-loop workers free
-// up, and each goes through what the frontend does for a streamed request: admission
-// (frontend.max_in_flight → 429), request validation, routeAndBook (route + lease in one tick; token
-// count and block hashes for kv/prefix, a size estimate otherwise), submit to the engine, the
-// first-token deadline, lease.firstToken() at the first token, lease.release() when it ends, and a
-// retry on another worker for a 5xx/429 before the first byte when router.allowRetry says so.
-// Requests are timed the way `herd bench` times them (TTFT from send, every inter-token gap, E2E to
-// the last token), as RequestRecords for bench's summarize().
+// up, and each goes through the frontend's own request lifecycle (src/request) for a streamed
+// request: a ticket and its admission slot (frontend.max_in_flight → 429), request validation, a
+// one-leg plan routed with routeAndBook (token count and block hashes for kv/prefix, a size estimate
+// otherwise), the attempt through a SimUpstream on the virtual clock, the first-token deadline, the
+// lease's first token and release, and a retry on another worker for a 5xx/429 before the first byte
+// when router.allowRetry says so. Requests are timed the way `herd bench` times them (TTFT from
+// send, every inter-token gap, E2E to the last token), as RequestRecords for bench's summarize().
 import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
 import { policyNeedsPrompt } from "../preprocess/shared.ts";
 import { checkRequest } from "../protocol/openai.ts";
-import type { Lease } from "../router/lease.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
 import type { FinishInfo } from "../engine/sim/scheduler.ts";
+import { refusal, runRequest, type LifecycleDeps } from "../request/lifecycle.ts";
+import { aggregatedPlan } from "../request/plan.ts";
+import { SimUpstream, TOKEN_FRAMES } from "../request/sim-upstream.ts";
+import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../request/ticket.ts";
+import type { ChunkSource, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import type { Arrivals, Limit, Workload } from "../workload/plan.ts";
 import { plan } from "../workload/plan.ts";
 import type { RequestRecord } from "../workload/stats.ts";
 import type { BenchRequest } from "../workload/workloads.ts";
 import { type ClusterConfig, SimCluster } from "./cluster.ts";
-import type { PromptEncoder } from "./prompts.ts";
+import type { EncodedPrompt, PromptEncoder } from "./prompts.ts";
 import { ReuseStats, SharingStats } from "./reuse.ts";
 
 export interface RunSpec {
@@ -65,6 +70,34 @@ interface Session {
   queue: BenchRequest[];
 }
 
+/** One request in flight in the run: its record, timing state and prompt. */
+interface InRun {
+  rec: RequestRecord;
+  r: BenchRequest;
+  requestId: string;
+  startMs: number;
+  lastMs: number;
+  prompt: EncodedPrompt | null;
+}
+
+/** simulate logs nothing per request (a seeded run prints its summary only). */
+const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
+
+/** The RequestRecord error of a request's outcome (null: answered in full). */
+function errorOf(o: Outcome): string | null {
+  switch (o.kind) {
+    case "complete":
+      return o.status === 200 ? null : `http_${o.status}`;
+    case "refused":
+    case "upstream_failed":
+      return `http_${o.status}`;
+    case "broken":
+      return "stream_broken";
+    default:
+      return o.kind;
+  }
+}
+
 export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEncoder, vocab = new OutputVocabulary(encoder.tokenizer)): SimRunResult {
   const wall0 = performance.now();
   const c = new SimCluster(cfg);
@@ -76,38 +109,58 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
   const sessions = new Map<string, Session>();
   const it = plan(spec.workload, spec.arrivals, spec.limit, cfg.seed)[Symbol.iterator]();
   let index = 0;
-  let frontendInFlight = 0;
   let outstanding = 0;
   let arrivalsLeft = true;
   const hashPrompts = policyNeedsPrompt({ policy: cfg.policy });
+  const byTicket = new Map<Ticket, InRun>();
+  const byRequest = new Map<string, InRun>();
 
-  const finish = (rec: RequestRecord, admitted: boolean, r: BenchRequest) => {
-    records.push(rec);
+  const finish = (q: InRun) => {
+    records.push(q.rec);
     outstanding--;
-    if (admitted) frontendInFlight--;
+    byRequest.delete(q.requestId);
     if (spec.ordered) {
-      const s = sessions.get(r.session)!;
+      const s = sessions.get(q.r.session)!;
       const next = s.queue.shift();
       if (next) send(next);
-      else sessions.delete(r.session);
+      else sessions.delete(q.r.session);
     }
     // Deferred to the same instant: a run of requests failing at once must not recurse without bound.
     if (spec.concurrency !== null) clock.setTimer(0, pull);
   };
+  // The ticket's outcome is the record's error; it is the last thing that happens to a request.
+  const recorder: RequestRecorder = {
+    inFlight() {},
+    firstToken() {},
+    upstreamError() {},
+    retry() {},
+    done(t, o) {
+      const q = byTicket.get(t)!;
+      byTicket.delete(t);
+      q.rec.error = errorOf(o);
+      finish(q);
+    },
+  };
+  const admission = new Admission(clock, recorder, cfg.frontend.max_in_flight);
+  const deps: LifecycleDeps<number> = {
+    router,
+    upstream: simUpstream(c, spec, vocab, byRequest, reuse),
+    clock,
+    log: QUIET,
+    firstTokenTimeoutMs: cfg.frontend.first_token_timeout_ms,
+    idleTimeoutMs: cfg.frontend.idle_timeout_ms ?? Infinity,
+  };
 
   const send = (r: BenchRequest) => {
-    const startMs = clock.now();
     const rec: RequestRecord = {
-      index: index++, session: r.session, at_s: r.at_s, start_s: startMs / 1000,
+      index: index++, session: r.session, at_s: r.at_s, start_s: clock.now() / 1000,
       ttft_s: null, itl_s: [], e2e_s: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: null,
     };
+    const q: InRun = { rec, r, requestId: `r${rec.index}`, startMs: clock.now(), lastMs: 0, prompt: null };
     outstanding++;
-    if (frontendInFlight >= cfg.frontend.max_in_flight) {
-      rec.error = "http_429";
-      return finish(rec, false, r);
-    }
-    frontendInFlight++;
-    let prompt;
+    const t = admission.ticket();
+    byTicket.set(t, q);
+    if (!t.admit()) return t.release({ kind: "refused", status: 429, reason: "overloaded" });
     let promptChars: number;
     try {
       // The frontend's own validation (400s) and prompt-size estimate, on the body bench would send.
@@ -115,90 +168,22 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
         ? { model: cfg.model, messages: r.messages, max_tokens: r.max_tokens, stream: true }
         : { model: cfg.model, prompt: r.prompt ?? "", max_tokens: r.max_tokens, stream: true };
       promptChars = checkRequest(r.messages !== undefined ? "chat" : "completions", body).promptChars;
-      prompt = encoder.encode(r);
+      q.prompt = encoder.encode(r);
     } catch (err) {
-      rec.error = `http_${err instanceof HerdError ? err.status : 500}`;
-      return finish(rec, true, r);
+      return void refusal(t, err instanceof HerdError ? err : new HerdError(500, "server_error", "internal error", "internal_error"));
     }
+    const prompt = q.prompt;
     sharing.add(prompt.blockHashes);
-    const exclude = new Set<string>();
-    for (let attempt = 0; ; attempt++) {
-      let worker: string;
-      let lease: Lease;
-      try {
-        // As the frontend: kv/prefix route on the prompt's token count and block hashes (its
-        // preprocessor's output, which the encoder reproduces); other policies on a size estimate.
-        const routed = router.routeAndBook(
-          hashPrompts
-            ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, exclude, blockHashes: prompt.blockHashes, blockSize: e.blockSize }
-            : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4), exclude },
-        );
-        worker = routed.worker.id;
-        lease = routed.lease;
-      } catch (err) {
-        // After a failed attempt the frontend reports that failure (502); otherwise the router's own answer.
-        rec.error = attempt > 0 ? "http_502" : `http_${err instanceof HerdError ? err.status : 500}`;
-        return finish(rec, true, r);
-      }
-      const rep = c.replica(worker);
-      rep.routed++;
-      const id = `r${rec.index}.${attempt}`;
-      // Ids only: nothing here reads the output text.
-      const out = vocab.stream(e.seed, prompt.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
-      // One object per request, not per token: the scheduler reads it before asking for the next.
-      const tok = { id: 0, eos: false };
-      let lastMs = 0;
-      let timedOut = false;
-      const deadline = clock.setTimer(cfg.frontend.first_token_timeout_ms, () => {
-        timedOut = true;
-        rep.scheduler.abort(id);
-      });
-      const probe = c.kv.probe(worker, prompt.blockHashes);
-      try {
-        rep.scheduler.submit({
-          id, promptTokens: prompt.tokens, maxTokens: r.max_tokens, ignoreEos: spec.ignoreEos,
-          nextToken: (i) => {
-            tok.id = out.tokenId(i);
-            tok.eos = out.isEos(i);
-            return tok;
-          },
-          handlers: {
-            onToken: (_tok, i, nowMs) => {
-              if (i === 0) {
-                deadline.cancel();
-                lease.firstToken();
-                rec.ttft_s = (nowMs - startMs) / 1000;
-              } else rec.itl_s.push((nowMs - lastMs) / 1000);
-              lastMs = nowMs;
-            },
-            onFinish: (f: FinishInfo) => {
-              deadline.cancel();
-              lease.release();
-              if (f.reason === "abort") rec.error = timedOut ? "http_504" : "stream_broken";
-              else {
-                rec.e2e_s = (f.finishMs - startMs) / 1000;
-                rec.prompt_tokens = f.promptTokens;
-                rec.completion_tokens = f.outputTokens;
-                rec.cached_tokens = f.cachedTokens;
-              }
-              finish(rec, true, r);
-            },
-          },
-        });
-      } catch (err) {
-        deadline.cancel();
-        lease.release();
-        const status = err instanceof HerdError ? err.status : 500;
-        if ((status >= 500 || status === 429) && router.allowRetry(attempt + 1, { kind: "status", status, firstByteSent: false })) {
-          exclude.add(worker);
-          continue;
-        }
-        rec.error = status >= 500 || status === 429 ? "http_502" : `http_${status}`;
-        return finish(rec, true, r);
-      }
-      reuse.add(probe, prompt.blockHashes.length);
-      return;
-    }
+    byRequest.set(q.requestId, q);
+    // As the frontend: kv/prefix route on the prompt's token count and block hashes (its
+    // preprocessor's output, which the encoder reproduces); other policies on a size estimate.
+    const route = hashPrompts
+      ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, blockHashes: prompt.blockHashes, blockSize: e.blockSize }
+      : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4) };
+    const legs = aggregatedPlan({ endpoint: r.messages !== undefined ? "chat" : "completions", body: "", stream: true, route, promptTokens: prompt.tokens, maxTokens: r.max_tokens, json: {} });
+    runRequest(deps, t, legs, q.requestId, (a) => {
+      if (a.kind === "stream") consume(a.body, q, clock);
+    });
   };
 
   const arrive = (r: BenchRequest) => {
@@ -256,4 +241,63 @@ export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEn
   });
   const in_flight_left = c.replicas.reduce((n, rep) => n + c.registry.inFlightOf(rep.id), 0);
   return { records, replicas, reuse, sharing, in_flight_left, virtual_s: clock.now() / 1000, wall_s: (performance.now() - wall0) / 1000 };
+}
+
+/** The bench client's side: every token timed as it arrives (TTFT from send, each gap after). */
+function consume(body: ChunkSource<number>, q: InRun, clock: SimCluster["clock"]): void {
+  let first = true;
+  const next = (r: ReadResult<number>): void => {
+    if (r.done || "error" in r || r.value < 0) return; // the ticket's outcome says how it ended
+    const now = clock.now();
+    if (first) q.rec.ttft_s = (now - q.startMs) / 1000;
+    else q.rec.itl_s.push((now - q.lastMs) / 1000);
+    first = false;
+    q.lastMs = now;
+    body.read(next);
+  };
+  body.read(next);
+}
+
+/**
+ * The sim schedulers as the lifecycle's Upstream, plus what simulate counts per attempt: requests
+ * routed to each replica, and the prompt's reuse on it (probed before submit, kept if accepted).
+ */
+function simUpstream(c: SimCluster, spec: RunSpec, vocab: OutputVocabulary, byRequest: Map<string, InRun>, reuse: ReuseStats): Upstream<number> {
+  const e = c.cfg.engine;
+  const sim = new SimUpstream<number>({
+    frames: TOKEN_FRAMES,
+    scheduler: (id) => c.replica(id).scheduler,
+    ignoreEos: spec.ignoreEos,
+    output(leg: LegRequest) {
+      // Ids only: nothing here reads the output text.
+      const out = vocab.stream(e.seed, byRequest.get(leg.requestId)!.prompt!.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
+      // One object per request, not per token: the scheduler reads it before asking for the next.
+      const tok = { id: 0, eos: false };
+      return (i) => {
+        tok.id = out.tokenId(i);
+        tok.eos = out.isEos(i);
+        return tok;
+      };
+    },
+    onFinish(leg: LegRequest, f: FinishInfo) {
+      if (f.reason === "abort") return;
+      const q = byRequest.get(leg.requestId)!;
+      q.rec.e2e_s = (f.finishMs - q.startMs) / 1000;
+      q.rec.prompt_tokens = f.promptTokens;
+      q.rec.completion_tokens = f.outputTokens;
+      q.rec.cached_tokens = f.cachedTokens;
+    },
+  });
+  return {
+    format: sim.format,
+    send(leg, signal, reply) {
+      c.replica(leg.workerId).routed++;
+      const hashes = byRequest.get(leg.requestId)!.prompt!.blockHashes;
+      const probe = c.kv.probe(leg.workerId, hashes);
+      sim.send(leg, signal, (res) => {
+        if (!("error" in res) && res.status === 200) reuse.add(probe, hashes.length);
+        reply(res);
+      });
+    },
+  };
 }
