@@ -117,7 +117,11 @@ export function relay<C>(o: RelayOpts<C>): RelaySource<C> {
     }
     return { kind: "failed", reason: "reset", message: "engine connection lost" };
   };
-  const fromUpstream = (r: ReadResult<C>, cb: (r: ReadResult<C>) => void) => {
+  /** The reader's callback while a read to the worker is outstanding. */
+  let reader: ((r: ReadResult<C>) => void) | null = null;
+  const fromUpstream = (r: ReadResult<C>) => {
+    const cb = reader!;
+    reader = null;
     upstreamBusy = false;
     waitSinceMs = o.clock.now();
     if (ended) return cb({ done: true });
@@ -155,7 +159,8 @@ export function relay<C>(o: RelayOpts<C>): RelaySource<C> {
       }
       upstreamBusy = true;
       waitSinceMs = o.clock.now();
-      o.source.read((r) => fromUpstream(r, cb));
+      reader = cb;
+      o.source.read(fromUpstream);
     },
     cancel() {
       if (ended) return;

@@ -13,6 +13,7 @@ export type ReadResult<C> = { done: true } | { done: false; value: C } | { done:
 /**
  * A pull-based body: one `read` at a time, answered exactly once (possibly synchronously) with the
  * next chunk, the end, or an error. Nothing is read from the worker until asked (backpressure).
+ * A result object may be reused by the source for its next chunk: use it before reading again.
  */
 export interface ChunkSource<C> {
   read(cb: (r: ReadResult<C>) => void): void;
