@@ -65,35 +65,81 @@ export function clientText(reason: UpstreamErrorKind): string {
 }
 
 export function relay<C>(o: RelayOpts<C>): RelaySource<C> {
-  const scanner: ChunkScanner<C> = o.sse ? o.format.scanner() : o.format.usage();
-  let pending = o.first;
-  /** A read to the worker is outstanding (herd waits on the engine, not on the client). */
-  let upstreamBusy = false;
-  let waitSinceMs = o.clock.now();
-  let timer: TimerHandle | null = null;
-  let ended = false;
-  let stalled: (() => void) | null = null;
+  return new Relay(o);
+}
 
-  const end = (e: RelayEnd) => {
-    if (ended) return;
-    ended = true;
-    timer?.cancel();
-    o.onEnd(e);
-  };
-  const deadline = () => (upstreamBusy && !scanner.sawToken ? o.firstTokenDeadlineMs : waitSinceMs + o.idleTimeoutMs);
-  // One timer re-armed lazily: it fires at the current deadline and re-checks.
-  const check = () => {
-    timer = null;
-    if (ended) return;
+class Relay<C> implements RelaySource<C> {
+  private readonly scanner: ChunkScanner<C>;
+  private pending: C | null;
+  /** A read to the worker is outstanding (herd waits on the engine, not on the client). */
+  private upstreamBusy = false;
+  private waitSinceMs: number;
+  private timer: TimerHandle | null = null;
+  private ended = false;
+  private stalled: (() => void) | null = null;
+  /** The reader's callback while a read to the worker is outstanding. */
+  private reader: ((r: ReadResult<C>) => void) | null = null;
+
+  constructor(private readonly o: RelayOpts<C>) {
+    this.scanner = o.sse ? o.format.scanner() : o.format.usage();
+    this.pending = o.first;
+    this.waitSinceMs = o.clock.now();
+    if (this.pending !== null && this.scanner.push(this.pending)) o.onFirstToken();
+    this.check();
+  }
+
+  read(cb: (r: ReadResult<C>) => void): void {
+    if (this.ended) return cb({ done: true });
+    if (this.pending !== null) {
+      const chunk = this.pending;
+      this.pending = null;
+      this.waitSinceMs = this.o.clock.now();
+      return cb({ done: false, value: chunk });
+    }
+    this.upstreamBusy = true;
+    this.waitSinceMs = this.o.clock.now();
+    this.reader = cb;
+    this.o.source.read(this.fromUpstream);
+  }
+
+  cancel(): void {
+    if (this.ended) return;
+    // The client went away: abort the engine request so it frees its KV blocks.
+    if (!this.o.ac.signal.aborted) this.o.ac.abort(new AbortCause("client", "client disconnected"));
+    this.o.source.cancel();
+    this.end({ kind: "client_closed" });
+  }
+
+  onStall(fn: () => void): void {
+    this.stalled = fn;
+  }
+
+  private end(e: RelayEnd): void {
+    if (this.ended) return;
+    this.ended = true;
+    this.timer?.cancel();
+    this.o.onEnd(e);
+  }
+
+  private deadline(): number {
+    const { o } = this;
+    return this.upstreamBusy && !this.scanner.sawToken ? o.firstTokenDeadlineMs : this.waitSinceMs + o.idleTimeoutMs;
+  }
+
+  /** One timer re-armed lazily: it fires at the current deadline and re-checks. */
+  private readonly check = (): void => {
+    this.timer = null;
+    if (this.ended) return;
+    const { o } = this;
     const now = o.clock.now();
-    const at = deadline();
+    const at = this.deadline();
     if (now < at) {
-      if (at !== Infinity) timer = o.clock.setTimer(at - now, check);
+      if (at !== Infinity) this.timer = o.clock.setTimer(at - now, this.check);
       return;
     }
-    if (upstreamBusy) {
+    if (this.upstreamBusy) {
       o.ac.abort(
-        scanner.sawToken
+        this.scanner.sawToken
           ? new AbortCause("idle_timeout", `no data from the engine for ${o.idleTimeoutMs} ms`)
           : new AbortCause("first_token_timeout", "no first token before the deadline"),
       );
@@ -102,75 +148,45 @@ export function relay<C>(o: RelayOpts<C>): RelaySource<C> {
     // herd holds a chunk the reader has not asked for: the client stopped reading.
     o.ac.abort(new AbortCause("client_stalled", `client did not read for ${o.idleTimeoutMs} ms`));
     o.source.cancel();
-    end({ kind: "client_stalled" });
-    stalled?.();
+    this.end({ kind: "client_stalled" });
+    this.stalled?.();
   };
-  const arm = () => {
-    if (!timer && !ended) check();
-  };
-  const failure = (): RelayEnd => {
-    const cause = o.ac.signal.reason;
-    if (o.ac.signal.aborted && cause instanceof AbortCause) {
+
+  private failure(): RelayEnd {
+    const cause = this.o.ac.signal.reason;
+    if (this.o.ac.signal.aborted && cause instanceof AbortCause) {
       if (cause.kind === "client") return { kind: "client_closed" };
       if (cause.kind === "client_stalled") return { kind: "client_stalled" };
       return { kind: "failed", reason: cause.kind, message: cause.message };
     }
     return { kind: "failed", reason: "reset", message: "engine connection lost" };
-  };
-  /** The reader's callback while a read to the worker is outstanding. */
-  let reader: ((r: ReadResult<C>) => void) | null = null;
-  const fromUpstream = (r: ReadResult<C>) => {
-    const cb = reader!;
-    reader = null;
-    upstreamBusy = false;
-    waitSinceMs = o.clock.now();
-    if (ended) return cb({ done: true });
-    if ("error" in r) {
-      const f = failure();
-      if (f.kind !== "failed") {
-        end(f);
-        return cb({ done: true });
-      }
-      end(f);
-      return cb(o.sse ? { done: false, value: o.format.errorEvent(f.message, `upstream_${f.reason}`) } : r);
-    }
+  }
+
+  private readonly fromUpstream = (r: ReadResult<C>): void => {
+    const { o } = this;
+    const cb = this.reader!;
+    this.reader = null;
+    this.upstreamBusy = false;
+    this.waitSinceMs = o.clock.now();
+    if (this.ended) return cb({ done: true });
+    if ("error" in r) return cb(this.failed(r));
     if (r.done) {
-      if (o.sse && !scanner.ended) {
-        end({ kind: "failed", reason: "eof", message: "the engine closed the stream before it finished" });
+      if (o.sse && !this.scanner.ended) {
+        this.end({ kind: "failed", reason: "eof", message: "the engine closed the stream before it finished" });
         return cb({ done: false, value: o.format.errorEvent(clientText("eof"), "upstream_eof") });
       }
-      end({ kind: "complete", cachedTokens: scanner.cachedTokens });
+      this.end({ kind: "complete", cachedTokens: this.scanner.cachedTokens });
       return cb({ done: true });
     }
-    if (scanner.push(r.value)) o.onFirstToken();
+    if (this.scanner.push(r.value)) o.onFirstToken();
     cb(r);
   };
 
-  if (pending !== null && scanner.push(pending)) o.onFirstToken();
-  arm();
-  return {
-    read(cb) {
-      if (ended) return cb({ done: true });
-      if (pending !== null) {
-        const chunk = pending;
-        pending = null;
-        waitSinceMs = o.clock.now();
-        return cb({ done: false, value: chunk });
-      }
-      upstreamBusy = true;
-      waitSinceMs = o.clock.now();
-      reader = cb;
-      o.source.read(fromUpstream);
-    },
-    cancel() {
-      if (ended) return;
-      // The client went away: abort the engine request so it frees its KV blocks.
-      if (!o.ac.signal.aborted) o.ac.abort(new AbortCause("client", "client disconnected"));
-      o.source.cancel();
-      end({ kind: "client_closed" });
-    },
-    onStall(fn) {
-      stalled = fn;
-    },
-  };
+  /** The worker's body failed: an error event for a stream (then the end), an error for a piped body. */
+  private failed(r: ReadResult<C>): ReadResult<C> {
+    const f = this.failure();
+    this.end(f);
+    if (f.kind !== "failed") return { done: true };
+    return this.o.sse ? { done: false, value: this.o.format.errorEvent(f.message, `upstream_${f.reason}`) } : r;
+  }
 }
