@@ -12,18 +12,16 @@ import type { Logger } from "../core/log.ts";
 import { policyNeedsPrompt } from "../preprocess/shared.ts";
 import { checkRequest } from "../protocol/openai.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
-import type { FinishInfo } from "../engine/sim/scheduler.ts";
 import { refusal, runRequest, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type Plan } from "../request/plan.ts";
-import { SimUpstream, TOKEN_FRAMES } from "../request/sim-upstream.ts";
 import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../request/ticket.ts";
-import type { ChunkSource, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import type { Arrivals, Limit, Workload } from "../workload/plan.ts";
 import { plan } from "../workload/plan.ts";
 import type { RequestRecord } from "../workload/stats.ts";
 import type { BenchRequest } from "../workload/workloads.ts";
 import { type ClusterConfig, SimCluster } from "./cluster.ts";
-import type { EncodedPrompt, PromptEncoder } from "./prompts.ts";
+import type { PromptEncoder } from "./prompts.ts";
+import { consume, simUpstream, type InRun } from "./sim-client.ts";
 import { ReuseStats, SharingStats } from "./reuse.ts";
 
 export interface RunSpec {
@@ -70,15 +68,6 @@ interface Session {
   queue: BenchRequest[];
 }
 
-/** One request in flight in the run: its record, timing state and prompt. */
-interface InRun {
-  rec: RequestRecord;
-  r: BenchRequest;
-  requestId: string;
-  startMs: number;
-  lastMs: number;
-  prompt: EncodedPrompt | null;
-}
 
 /** simulate logs nothing per request (a seeded run prints its summary only). */
 const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
@@ -276,63 +265,4 @@ function requestPlan(cfg: ClusterConfig, encoder: PromptEncoder, r: BenchRequest
     ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, blockHashes: prompt.blockHashes, blockSize: cfg.engine.blockSize }
     : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4) };
   return aggregatedPlan({ endpoint, body: "", stream: true, route, promptTokens: prompt.tokens, maxTokens: r.max_tokens, json: {} });
-}
-
-/** The bench client's side: every token timed as it arrives (TTFT from send, each gap after). */
-function consume(body: ChunkSource<number>, q: InRun, clock: SimCluster["clock"]): void {
-  let first = true;
-  const next = (r: ReadResult<number>): void => {
-    if (r.done || "error" in r || r.value < 0) return; // the ticket's outcome says how it ended
-    const now = clock.now();
-    if (first) q.rec.ttft_s = (now - q.startMs) / 1000;
-    else q.rec.itl_s.push((now - q.lastMs) / 1000);
-    first = false;
-    q.lastMs = now;
-    body.read(next);
-  };
-  body.read(next);
-}
-
-/**
- * The sim schedulers as the lifecycle's Upstream, plus what simulate counts per attempt: requests
- * routed to each replica, and the prompt's reuse on it (probed before submit, kept if accepted).
- */
-function simUpstream(c: SimCluster, spec: RunSpec, vocab: OutputVocabulary, byRequest: Map<string, InRun>, reuse: ReuseStats): Upstream<number> {
-  const e = c.cfg.engine;
-  const sim = new SimUpstream<number>({
-    frames: TOKEN_FRAMES,
-    scheduler: (id) => c.replica(id).scheduler,
-    ignoreEos: spec.ignoreEos,
-    output(leg: LegRequest) {
-      // Ids only: nothing here reads the output text.
-      const out = vocab.stream(e.seed, byRequest.get(leg.requestId)!.prompt!.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
-      // One object per request, not per token: the scheduler reads it before asking for the next.
-      const tok = { id: 0, eos: false };
-      return (i) => {
-        tok.id = out.tokenId(i);
-        tok.eos = out.isEos(i);
-        return tok;
-      };
-    },
-    onFinish(leg: LegRequest, f: FinishInfo) {
-      if (f.reason === "abort") return;
-      const q = byRequest.get(leg.requestId)!;
-      q.rec.e2e_s = (f.finishMs - q.startMs) / 1000;
-      q.rec.prompt_tokens = f.promptTokens;
-      q.rec.completion_tokens = f.outputTokens;
-      q.rec.cached_tokens = f.cachedTokens;
-    },
-  });
-  return {
-    format: sim.format,
-    send(leg, signal, reply) {
-      c.replica(leg.workerId).routed++;
-      const hashes = byRequest.get(leg.requestId)!.prompt!.blockHashes;
-      const probe = c.kv.probe(leg.workerId, hashes);
-      sim.send(leg, signal, (res) => {
-        if (!("error" in res) && res.status === 200) reuse.add(probe, hashes.length);
-        reply(res);
-      });
-    },
-  };
 }
