@@ -69,6 +69,8 @@ export interface FrontendConfig {
   max_body_bytes_in_flight: number;
   /** Who may read /metrics on a non-loopback listener: anyone, admin-token holders, or loopback clients only. */
   metrics: "open" | "token" | "loopback";
+  /** A request body not fully received this long after its headers gets 408 (issue 10). */
+  body_timeout_ms: number;
 }
 
 export interface RetryConfig {
