@@ -38,6 +38,7 @@ import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
 import { TierService } from "../tier/service.ts";
 import { PlannerService } from "../planner/service.ts";
+import { plannerGate } from "../planner/gate.ts";
 import { LocalActuator } from "../planner/actuator-local.ts";
 import { PlannerMetrics } from "../planner/metrics.ts";
 import { detectGpus } from "../engine/gpus.ts";
@@ -136,13 +137,6 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     drain: (id) => cordon(id, true),
     undrain: (id) => cordon(id, false),
   };
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
-  const scraper = new MetricsScraper({
-    registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
-    // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
-    onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
-  });
-
   const tier = new TierService({ config, clock });
   // The planner (off unless planner.enabled): scales the listed engines[] entries through the
   // supervisor; engines it adds join the KV ingest like the planned ones.
@@ -153,6 +147,16 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
         metrics: new PlannerMetrics(metrics.registry),
       })
     : null;
+  const frontend = new Frontend({
+    config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts,
+    ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
+  });
+  const scraper = new MetricsScraper({
+    registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
+    onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
+  });
+
   if (tier.enabled) tier.registerMetrics(metrics.registry);
   let listening: Listening | null = null;
   let runtime: RuntimeFile | null = null;

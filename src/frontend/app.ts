@@ -27,6 +27,7 @@ import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
 import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
 import type { Upstream } from "../request/upstream.ts";
+import { ClientGone, type RequestGate } from "../request/gate.ts";
 import { errorResponse, toResponse } from "./respond.ts";
 
 export { errorResponse } from "./respond.ts";
@@ -56,6 +57,8 @@ export interface FrontendOptions {
   upstream?: Upstream<Uint8Array>;
   /** How a request becomes legs (default: one aggregated leg; P/D: prefill then decode). */
   plan?: PlanBuilder;
+  /** Passed by every admitted request before routing (the planner's wake-on-request hold). */
+  gate?: RequestGate;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -242,6 +245,10 @@ export class Frontend {
     try {
       return toResponse(await this.run(c, t, endpoint, body.text, body.parsed));
     } catch (e) {
+      if (e instanceof ClientGone) {
+        t.release({ kind: "client_closed", phase: "before_first_token" });
+        return new Response(null, { status: CLIENT_CLOSED });
+      }
       if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
       return errorResponse((refusal(t, e) as { error: HerdError }).error);
     }
@@ -306,6 +313,11 @@ export class Frontend {
       sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
       promptTokens: Math.ceil(checked.promptChars / 4),
     };
+    if (this.o.gate) {
+      const promptTokens = prepared?.tokens ?? route.promptTokens;
+      this.o.gate.arrived(checked.model, promptTokens, requestedMaxTokens(checked.body));
+      await this.o.gate.pass(checked.model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
+    }
     const plan = this.plan({
       endpoint,
       body: checked.stripped.length > 0 ? JSON.stringify(checked.body) : text,
