@@ -116,7 +116,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
   const kv = new KvConsumer({ clock, log });
   // router.seed pins the router's own stream; otherwise it is the run's seed.
-  const router = new Router({ config: config.router, registry, clock, seed: config.router.seed !== 0 ? config.router.seed : seed, log: log.child("router"), kvIndex: kv.index });
+  const buildRouter = (c: Config["router"]) => new Router({ config: c, registry, clock, seed: c.seed !== 0 ? c.seed : seed, log: log.child("router"), kvIndex: kv.index });
+  let router = buildRouter(config.router);
   const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
   const metrics = new HerdMetrics(
     config.models.map((m) => m.name),
@@ -272,9 +273,30 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
 
   const configPath = opts.configPath;
   const maxBodyBytesLive = bodyBackstopBytes(config.frontend.max_body_bytes);
-  const apply = (next: Config) => {
+  const apply = async (next: Config) => {
+    if (JSON.stringify(next.router) !== JSON.stringify(running.router)) await swapRouter(next);
     running = next;
     frontend.applyConfig(next);
+  };
+  // A changed `router` section: build the new Router (and the tokenizers its stages need) first,
+  // then swap it in; on failure the old one keeps routing and the old section stays in effect.
+  const swapRouter = async (next: Config) => {
+    const fresh = buildRouter(next.router);
+    if (policyNeedsPrompt(fresh)) {
+      try {
+        await prompts.start();
+      } catch (e) {
+        fresh.close();
+        next.router = running.router;
+        log.error("config reload: the new router needs each model's tokenizer, which cannot be loaded; keeping the running router", { err: errorMessage(e) });
+        return;
+      }
+    }
+    const old = router;
+    router = fresh;
+    frontend.swapRouter(fresh);
+    old.close();
+    log.info("router replaced", { policy: fresh.policy.name, seed: fresh.seed });
   };
   signals.install({
     stop: (force) => void shutdown(force),
@@ -282,7 +304,12 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: url(), seed, tier, planner, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+  return {
+    url: url(), seed, tier, planner, registry,
+    get router() {
+      return router; // a getter: a reload may replace it
+    },
+    supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
 }
 
 /**

@@ -3,14 +3,18 @@
 // applied at once (LIVE_KEYS) or reported as needing a restart — and then NOT applied: the running
 // node keeps the old value, so what runs is always a config that could have been started as is.
 //
-// Live: the frontend's admission and timeouts, which are read per request:
+// Live: the frontend's admission, bounds and timeouts, which are read per request:
 //   frontend.api_keys, frontend.admin_token, frontend.max_in_flight, frontend.max_body_bytes (up to
 //   the listener's fixed backstop), frontend.first_token_timeout_ms, frontend.idle_timeout_ms
-//   (both for requests admitted after the reload), frontend.drain_timeout_ms.
+//   (both for requests admitted after the reload), frontend.drain_timeout_ms, body_timeout_ms,
+//   max_messages, max_prompt_chars, max_json_values, max_body_bytes_in_flight, metrics;
+//   and the whole `router` section: the daemon builds a new Router (policy, pipeline, knobs) over
+//   the same registry and KV index and swaps it in atomically (Caddy's reload: provision the new,
+//   then swap, then stop the old). Requests already routed keep their leases on the old router,
+//   which still releases them into the shared registry's in-flight counts.
 // Restart: everything else — the listener (frontend.listen), the node's identity and state
 // (node.*), engines, models and supervisor (the processes are planned once: ports, GPUs, command
-// lines), and router.* (the router's bookkeeping — leases, active blocks, the prefix policy's
-// memory — belongs to one policy instance and has no safe hand-over yet), cluster/kv_tier/planner.
+// lines), cluster, kv_tier, planner, pd.
 import type { Config } from "../config/types.ts";
 import { applyOverrides, loadConfigFile, type Overrides } from "../config/load.ts";
 import type { Finding } from "../config/findings.ts";
@@ -23,6 +27,13 @@ export const LIVE_KEYS: readonly string[] = [
   "frontend.first_token_timeout_ms",
   "frontend.idle_timeout_ms",
   "frontend.drain_timeout_ms",
+  "frontend.body_timeout_ms",
+  "frontend.max_messages",
+  "frontend.max_prompt_chars",
+  "frontend.max_json_values",
+  "frontend.max_body_bytes_in_flight",
+  "frontend.metrics",
+  "router",
 ];
 
 export interface ConfigChanges {
@@ -77,9 +88,11 @@ export function classifyChanges(old: Config, next: Config): ConfigChanges {
 export function mergeLive(running: Config, next: Config, live: readonly string[]): Config {
   const merged = structuredClone(running);
   for (const key of live) {
-    const [section, field] = key.split(".") as [keyof Config, string];
+    const [section, field] = key.split(".") as [keyof Config, string | undefined];
     const from = next[section] as unknown as Record<string, unknown>;
-    (merged[section] as unknown as Record<string, unknown>)[field] = structuredClone(from[field]);
+    // A whole live section (`router`) is taken as a whole.
+    if (field === undefined) (merged as unknown as Record<string, unknown>)[section] = structuredClone(from);
+    else (merged[section] as unknown as Record<string, unknown>)[field] = structuredClone(from[field]);
   }
   return merged;
 }

@@ -121,7 +121,7 @@ export class DaemonSignals {
  */
 export async function reloadConfig(
   path: string,
-  o: { overrides: Overrides; running: Config; maxBodyBytesLive: number; log: Logger; apply(config: Config): void },
+  o: { overrides: Overrides; running: Config; maxBodyBytesLive: number; log: Logger; apply(config: Config): void | Promise<void> },
 ): Promise<void> {
   const { log } = o;
   log.info("received SIGHUP: reloading the config", { file: path });
@@ -137,7 +137,7 @@ export async function reloadConfig(
     log.info("config reloaded: no changes");
     return;
   }
-  o.apply(r.config);
+  await o.apply(r.config);
   if (r.live.length) log.info(`config reloaded: applied ${r.live.join(", ")}`);
   if (r.restart.length) log.warn(`config reload: restart required to apply ${r.restart.join(", ")} (running with the previous values)`);
 }

@@ -75,9 +75,9 @@ export class Frontend {
   private readonly deps: LifecycleDeps<Uint8Array>;
   private readonly plan: PlanBuilder;
   private readonly unwatch: () => void;
-  private readonly unobserve: () => void;
+  private unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
-  private readonly hashPrompts: boolean;
+  private hashPrompts: boolean;
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
   private readonly json = new JsonGuard();
   private prepWarnedAtMs = -Infinity;
@@ -96,15 +96,32 @@ export class Frontend {
     };
     this.plan = o.plan ?? aggregatedPlan;
     this.unwatch = this.admission.watch(o.registry);
-    this.hashPrompts = o.prompts !== undefined && policyNeedsPrompt({ policy: o.router.policy.name });
-    this.unobserve = o.router.observe({
+    this.hashPrompts = o.prompts !== undefined && policyNeedsPrompt(o.router);
+    this.unobserve = this.observe(o.router);
+    this.routes();
+  }
+
+  private observe(router: Router): () => void {
+    const m = this.o.metrics;
+    return router.observe({
       decision: (d) => {
-        o.metrics.decision(d.policy, d.chosen);
-        if (d.timings?.match_ms !== undefined) o.metrics.routingStage("match", d.timings.match_ms / 1000);
-        if (d.timings?.score_ms !== undefined) o.metrics.routingStage("score", d.timings.score_ms / 1000);
+        m.decision(d.policy, d.chosen);
+        if (d.timings?.match_ms !== undefined) m.routingStage("match", d.timings.match_ms / 1000);
+        if (d.timings?.score_ms !== undefined) m.routingStage("score", d.timings.score_ms / 1000);
       },
     });
-    this.routes();
+  }
+
+  /**
+   * SIGHUP with a changed `router` section: requests admitted from now on route through `router`;
+   * those already routed finish on their leases with the old one (the caller closes it).
+   */
+  swapRouter(router: Router): void {
+    this.unobserve();
+    this.o.router = router;
+    this.deps.router = router;
+    this.hashPrompts = this.o.prompts !== undefined && policyNeedsPrompt(router);
+    this.unobserve = this.observe(router);
   }
 
   get isDraining(): boolean {
@@ -190,7 +207,9 @@ export class Frontend {
           return o.config; // a getter: applyConfig replaces it
         },
         registry,
-        router: this.o.router,
+        get router() {
+          return o.router; // a getter: swapRouter replaces it
+        },
         backend: this.o.admin,
         log: this.o.log,
         clock: this.o.clock,

@@ -29,13 +29,20 @@ describe("classifyChanges", () => {
       c.frontend.first_token_timeout_ms = 1;
       c.frontend.idle_timeout_ms = 2;
       c.frontend.drain_timeout_ms = 3;
+      c.frontend.body_timeout_ms = 4;
+      c.frontend.max_messages = 5;
+      c.frontend.max_prompt_chars = 6;
+      c.frontend.max_json_values = 2048;
+      c.frontend.max_body_bytes_in_flight = 4096;
+      c.frontend.metrics = "loopback";
+      c.router.policy = "random";
     });
     const ch = classifyChanges(base(), next);
     expect(ch.restart).toEqual([]);
     expect(ch.live.sort()).toEqual([...LIVE_KEYS].sort());
   });
 
-  test("listener, node identity, state dir, router, engines, models, supervisor need a restart", () => {
+  test("listener, node identity, state dir, engines, models, supervisor need a restart; router is live as a whole", () => {
     const next = edit((c) => {
       c.frontend.listen = "0.0.0.0:9000";
       c.node.name = "other";
@@ -47,10 +54,11 @@ describe("classifyChanges", () => {
       c.supervisor.max_restarts = 9;
     });
     const ch = classifyChanges(base(), next);
-    expect(ch.live).toEqual([]);
-    expect(ch.restart.sort()).toEqual(
-      ["engines[0].count", "frontend.listen", "models[0].block_size", "node.data_dir", "node.name", "router.kv.overlap_credit.cpu", "router.policy", "supervisor.max_restarts"].sort(),
-    );
+    expect(ch.live).toEqual(["router"]);
+    expect(ch.restart.sort()).toEqual(["engines[0].count", "frontend.listen", "models[0].block_size", "node.data_dir", "node.name", "supervisor.max_restarts"].sort());
+    const merged = mergeLive(base(), next, ch.live);
+    expect(merged.router).toEqual(next.router);
+    expect(merged.node.name).toBe(base().node.name);
   });
 
   test("a list that changes length is named as a whole; mixed changes are split", () => {
@@ -81,16 +89,16 @@ describe("mergeLive and planReload", () => {
     const next = edit((c) => {
       c.frontend.api_keys = ["k"];
       c.frontend.listen = "0.0.0.0:1";
-      c.router.policy = "random";
+      c.node.name = "elsewhere";
     });
     const plan = planReload(running, next, { maxBodyBytesLive: 1 << 30 });
     expect(plan.live).toEqual(["frontend.api_keys"]);
-    expect(plan.restart.sort()).toEqual(["frontend.listen", "router.policy"]);
+    expect(plan.restart.sort()).toEqual(["frontend.listen", "node.name"]);
     expect(plan.config.frontend.api_keys).toEqual(["k"]);
     expect(plan.config.frontend.listen).toBe(running.frontend.listen);
-    expect(plan.config.router.policy).toBe(running.router.policy);
+    expect(plan.config.node.name).toBe(running.node.name);
     // Comparing the next file against the merged config names the pending restart keys again.
-    expect(classifyChanges(plan.config, next).restart.sort()).toEqual(["frontend.listen", "router.policy"]);
+    expect(classifyChanges(plan.config, next).restart.sort()).toEqual(["frontend.listen", "node.name"]);
     // The running config object is not modified.
     expect(running.frontend.api_keys).toEqual([]);
     expect(mergeLive(running, next, []).frontend.api_keys).toEqual([]);
@@ -129,18 +137,18 @@ describe("SIGHUP on a running herd", () => {
     const models = (key?: string) => fetch(`${h.url}/v1/models`, key ? { headers: { authorization: `Bearer ${key}` } } : {});
     expect((await models()).status).toBe(200);
 
-    // api_keys + max_in_flight (live); the listen port, the router policy and the engine count (restart).
+    // api_keys, max_in_flight and the router (live: a new Router is swapped in); the engine count (restart).
     writeFileSync(h.configPath, yaml("router: { policy: random }\n", ", api_keys: [sk-reload-1], max_in_flight: 1").replace("count: 1", "count: 2"));
     let mark = h.log().length;
     h.proc.kill("SIGHUP");
-    await h.waitLog(/config reloaded: applied frontend\.api_keys, frontend\.max_in_flight\n/, 5_000, mark);
+    await h.waitLog(/config reloaded: applied frontend\.api_keys, frontend\.max_in_flight, router\n/, 5_000, mark);
     const warn = (await h.waitLog(/config reload: restart required to apply (.*) \(running with the previous values\)/, 5_000, mark))[1]!;
-    expect(warn.split(", ").sort()).toEqual(["engines[0].count", "router.policy"]); // --listen still overrides the file's listen
+    expect(warn.split(", ").sort()).toEqual(["engines[0].count"]); // --listen still overrides the file's listen
     expect(h.log().slice(mark)).not.toContain("sk-reload-1");
     expect((await models()).status).toBe(401);
     expect((await models("sk-reload-1")).status).toBe(200);
     const st = JSON.parse((await herdCli(["status", "--json", "--url", h.url])).out);
-    expect(st.policy).toBe("round-robin");
+    expect(st.policy).toBe("random");
     expect(st.workers).toHaveLength(1);
 
     // max_in_flight 1: with one stream open, the next request is refused with 429.
@@ -165,7 +173,8 @@ describe("SIGHUP on a running herd", () => {
     writeFileSync(h.configPath, yaml("router: { policy: round-robin }\n"));
     mark = h.log().length;
     h.proc.kill("SIGHUP");
-    await h.waitLog(/config reloaded: applied frontend\.api_keys, frontend\.max_in_flight\n/, 5_000, mark);
+    await h.waitLog(/config reloaded: applied frontend\.api_keys, frontend\.max_in_flight, router\n/, 5_000, mark);
+    expect(JSON.parse((await herdCli(["status", "--json", "--url", h.url])).out).policy).toBe("round-robin");
     expect(h.log().slice(mark)).not.toContain("restart required");
     expect((await models()).status).toBe(200);
     expect(h.proc.exitCode).toBeNull();
