@@ -39,72 +39,51 @@ const DONE = enc.encode("data: [DONE]\n\n");
 
 /** Submit to the scheduler; throws the scheduler's HerdError (400/503) before anything is sent. */
 export function generate(ctx: GenerateContext, g: GenerationRequest, signal: AbortSignal, pd: PdHooks = {}): Response | Promise<Response> {
-  const id = requestId(g.endpoint);
-  const head = { id, created: Math.floor(wallClockMs() / 1000), model: g.model };
-  const out = ctx.vocab.stream(ctx.seed, g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
-  const stop = new StopMatcher(g.stop);
-  const maxTokens = g.maxTokens ?? Math.max(1, ctx.maxModelLen - g.promptTokens.length);
-  let prevMs: number | undefined;
-  let arrivalMs = 0;
-  let text = "";
-  let finishReason: string | null = null;
-  let stopReason: string | null = null;
+  const run = new Generation(ctx, g, signal, pd);
+  return g.stream ? run.streamed() : run.whole();
+}
 
-  // Token → text delta, and whether this token ends the request (same rules the scheduler applies).
-  const onTokenText = (index: number, nowMs: number): { delta: string; done: boolean } => {
-    ctx.metrics.token(nowMs, prevMs, arrivalMs);
-    prevMs = nowMs;
-    const t = out.token(index);
-    const r = stop.push(t.text);
-    let delta = r.emit;
-    if (r.stop !== null) {
-      finishReason = "stop";
-      stopReason = r.stop;
-    } else if (t.eos && !g.ignoreEos) finishReason = "stop";
-    else if (index + 1 >= maxTokens) finishReason = "length";
-    if (finishReason !== null && r.stop === null) delta += stop.flush();
-    text += delta;
-    return { delta, done: finishReason !== null };
-  };
+type OnFinish = Parameters<SimScheduler["submit"]>[0]["handlers"]["onFinish"];
+type Finished = Parameters<OnFinish>[0];
 
-  const abort = () => ctx.scheduler.abort(id);
-  const submit = (onToken: (index: number, nowMs: number) => boolean, onFinish: Parameters<SimScheduler["submit"]>[0]["handlers"]["onFinish"]) => {
-    ctx.scheduler.submit({
-      id,
-      promptTokens: g.promptTokens,
-      maxTokens,
-      ignoreEos: g.ignoreEos,
-      lora: g.lora,
-      cacheSalt: g.cacheSalt,
-      ...(pd.keepBlocks ? { keepBlocks: (blocks: readonly Block[], reason: FinishReason) => pd.keepBlocks!(id, blocks, reason) } : {}),
-      nextToken: (i) => {
-        const t = out.token(i);
-        return { id: t.id, eos: t.eos };
-      },
-      handlers: { onToken: (_tok, i, now) => onToken(i, now), onFinish },
-    });
-    arrivalMs = ctx.now();
-    ctx.inflight.set(id, abort);
-    signal.addEventListener("abort", abort, { once: true });
-  };
+/** One request: its output text so far and why it finished, fed token by token by the scheduler. */
+class Generation {
+  private readonly id: string;
+  private readonly head: { id: string; created: number; model: string };
+  private readonly out: ReturnType<OutputVocabulary["stream"]>;
+  private readonly stop: StopMatcher;
+  private readonly maxTokens: number;
+  private prevMs: number | undefined;
+  private arrivalMs = 0;
+  private text = "";
+  private finishReason: string | null = null;
+  private stopReason: string | null = null;
+  private readonly abort = () => this.ctx.scheduler.abort(this.id);
 
-  if (!g.stream) {
+  constructor(private readonly ctx: GenerateContext, private readonly g: GenerationRequest, private readonly signal: AbortSignal, private readonly pd: PdHooks) {
+    this.id = requestId(g.endpoint);
+    this.head = { id: this.id, created: Math.floor(wallClockMs() / 1000), model: g.model };
+    this.out = ctx.vocab.stream(ctx.seed, g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
+    this.stop = new StopMatcher(g.stop);
+    this.maxTokens = g.maxTokens ?? Math.max(1, ctx.maxModelLen - g.promptTokens.length);
+  }
+
+  /** One JSON response once the request has finished. */
+  whole(): Promise<Response> {
+    const { g, head } = this;
     return new Promise<Response>((resolve, reject) => {
       try {
-        submit(
+        this.submit(
           (i, now) => {
-            onTokenText(i, now);
-            if (ctx.crash !== null) ctx.crash();
-            return stopReason !== null;
+            this.tokenText(i, now);
+            if (this.ctx.crash !== null) this.ctx.crash();
+            return this.stopReason !== null;
           },
           (f) => {
-            ctx.inflight.delete(id);
-            ctx.metrics.finished(f);
-            const params = pd.params?.(id) ?? null;
-            pd.onDone?.();
+            const params = this.release(f);
             if (f.reason === "abort") return resolve(new Response(null, { status: 499 }));
             const u = usage(f.promptTokens, f.outputTokens, f.cachedTokens);
-            resolve(Response.json(fullResponse(g.endpoint, head, text, finishReason ?? f.reason, stopReason, u, params)));
+            resolve(Response.json(fullResponse(g.endpoint, head, this.text, this.finishReason ?? f.reason, this.stopReason, u, params)));
           },
         );
       } catch (e) {
@@ -113,53 +92,112 @@ export function generate(ctx: GenerateContext, g: GenerationRequest, signal: Abo
     });
   }
 
-  let controller!: ReadableStreamDefaultController<Uint8Array>;
-  let open = true;
-  const send = (bytes: Uint8Array) => {
-    if (!open) return;
+  /** An SSE stream: one chunk per token with text (chat opens with a role chunk), usage, [DONE]. */
+  streamed(): Response {
+    const { g, head } = this;
+    const body = new SseBody(this.abort);
+    let first = true;
+    this.submit(
+      (i, now) => {
+        if (first && g.endpoint === "chat") body.send(sse(chunk("chat", head, "", { first: true })));
+        first = false;
+        const { delta, done } = this.tokenText(i, now);
+        if (delta !== "" || done) body.send(sse(chunk(g.endpoint, head, delta, { finish: this.finishReason, stopReason: this.stopReason })));
+        if (this.ctx.crash !== null) this.ctx.crash();
+        return this.stopReason !== null;
+      },
+      (f) => {
+        this.release(f); // streamed answers carry no kv_transfer_params; drop them
+        if (f.reason !== "abort") {
+          if (g.includeUsage) body.send(sse(usageChunk(g.endpoint, head, usage(f.promptTokens, f.outputTokens, f.cachedTokens))));
+          body.send(DONE);
+        }
+        body.close();
+      },
+    );
+    return new Response(body.stream, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" } });
+  }
+
+  private submit(onToken: (index: number, nowMs: number) => boolean, onFinish: OnFinish): void {
+    const { ctx, g, pd, id } = this;
+    ctx.scheduler.submit({
+      id,
+      promptTokens: g.promptTokens,
+      maxTokens: this.maxTokens,
+      ignoreEos: g.ignoreEos,
+      lora: g.lora,
+      cacheSalt: g.cacheSalt,
+      ...(pd.keepBlocks ? { keepBlocks: (blocks: readonly Block[], reason: FinishReason) => pd.keepBlocks!(id, blocks, reason) } : {}),
+      nextToken: (i) => {
+        const t = this.out.token(i);
+        return { id: t.id, eos: t.eos };
+      },
+      handlers: { onToken: (_tok, i, now) => onToken(i, now), onFinish },
+    });
+    this.arrivalMs = ctx.now();
+    ctx.inflight.set(id, this.abort);
+    this.signal.addEventListener("abort", this.abort, { once: true });
+  }
+
+  // Token → text delta, and whether this token ends the request (same rules the scheduler applies).
+  private tokenText(index: number, nowMs: number): { delta: string; done: boolean } {
+    this.ctx.metrics.token(nowMs, this.prevMs, this.arrivalMs);
+    this.prevMs = nowMs;
+    const t = this.out.token(index);
+    const r = this.stop.push(t.text);
+    let delta = r.emit;
+    if (r.stop !== null) {
+      this.finishReason = "stop";
+      this.stopReason = r.stop;
+    } else if (t.eos && !this.g.ignoreEos) this.finishReason = "stop";
+    else if (index + 1 >= this.maxTokens) this.finishReason = "length";
+    if (this.finishReason !== null && r.stop === null) delta += this.stop.flush();
+    this.text += delta;
+    return { delta, done: this.finishReason !== null };
+  }
+
+  /** The request is over: out of the in-flight map, into the metrics; the P/D answer, read once. */
+  private release(f: Finished): Record<string, unknown> | null {
+    this.ctx.inflight.delete(this.id);
+    this.ctx.metrics.finished(f);
+    const params = this.pd.params?.(this.id) ?? null;
+    this.pd.onDone?.();
+    return params;
+  }
+}
+
+/** A streamed response body; writes after the client went away (or the stream closed) are dropped. */
+class SseBody {
+  readonly stream: ReadableStream<Uint8Array>;
+  private controller!: ReadableStreamDefaultController<Uint8Array>;
+  private open = true;
+
+  constructor(onCancel: () => void) {
+    this.stream = new ReadableStream<Uint8Array>({
+      start: (c) => void (this.controller = c),
+      cancel: () => {
+        this.open = false;
+        onCancel();
+      },
+    });
+  }
+
+  send(bytes: Uint8Array): void {
+    if (!this.open) return;
     try {
-      controller.enqueue(bytes);
+      this.controller.enqueue(bytes);
     } catch {
-      open = false;
+      this.open = false;
     }
-  };
-  const close = () => {
-    if (!open) return;
-    open = false;
+  }
+
+  close(): void {
+    if (!this.open) return;
+    this.open = false;
     try {
-      controller.close();
+      this.controller.close();
     } catch {
       // already closed by a cancel
     }
-  };
-  const body = new ReadableStream<Uint8Array>({
-    start: (c) => void (controller = c),
-    cancel: () => {
-      open = false;
-      abort();
-    },
-  });
-  let first = true;
-  submit(
-    (i, now) => {
-      if (first && g.endpoint === "chat") send(sse(chunk("chat", head, "", { first: true })));
-      first = false;
-      const { delta, done } = onTokenText(i, now);
-      if (delta !== "" || done) send(sse(chunk(g.endpoint, head, delta, { finish: finishReason, stopReason })));
-      if (ctx.crash !== null) ctx.crash();
-      return stopReason !== null;
-    },
-    (f) => {
-      ctx.inflight.delete(id);
-      ctx.metrics.finished(f);
-      pd.params?.(id); // streamed answers carry no kv_transfer_params; drop them
-      pd.onDone?.();
-      if (f.reason !== "abort") {
-        if (g.includeUsage) send(sse(usageChunk(g.endpoint, head, usage(f.promptTokens, f.outputTokens, f.cachedTokens))));
-        send(DONE);
-      }
-      close();
-    },
-  );
-  return new Response(body, { headers: { "content-type": "text/event-stream; charset=utf-8", "cache-control": "no-cache" } });
+  }
 }

@@ -3,18 +3,18 @@
 // delay has passed) and then prints vLLM's readiness lines, ending with uvicorn's
 // "Application startup complete.".
 
-import { type Clock, RealClock, wallClockMs } from "../../core/clock.ts";
-import { HerdError, errorMessage } from "../../core/errors.ts";
+import { type Clock, RealClock } from "../../core/clock.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
-import { type GenerateContext, type PdHooks, generate } from "./generate.ts";
 import { SimPd } from "./pd.ts";
 import { SimMetrics } from "./metrics.ts";
-import { errorBody, parseGeneration, parsePrompt, renderChat } from "./openai.ts";
 import { ZERO_COST } from "./cost.ts";
 import { DEFAULT_OPTIONS, type SimEngineOptions, VLLM_VERSION } from "./options.ts";
 import { OutputVocabulary } from "./output.ts";
-import { type SchedulerStats, SimScheduler } from "./scheduler.ts";
+import { SimScheduler } from "./scheduler.ts";
+import { type SimEngineStats, SimRoutes, ts } from "./routes.ts";
+
+export type { SimEngineStats } from "./routes.ts";
 
 export interface StartSimEngineOptions extends Partial<SimEngineOptions> {
   /** Readiness and warning lines (vLLM's log lines). Default: discarded. */
@@ -27,11 +27,6 @@ export interface StartSimEngineOptions extends Partial<SimEngineOptions> {
   hashSeed?: bigint;
   /** Same as --zero-delay: every timing figure 0 (`cost` figures given alongside still apply). */
   zeroDelay?: boolean;
-}
-
-export interface SimEngineStats extends SchedulerStats {
-  /** Generation requests received (what the fault knobs count). */
-  requests: number;
 }
 
 export interface SimEngine {
@@ -52,32 +47,59 @@ function defaultHashSeed(): bigint {
   return BigInt(Bun.hash.xxHash3(crypto.getRandomValues(new Uint8Array(16))));
 }
 
-const json = (status: number, body: unknown, headers: Record<string, string> = {}) => Response.json(body, { status, headers });
-
-function errorResponse(e: unknown): Response {
-  if (e instanceof HerdError) return json(e.status, errorBody(e.status, e.message, e.param), e.headers);
-  return json(500, errorBody(500, `internal error: ${errorMessage(e)}`));
-}
-
-async function readJson(req: Request): Promise<unknown> {
-  try {
-    return await req.json();
-  } catch (e) {
-    throw new HerdError(400, "invalid_request_error", `invalid JSON body: ${errorMessage(e)}`, "invalid_json");
-  }
-}
-
-const ts = () => new Date().toISOString().slice(5, 19).replace("T", " ");
-
 export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<SimEngine> {
-  const { log: _l, onCrash: _c, onKvEvents: _k, hashSeed: _h, zeroDelay, ...simOpts } = opts;
-  const baseCost = zeroDelay === true ? ZERO_COST : DEFAULT_OPTIONS.cost;
-  const o: SimEngineOptions = { ...DEFAULT_OPTIONS, ...stripUndefined(simOpts), cost: { ...baseCost, ...(opts.cost ?? {}) } };
+  const o = resolveOptions(opts);
   const log = opts.log ?? (() => {});
   const clock: Clock = new RealClock();
   const tokenizer = await loadTokenizer(o.tokenizer);
   const maxModelLen = Math.min(o.maxModelLen, o.kvBlocks * o.blockSize);
-  const scheduler = new SimScheduler(
+  const scheduler = newScheduler(o, maxModelLen, clock, opts);
+  const metrics = new SimMetrics(o.model, scheduler.stats.bind(scheduler), { blockSize: o.blockSize, numBlocks: o.kvBlocks });
+  const vocab = new OutputVocabulary(tokenizer);
+  const pd = newPd(o, scheduler, clock, metrics);
+  let server: ReturnType<typeof Bun.serve> | null = null;
+  const die = () => (opts.onCrash ?? (() => void server?.stop(true)))();
+  const routes = new SimRoutes({ o, maxModelLen, log, clock, tokenizer, scheduler, metrics, vocab, pd, die });
+
+  await loadModel(o, maxModelLen, log);
+  server = Bun.serve({
+    hostname: o.host,
+    port: o.port,
+    idleTimeout: 0, // streams may pause for long (slow steps, --hang-after); the client decides
+    fetch: (req) => routes.fetch(req),
+  });
+  const port = server.port!;
+  const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}`;
+  log(`INFO ${ts()} [api_server] Starting vLLM API server 0 on ${url}`);
+  log(`INFO:     Started server process [${process.pid}]`);
+  log("INFO:     Waiting for application startup.");
+  log("INFO:     Application startup complete.");
+
+  return {
+    url,
+    port,
+    options: o,
+    scheduler,
+    tokenizer,
+    pd,
+    stats: () => routes.stats(),
+    async stop() {
+      pd?.stop();
+      routes.endAll();
+      await server?.stop(true);
+      server = null;
+    },
+  };
+}
+
+function resolveOptions(opts: StartSimEngineOptions): SimEngineOptions {
+  const { log: _l, onCrash: _c, onKvEvents: _k, hashSeed: _h, zeroDelay, ...simOpts } = opts;
+  const baseCost = zeroDelay === true ? ZERO_COST : DEFAULT_OPTIONS.cost;
+  return { ...DEFAULT_OPTIONS, ...stripUndefined(simOpts), cost: { ...baseCost, ...(opts.cost ?? {}) } };
+}
+
+function newScheduler(o: SimEngineOptions, maxModelLen: number, clock: Clock, opts: StartSimEngineOptions): SimScheduler {
+  return new SimScheduler(
     {
       blockSize: o.blockSize, numBlocks: o.kvBlocks, maxNumSeqs: o.maxNumSeqs, maxNumBatchedTokens: o.maxNumBatchedTokens,
       maxWaiting: o.maxWaiting, maxModelLen, cost: o.cost, timeScale: o.timeScale, hashSeed: opts.hashSeed ?? defaultHashSeed(),
@@ -86,20 +108,14 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     opts.onKvEvents,
     (fn) => void setImmediate(fn),
   );
-  let requests = 0;
-  const stats = (): SimEngineStats => ({ ...scheduler.stats(), requests });
-  const metrics = new SimMetrics(o.model, scheduler.stats.bind(scheduler), { blockSize: o.blockSize, numBlocks: o.kvBlocks });
-  const vocab = new OutputVocabulary(tokenizer);
-  const inflight = new Map<string, () => void>();
-  const hung = new Set<() => void>();
-  let dead = false;
-  // vLLM's sleep mode (level 1 offloads weights, discards the KV cache): asleep, generation is
-  // refused; the sim frees nothing else (docs/features/sleep_mode.md in vllm-project/vllm).
-  let asleep = false;
-  // SGLang mode: the prefill side's bootstrap server on the engine's own host and bootstrap port.
+}
+
+/** The P/D connector: with --kv-transfer-config, or SGLang mode (bootstrap server on the engine's own host and bootstrap port). */
+function newPd(o: SimEngineOptions, scheduler: SimScheduler, clock: Clock, metrics: SimMetrics): SimPd | null {
   const sglang = o.disaggregationMode;
   const kv = o.kvTransfer ?? (sglang === null ? null : { connector: "NixlConnector" as const, role: "kv_both" as const, engineId: crypto.randomUUID(), loadFailurePolicy: "fail" as const, leaseDurationS: 30 });
-  const pd = kv === null ? null : new SimPd(
+  if (kv === null) return null;
+  return new SimPd(
     {
       kv,
       sglangMode: sglang,
@@ -116,177 +132,6 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     clock,
     metrics.registry,
   );
-  let server: ReturnType<typeof Bun.serve> | null = null;
-
-  const crash = () => {
-    if (dead) return;
-    dead = true;
-    log(`ERROR ${ts()} [core] EngineCore encountered a fatal error (simulated crash after ${o.crashAfter} requests).`);
-    // Let the chunk already written reach the socket, then die.
-    clock.setTimer(10, () => (opts.onCrash ?? (() => void server?.stop(true)))());
-  };
-
-  await loadModel(o, maxModelLen, log);
-  const handleGeneration = async (endpoint: "chat" | "completion", req: Request): Promise<Response> => {
-    const n = ++requests;
-    if (dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
-    if (asleep) return json(503, errorBody(503, "The engine is sleeping (POST /wake_up first)"));
-    if (o.failAfter !== null && n > o.failAfter) return json(500, errorBody(500, `simulated failure: request ${n} after --fail-after ${o.failAfter}`));
-    if (o.hangAfter !== null && n > o.hangAfter) {
-      // Accepted and never answered: resolves only when the client goes away or the engine stops.
-      return new Promise<Response>((resolve) => {
-        const done = () => {
-          hung.delete(done);
-          resolve(new Response(null, { status: 499 }));
-        };
-        hung.add(done);
-        req.signal.addEventListener("abort", done, { once: true });
-      });
-    }
-    const body = await readJson(req);
-    const g = parseGeneration(endpoint, body, o.model, tokenizer, o.loraModules.map((l) => l.name));
-    const ctx: GenerateContext = {
-      scheduler, metrics, vocab, seed: o.seed, outputLen: o.outputLen, maxModelLen, now: () => clock.now(),
-      crash: o.crashAfter !== null && n === o.crashAfter + 1 ? crash : null, inflight,
-    };
-    let hooks: PdHooks = {};
-    if (pd !== null) {
-      const prep = await pd.prepare(body, g, req.signal, (line) => log(`ERROR ${ts()} [nixl] ${line}`));
-      if ("response" in prep) return prep.response;
-      hooks = prep.hooks;
-    }
-    try {
-      return await generate(ctx, g, req.signal, hooks);
-    } catch (e) {
-      hooks.onDone?.();
-      throw e;
-    }
-  };
-
-  const route = async (req: Request): Promise<Response> => {
-    const path = new URL(req.url).pathname;
-    const method = req.method;
-    const want = (m: string) => {
-      if (method !== m) throw new HerdError(405, "invalid_request_error", "Method Not Allowed", "method_not_allowed");
-    };
-    switch (path) {
-      case "/health":
-        want("GET");
-        return new Response(null, { status: dead ? 503 : 200 });
-      case "/v1/models":
-        want("GET");
-        return json(200, { object: "list", data: modelCards(o, maxModelLen) });
-      case "/version":
-        return json(200, { version: VLLM_VERSION });
-      case "/metrics":
-        want("GET");
-        return new Response(await metrics.text(), { headers: { "content-type": metrics.registry.contentType } });
-      case "/tokenize": {
-        want("POST");
-        const body = await readJson(req);
-        if (body === null || typeof body !== "object") throw new HerdError(400, "invalid_request_error", "request body must be a JSON object", "invalid_value");
-        const b = body as Record<string, unknown>;
-        let tokens: number[];
-        if (b.messages !== undefined) {
-          // vLLM's chat form defaults to add_special_tokens=false (the template already has them).
-          tokens = tokenizer.encode(renderChat(b, tokenizer), { addSpecialTokens: b.add_special_tokens === true });
-        } else if (typeof b.prompt === "string") {
-          tokens = tokenizer.encode(b.prompt, { addSpecialTokens: b.add_special_tokens !== false });
-        } else tokens = parsePrompt(b.prompt, tokenizer);
-        // return_token_strs: transformers' convert_ids_to_tokens (vllm serving_tokenization.py).
-        const strs = b.return_token_strs === true ? tokens.map((id) => tokenizer.idToToken?.(id) ?? tokenizer.decode([id])) : null;
-        return json(200, { count: tokens.length, max_model_len: maxModelLen, tokens, token_strs: strs });
-      }
-      case "/detokenize": {
-        want("POST");
-        const b = (await readJson(req)) as { tokens?: unknown } | null;
-        const t = b?.tokens;
-        if (!Array.isArray(t) || !t.every((x) => Number.isInteger(x) && x >= 0)) throw new HerdError(400, "invalid_request_error", "tokens must be a list of token ids", "invalid_value", "tokens");
-        const oov = (t as number[]).find((id) => id >= tokenizer.vocabSize);
-        if (oov !== undefined) throw new HerdError(400, "invalid_request_error", `Token id ${oov} is out of vocabulary`, "invalid_value", "tokens");
-        return json(200, { prompt: tokenizer.decode(t as number[]) });
-      }
-      case "/sleep":
-      case "/wake_up":
-      case "/is_sleeping":
-        // Mounted only in sleep mode, as vLLM mounts them only with VLLM_SERVER_DEV_MODE=1.
-        if (!o.sleepMode) return json(404, { detail: "Not Found" });
-        if (path === "/is_sleeping") {
-          want("GET");
-          return json(200, { is_sleeping: asleep });
-        }
-        want("POST");
-        if (path === "/sleep") {
-          asleep = true;
-          log(`INFO ${ts()} [api_server.py] sleep the engine with level ${new URL(req.url).searchParams.get("level") ?? "1"}`);
-        } else {
-          if (asleep && o.wakeDelayMs > 0) await Bun.sleep(o.wakeDelayMs);
-          asleep = false;
-          log(`INFO ${ts()} [api_server.py] wake up the engine`);
-        }
-        return new Response(null, { status: 200 });
-      case "/reset_prefix_cache":
-        want("POST");
-        scheduler.resetPrefixCache();
-        return new Response(null, { status: 200 });
-      case "/v1/chat/completions":
-        want("POST");
-        return handleGeneration("chat", req);
-      case "/v1/completions":
-        want("POST");
-        return handleGeneration("completion", req);
-      default:
-        return json(404, { detail: "Not Found" });
-    }
-  };
-
-  server = Bun.serve({
-    hostname: o.host,
-    port: o.port,
-    idleTimeout: 0, // streams may pause for long (slow steps, --hang-after); the client decides
-    fetch: async (req) => {
-      try {
-        return await route(req);
-      } catch (e) {
-        return errorResponse(e);
-      }
-    },
-  });
-  const port = server.port!;
-  const url = `http://${o.host.includes(":") ? `[${o.host}]` : o.host}:${port}`;
-  log(`INFO ${ts()} [api_server] Starting vLLM API server 0 on ${url}`);
-  log(`INFO:     Started server process [${process.pid}]`);
-  log("INFO:     Waiting for application startup.");
-  log("INFO:     Application startup complete.");
-
-  return {
-    url,
-    port,
-    options: o,
-    scheduler,
-    tokenizer,
-    pd,
-    stats,
-    async stop() {
-      pd?.stop();
-      for (const abort of [...inflight.values()]) abort();
-      for (const done of [...hung]) done();
-      await server?.stop(true);
-      server = null;
-    },
-  };
-}
-
-/** /v1/models: the base model, then one card per LoRA adapter (vllm serving_models.py show_available_models). */
-function modelCards(o: SimEngineOptions, maxModelLen: number): unknown[] {
-  const created = Math.floor(wallClockMs() / 1000);
-  const permission = () => [{
-    id: `modelperm-${crypto.randomUUID().replaceAll("-", "")}`, object: "model_permission", created, allow_create_engine: false, allow_sampling: true,
-    allow_logprobs: true, allow_search_indices: false, allow_view: true, allow_fine_tuning: false, organization: "*", group: null, is_blocking: false,
-  }];
-  const base = { id: o.model, object: "model", created, owned_by: "vllm", root: o.modelPath ?? o.model, parent: null, max_model_len: maxModelLen, permission: permission() };
-  const loras = o.loraModules.map((l) => ({ id: l.name, object: "model", created, owned_by: "vllm", root: l.path, parent: o.model, max_model_len: null, permission: permission() }));
-  return [base, ...loras];
 }
 
 /**
