@@ -5,7 +5,7 @@
 // The endpoint is vLLM's POST /reset_prefix_cache, mounted only when VLLM_SERVER_DEV_MODE=1
 // (vllm-project/vllm, vllm/entrypoints/serve/cache/api_router.py: `attach_router` returns early
 // otherwise; the handler answers 200 without checking that the reset succeeded). herd's sim engine
-// serves the same path (src/engine/sim/server.ts). herd itself has no such route: when the URL is a
+// serves the same path (src/engine/sim/routes.ts). herd itself has no such route: when the URL is a
 // herd (its /admin/cluster answers), the reset goes to every worker's engine URL instead, and the
 // engines' AllBlocksCleared events empty herd's KV index as well.
 import { errorMessage } from "../core/errors.ts";

@@ -50,6 +50,6 @@ export const sim: EngineDriver = {
     return entry.gpus.length ? [{ severity: "warning", key: "gpus", message: "sim engines use no GPUs; the ids only set CUDA_VISIBLE_DEVICES" }] : [];
   },
   recover: sameLaunch,
-  // vLLM's endpoints (src/engine/sim/server.ts): asleep, generation is refused with 503.
+  // vLLM's endpoints (src/engine/sim/routes.ts): asleep, generation is refused with 503.
   sleep: vllm.sleep!,
 };
