@@ -12,6 +12,7 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
+import type { AdminRoute } from "../http/admin-route.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
 import { checkRequest } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
@@ -40,6 +41,8 @@ export interface AdminOptions {
   status?: () => { draining: boolean; in_flight: number };
   /** For the rate limit on "admin request refused" lines; without it every refusal is logged. */
   clock?: Clock;
+  /** Endpoints other modules contribute (src/http/admin-route.ts), behind the same access rule. */
+  contributed?: readonly AdminRoute[];
 }
 
 /** At most one "admin request refused" warning per this interval (a remote client can send many). */
@@ -158,6 +161,11 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       const w = o.registry.get(id);
       return c.json({ worker: id, state: w?.state ?? null });
     });
+  }
+  for (const r of o.contributed ?? []) {
+    const handler = (c: Context<Env>) => r.handle(c.req.raw, c.req.param() as Record<string, string>);
+    if (r.method === "GET") app.get(r.path, handler);
+    else app.post(r.path, handler);
   }
   return app;
 }

@@ -36,7 +36,8 @@ import { exposureInfo, exposureWarnings } from "./exposure.ts";
 import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
-import { TierService } from "../tier/service.ts";
+import { TierService, tierAdminRoutes } from "../tier/service.ts";
+import { plannerAdminRoutes } from "../planner/status.ts";
 import { PlannerService } from "../planner/service.ts";
 import { plannerGate } from "../planner/gate.ts";
 import { LocalActuator } from "../planner/actuator-local.ts";
@@ -151,6 +152,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   const frontend = new Frontend({
     config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts,
     ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
+    // Admin endpoints come from the modules that own the state they show.
+    adminRoutes: [...tierAdminRoutes(tier), ...(planner ? plannerAdminRoutes(planner) : [])],
   });
   const scraper = new MetricsScraper({
     registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),

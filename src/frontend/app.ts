@@ -28,6 +28,7 @@ import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
 import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
+import type { AdminRoute } from "../http/admin-route.ts";
 import { errorResponse, toResponse } from "./respond.ts";
 
 export { errorResponse } from "./respond.ts";
@@ -59,6 +60,8 @@ export interface FrontendOptions {
   plan?: PlanBuilder;
   /** Passed by every admitted request before routing (the planner's wake-on-request hold). */
   gate?: RequestGate;
+  /** Admin endpoints contributed by other modules (the KV tier, the planner, the cluster). */
+  adminRoutes?: readonly AdminRoute[];
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -213,6 +216,7 @@ export class Frontend {
         backend: this.o.admin,
         log: this.o.log,
         clock: this.o.clock,
+        contributed: this.o.adminRoutes ?? [],
         status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );

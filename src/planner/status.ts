@@ -1,6 +1,7 @@
 // GET /admin/planner: desired vs actual per pool, the last decision's reason and terms, held
 // requests, the measured ready-time prediction and the recent actions. `plannerRoute(service)` is
 // the handler the integrator mounts (a Fetch handler: `app.get("/admin/planner", (c) => h(c.req.raw))`).
+import type { AdminRoute } from "../http/admin-route.ts";
 import type { Config } from "../config/types.ts";
 import type { HoldQueue } from "./hold.ts";
 import type { Decision, EngineState, Fleet } from "./types.ts";
@@ -76,4 +77,9 @@ export function plannerStatus(s: {
 /** The GET /admin/planner handler (JSON), for the admin app to mount. */
 export function plannerRoute(service: { status(): PlannerStatus }): (req: Request) => Response {
   return () => Response.json(service.status());
+}
+
+/** GET /admin/planner, as an admin contribution (src/http/admin-route.ts). */
+export function plannerAdminRoutes(service: { status(): PlannerStatus }): AdminRoute[] {
+  return [{ method: "GET", path: "/planner", handle: plannerRoute(service) }];
 }

@@ -16,6 +16,7 @@ import { SharedDir } from "./shared-dir.ts";
 import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
 import { KvTier } from "./tier.ts";
 import type { TierChange } from "./index-feed.ts";
+import type { AdminRoute } from "../http/admin-route.ts";
 
 /** How often shared directories are re-scanned and bounded (engines write between scans). */
 export const SHARED_SCAN_INTERVAL_MS = 5000;
@@ -154,4 +155,9 @@ function readBootId(): string {
   } catch {
     return "unknown-boot";
   }
+}
+
+/** GET /admin/kv-tier: per tier capacity, used, objects, hits, misses, evictions (bytes as integers). */
+export function tierAdminRoutes(svc: TierService): AdminRoute[] {
+  return [{ method: "GET", path: "/kv-tier", handle: () => Response.json(svc.figures()) }];
 }
