@@ -36,5 +36,7 @@ kv_tier:
     expect(cli("EXISTS", "lmcache:block:1", "nope")).toBe("1");
     const metrics = await (await fetch(`${herd.url}/metrics`)).text();
     expect(metrics).toMatch(/herd_kv_tier_objects\{tier="cpu"\} 1/);
+    const fig = (await (await fetch(`${herd.url}/admin/kv-tier`)).json()) as { tiers: { tier: string; objects: number; capacity_bytes: number }[] };
+    expect(fig.tiers.find((t) => t.tier === "cpu")).toMatchObject({ objects: 1, capacity_bytes: 16 * 1024 * 1024 });
   }, 60_000);
 });

@@ -42,6 +42,7 @@ planner:
     expect(r.choices[0]!.message.content!.length).toBeGreaterThan(0);
     console.error(`planner e2e: held request answered after ${Math.round(performance.now() - t0)} ms (cold start of a sim engine)`);
     await waitFor("the pool back at zero", async () => (await workers()).every((w) => w.state !== "ready"), 30_000, herd.log);
-    expect(herd.log()).toMatch(/planner/);
+    const view = (await (await fetch(`${herd.url}/admin/planner`)).json()) as { pools: { pool: string }[] };
+    expect(view.pools.map((p) => p.pool)).toEqual(["herd-sim/aggregated"]);
   }, 90_000);
 });
