@@ -38,6 +38,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   first_token_timeout_ms: ms("A stream with no first token after this is aborted (hung or overloaded engine).", 60_000),
   idle_timeout_ms: ms("A stream silent this long after its first token is aborted.", 30_000),
   drain_timeout_ms: ms("On SIGTERM, admitted streams get this long to finish before engines stop.", 30_000),
+  body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
 });
 
 const router = obj("How requests are spread across engines.", {

@@ -41,6 +41,8 @@ export interface FrontendConfig {
   idle_timeout_ms: number;
   /** On SIGTERM, admitted streams get this long to finish before engines stop. */
   drain_timeout_ms: number;
+  /** A request body not fully received this long after its headers gets 408 (issue 10). */
+  body_timeout_ms: number;
 }
 
 export interface RetryConfig {

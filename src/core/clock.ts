@@ -31,6 +31,8 @@ export class RealClock implements Clock {
   }
 }
 
+const NOOP = () => {};
+
 interface Pending {
   at: number;
   seq: number;
@@ -58,7 +60,14 @@ export class VirtualClock implements Clock {
   setTimer(ms: number, fn: () => void): TimerHandle {
     const p: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, cancelled: false };
     this.push(p);
-    return { cancel: () => void (p.cancelled = true) };
+    // A cancelled timer stays in the heap until its time comes; dropping its function there frees
+    // whatever the closure holds (a request's prompt, its block hashes) at once, not at that time.
+    return {
+      cancel: () => {
+        p.cancelled = true;
+        p.fn = NOOP;
+      },
+    };
   }
 
   sleep(ms: number): Promise<void> {

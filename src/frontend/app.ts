@@ -1,7 +1,9 @@
-// The OpenAI-compatible HTTP surface (hono). Admission happens in a fixed order so that cheap
-// refusals come first and nothing is read or parsed for a request that will be refused anyway:
-//   draining → 503 + Retry-After; API key → 401; max_in_flight → 429; body size → 413;
-//   JSON + fields → 400; unknown model → 404; no ready worker → 503; then dispatch (dispatch.ts).
+// The OpenAI-compatible HTTP surface (hono). Each inference request gets a ticket (src/request) at
+// arrival and goes through a fixed order, cheap refusals first:
+//   draining → 503 + Retry-After; API key → 401; declared Content-Length → 413/400; body within
+//   frontend.body_timeout_ms → 408 (connection closed); max_in_flight → 429 (a slot is taken only
+//   once the body is complete); JSON + fields → 400; then the request lifecycle (src/request:
+//   unknown model → 404, no ready worker → 503, route → attempt → retry → commit → relay).
 // /health is readiness (200 only when not draining and at least one worker is ready, else 503 with
 // the reason); /livez is liveness (200 while the process runs, also while draining).
 import { Hono, type Context } from "hono";
@@ -15,11 +17,18 @@ import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
-import { dispatch, errorResponse, type DispatchDeps } from "./dispatch.ts";
-import { AbortCause, InFlightTracker } from "./inflight.ts";
 import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
 import { policyNeedsPrompt, type PromptPreparer } from "../preprocess/shared.ts";
 import { routeFields, type PreparedPrompt, type PromptInput } from "../preprocess/index.ts";
+import { requestedMaxTokens } from "../request/bounds.ts";
+import { HttpUpstream } from "../request/http-upstream.ts";
+import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request/lifecycle.ts";
+import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
+import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
+import type { Upstream } from "../request/upstream.ts";
+import { errorResponse, toResponse } from "./respond.ts";
+
+export { errorResponse } from "./respond.ts";
 
 /** Per-request values the Bun.serve shell passes to the app. */
 export interface ConnEnv {
@@ -42,20 +51,25 @@ export interface FrontendOptions {
    * without it, or under other policies, requests route on the character estimate alone.
    */
   prompts?: PromptPreparer;
+  /** How legs reach workers (default: HTTP with the global fetch; tests: a sim upstream). */
+  upstream?: Upstream<Uint8Array>;
+  /** How a request becomes legs (default: one aggregated leg; P/D: prefill then decode). */
+  plan?: PlanBuilder;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
 /** At most one "preprocessing failed" warning per this interval. */
 const PREP_WARN_EVERY_MS = 10_000;
+/** Status recorded for a client that hung up before it could be answered (nginx's convention). */
+const CLIENT_CLOSED = 499;
 
 export class Frontend {
   readonly app = new Hono<HonoEnv>();
-  readonly tracker = new InFlightTracker();
-  private inFlight = 0;
-  private draining = false;
-  private readonly idleWaiters = new Set<() => void>();
+  /** Admission slots and live tickets: the one in-flight count (drain, /admin status, abort). */
+  readonly admission: Admission;
   private keys: KeySet;
-  private readonly deps: DispatchDeps;
+  private readonly deps: LifecycleDeps<Uint8Array>;
+  private readonly plan: PlanBuilder;
   private readonly unwatch: () => void;
   private readonly unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
@@ -65,17 +79,17 @@ export class Frontend {
 
   constructor(private readonly o: FrontendOptions) {
     this.keys = new KeySet(o.config.frontend.api_keys);
+    this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
-      registry: o.registry,
-      metrics: o.metrics,
-      tracker: this.tracker,
+      upstream: o.upstream ?? new HttpUpstream(),
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
       idleTimeoutMs: o.config.frontend.idle_timeout_ms,
     };
-    this.unwatch = this.tracker.watch(o.registry);
+    this.plan = o.plan ?? aggregatedPlan;
+    this.unwatch = this.admission.watch(o.registry);
     this.hashPrompts = o.prompts !== undefined && policyNeedsPrompt({ policy: o.router.policy.name });
     this.unobserve = o.router.observe({
       decision: (d) => {
@@ -88,33 +102,22 @@ export class Frontend {
   }
 
   get isDraining(): boolean {
-    return this.draining;
+    return this.admission.draining;
   }
 
   /** Requests admitted and not yet finished (streams count until their last byte). */
   get inFlightCount(): number {
-    return this.inFlight;
+    return this.admission.size;
   }
 
   /** Stop admitting: /health turns 503 at once, new inference requests get 503 + Retry-After. */
   startDrain(): void {
-    this.draining = true;
+    this.admission.draining = true;
   }
 
   /** Resolves true when nothing is in flight, or false after timeoutMs. */
   waitIdle(timeoutMs: number): Promise<boolean> {
-    if (this.inFlight === 0) return Promise.resolve(true);
-    return new Promise((resolve) => {
-      const timer = this.o.clock.setTimer(timeoutMs, () => {
-        this.idleWaiters.delete(done);
-        resolve(false);
-      });
-      const done = () => {
-        timer.cancel();
-        resolve(true);
-      };
-      this.idleWaiters.add(done);
-    });
+    return this.admission.waitIdle(timeoutMs);
   }
 
   /**
@@ -124,13 +127,14 @@ export class Frontend {
   applyConfig(config: Config): void {
     this.o.config = config;
     this.keys = new KeySet(config.frontend.api_keys);
+    this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
   }
 
   /** End every open upstream request (streams get an error event): the drain bound has passed. */
   abortAll(message = "herd is shutting down"): void {
-    this.tracker.abortAll(new AbortCause("shutdown", message));
+    this.admission.abortAll(new AbortCause("shutdown", message));
   }
 
   close(): void {
@@ -144,11 +148,11 @@ export class Frontend {
     app.get("/livez", (c) => c.json({ status: "alive" }));
     app.get("/health", (c) => {
       const ready = registry.list().filter((w) => w.state === "ready").length;
-      if (this.draining) return c.json({ status: "draining", ready_workers: ready }, 503);
+      if (this.admission.draining) return c.json({ status: "draining", ready_workers: ready }, 503);
       if (ready === 0) return c.json({ status: "no_ready_worker", ready_workers: 0 }, 503);
       return c.json({ status: "ready", ready_workers: ready }, 200);
     });
-    app.get("/metrics", async () => new Response(await metrics.render(), { headers: { "content-type": metrics.contentType() } }));
+    app.get("/metrics", () => this.metricsPage());
     app.get("/v1/models", (c) => {
       const denied = this.authFailure(c);
       if (denied) return errorResponse(denied);
@@ -179,7 +183,7 @@ export class Frontend {
         router: this.o.router,
         backend: this.o.admin,
         log: this.o.log,
-        status: () => ({ draining: this.draining, in_flight: this.inFlight }),
+        status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );
     app.notFound((c) =>
@@ -198,67 +202,100 @@ export class Frontend {
     return new HerdError(401, "authentication_error", "missing or invalid API key (expected Authorization: Bearer <key>)", "invalid_api_key");
   }
 
+  /** /metrics: its own small handler (access control wraps it here). */
+  private async metricsPage(): Promise<Response> {
+    const m = this.o.metrics;
+    return new Response(await m.render(), { headers: { "content-type": m.contentType() } });
+  }
+
   private async inference(c: Context<HonoEnv>, endpoint: Endpoint): Promise<Response> {
-    const { metrics, config, clock } = this.o;
-    const arrivedAtMs = clock.now();
-    if (this.draining) {
-      metrics.reject("draining");
-      metrics.request(null, null, 503);
+    const t = this.admission.ticket(c.req.raw.signal);
+    const refused = this.refuseEarly(c, t);
+    if (refused) return refused;
+    let text: string;
+    try {
+      text = await this.readBody(c.req.raw);
+    } catch (e) {
+      return this.bodyFailed(c.req.raw, t, e);
+    }
+    if (!t.admit()) {
+      const max = this.o.config.frontend.max_in_flight;
+      t.release({ kind: "refused", status: 429, reason: "overloaded" });
+      return errorResponse(new HerdError(429, "rate_limit_error", `too many requests in flight (limit ${max})`, "too_many_in_flight", null, { "retry-after": "1" }));
+    }
+    try {
+      return toResponse(await this.run(c, t, endpoint, text));
+    } catch (e) {
+      if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
+      return errorResponse((refusal(t, e) as { error: HerdError }).error);
+    }
+  }
+
+  /** Draining → 503, API key → 401: refusals that need nothing read. */
+  private refuseEarly(c: Context<HonoEnv>, t: Ticket): Response | null {
+    if (this.admission.draining) {
+      t.release({ kind: "refused", status: 503, reason: "draining" });
       return errorResponse(unavailable("herd is draining (shutting down); retry on another instance", "draining", 1));
     }
     const denied = this.authFailure(c);
-    if (denied) {
-      metrics.request(null, null, 401);
-      return errorResponse(denied);
-    }
-    if (this.inFlight >= config.frontend.max_in_flight) {
-      metrics.reject("overloaded");
-      metrics.request(null, null, 429);
-      return errorResponse(
-        new HerdError(429, "rate_limit_error", `too many requests in flight (limit ${config.frontend.max_in_flight})`, "too_many_in_flight", null, { "retry-after": "1" }),
+    if (!denied) return null;
+    t.release({ kind: "refused", status: 401, reason: null });
+    return errorResponse(denied);
+  }
+
+  /**
+   * The body under frontend.max_body_bytes and within frontend.body_timeout_ms of the headers: a
+   * body that does not arrive holds no slot (admission comes after it) and gets 408.
+   */
+  private readBody(req: Request): Promise<string> {
+    const { max_body_bytes, body_timeout_ms } = this.o.config.frontend;
+    const read = readBodyLimited(req, max_body_bytes);
+    let timer: { cancel(): void } | null = null;
+    const timeout = new Promise<never>((_, reject) => {
+      timer = this.o.clock.setTimer(body_timeout_ms, () =>
+        reject(new HerdError(408, "invalid_request_error", `request body not received within ${body_timeout_ms} ms`, "body_timeout")),
       );
+    });
+    read.catch(() => {}); // a read that loses the race must not surface as unhandled
+    return Promise.race([read, timeout]).finally(() => (timer as { cancel(): void } | null)?.cancel());
+  }
+
+  /** The body could not be read: too large, bad length, too slow (408, connection closed) or the client left. */
+  private bodyFailed(req: Request, t: Ticket, e: unknown): Response {
+    if (e instanceof HerdError) {
+      const reason = e.status === 413 ? "too_large" : e.status === 408 ? "body_timeout" : "invalid";
+      t.release({ kind: "refused", status: e.status, reason });
+      return errorResponse(e, e.status === 408 ? { connection: "close" } : {});
     }
-    this.admit();
-    let finished = false;
-    let model: string | null = null;
-    const done = (status: number, worker: string | null) => {
-      if (finished) return;
-      finished = true;
-      metrics.request(model, worker, status);
-      this.release();
+    // Not herd's refusal: the client hung up mid-upload (or its connection broke). Its own outcome,
+    // never a 5xx and never an error line.
+    this.o.log.debug("client closed the connection during the upload", { aborted: req.signal.aborted, err: errorMessage(e) });
+    t.release({ kind: "client_closed", phase: "upload" });
+    return new Response(null, { status: CLIENT_CLOSED });
+  }
+
+  /** Check, preprocess, plan and run the request through the lifecycle. */
+  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string): Promise<Answer<Uint8Array>> {
+    const checked = checkRequest(endpoint, parseJson(text));
+    t.model = checked.model;
+    if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
+    const headerId = c.req.header("x-request-id");
+    const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
+    const prepared = this.hashPrompts ? await this.preparePrompt(checked) : null;
+    const route = {
+      model: checked.model,
+      sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
+      promptTokens: Math.ceil(checked.promptChars / 4),
     };
-    try {
-      const text = await readBodyLimited(c.req.raw, config.frontend.max_body_bytes);
-      const checked = checkRequest(endpoint, parseJson(text));
-      model = checked.model;
-      if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
-      const headerId = c.req.header("x-request-id");
-      const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
-      const prepared = this.hashPrompts ? await this.preparePrompt(checked) : null;
-      const route = {
-        model: checked.model,
-        sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
-        promptTokens: Math.ceil(checked.promptChars / 4),
-      };
-      return await dispatch(this.deps, {
-        checked,
-        bodyText: checked.stripped.length > 0 ? JSON.stringify(checked.body) : text,
-        route: prepared ? { ...route, ...routeFields(prepared) } : route,
-        clientSignal: c.req.raw.signal,
-        requestId,
-        arrivedAtMs,
-        onDone: done,
-      });
-    } catch (e) {
-      const err = e instanceof HerdError ? e : new HerdError(500, "server_error", "internal error", "internal_error");
-      if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
-      if (err.status === 413) metrics.reject("too_large");
-      else if (err.status === 400) metrics.reject("invalid");
-      else if (err.status === 404) metrics.reject("not_found");
-      else if (err.status === 503) metrics.reject("no_worker");
-      done(err.status, null);
-      return errorResponse(err);
-    }
+    const plan = this.plan({
+      endpoint,
+      body: checked.stripped.length > 0 ? JSON.stringify(checked.body) : text,
+      stream: checked.stream,
+      route: prepared ? { ...route, ...routeFields(prepared) } : route,
+      maxTokens: requestedMaxTokens(checked.body),
+      json: checked.body,
+    });
+    return new Promise((resolve) => runRequest(this.deps, t, plan, requestId, resolve));
   }
 
   /**
@@ -283,20 +320,6 @@ export class Frontend {
         this.prepWarnSuppressed = 0;
       } else this.prepWarnSuppressed++;
       return null;
-    }
-  }
-
-  private admit(): void {
-    this.inFlight++;
-    this.o.metrics.setFrontendInFlight(this.inFlight);
-  }
-
-  private release(): void {
-    this.inFlight--;
-    this.o.metrics.setFrontendInFlight(this.inFlight);
-    if (this.inFlight === 0) {
-      for (const w of [...this.idleWaiters]) w();
-      this.idleWaiters.clear();
     }
   }
 }

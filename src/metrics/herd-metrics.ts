@@ -9,7 +9,7 @@ import { METRIC } from "./names.ts";
 
 export type ClientAbortPhase = "before_first_token" | "streaming";
 export type UpstreamErrorKind = "connect" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
-export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found";
+export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found" | "body_timeout";
 /** Stages of a routing decision: tokenize (chat template + encoding), hash (block hashes), match (cache overlap), score (filters, scorers, pick). */
 export type RoutingStage = "tokenize" | "hash" | "match" | "score";
 
@@ -28,6 +28,7 @@ export class HerdMetrics {
   private readonly restarts: Counter<"worker">;
   private readonly retries: Counter<"model" | "reason">;
   private readonly aborts: Counter<"model" | "phase">;
+  private readonly clientFailures: Counter<"model" | "outcome" | "phase">;
   private readonly upstreamErrors: Counter<"worker" | "kind">;
   private readonly rejected: Counter<"reason">;
   private readonly frontendInFlight: Gauge;
@@ -79,6 +80,11 @@ export class HerdMetrics {
       METRIC.clientAbortsTotal,
       "Requests the client abandoned (disconnect), by phase.",
       ["model", "phase"],
+    );
+    this.clientFailures = counter(
+      METRIC.clientFailuresTotal,
+      "Requests that ended on the client's side, never a worker's: client_closed (hung up mid-upload, before the first token or mid-stream) or client_stalled (stopped reading a stream), by phase.",
+      ["model", "outcome", "phase"],
     );
     this.upstreamErrors = counter(
       METRIC.upstreamErrorsTotal,
@@ -178,6 +184,11 @@ export class HerdMetrics {
   }
   clientAbort(model: string, phase: ClientAbortPhase): void {
     this.aborts.inc({ model: this.model(model), phase });
+  }
+  /** A client-side end (issue 10): counted here, never as a 5xx and never against a worker. */
+  clientFailure(model: string | null, outcome: "client_closed" | "client_stalled", phase: "upload" | ClientAbortPhase): void {
+    this.clientFailures.inc({ model: this.model(model), outcome, phase });
+    if (outcome === "client_closed" && phase !== "upload") this.aborts.inc({ model: this.model(model), phase });
   }
   upstreamError(worker: string, kind: UpstreamErrorKind): void {
     this.upstreamErrors.inc({ worker, kind });

@@ -11,6 +11,7 @@ export const METRIC = {
   engineRestartsTotal: "herd_engine_restarts_total",
   retriesTotal: "herd_retries_total",
   clientAbortsTotal: "herd_client_aborts_total",
+  clientFailuresTotal: "herd_client_failures_total",
   upstreamErrorsTotal: "herd_upstream_errors_total",
   rejectedTotal: "herd_rejected_requests_total",
   workerState: "herd_worker_state",

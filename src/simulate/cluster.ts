@@ -20,8 +20,11 @@ export interface ClusterConfig {
   policy: PolicyName;
   /** The router section (defaults from the config schema); `policy` above overrides its policy. */
   router: RouterConfig;
-  /** The frontend's admission and first-token bounds (frontend.max_in_flight, first_token_timeout_ms). */
-  frontend: { max_in_flight: number; first_token_timeout_ms: number };
+  /**
+   * The frontend's admission and stream bounds (frontend.max_in_flight, first_token_timeout_ms,
+   * idle_timeout_ms; without idle_timeout_ms a stream's gaps are not bounded).
+   */
+  frontend: { max_in_flight: number; first_token_timeout_ms: number; idle_timeout_ms?: number };
   /** Sim engine figures: block size, KV blocks, batch limits, cost model, time scale, output seed. */
   engine: SimEngineOptions;
   /** KV events reach the router's index this late (0 = at once). */

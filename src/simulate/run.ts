@@ -1,24 +1,29 @@
 // One simulated run: the workload's requests (bench's plan(): same generators, same seed, same
 // arrival times) enter a SimCluster at their offered times (open loop) or as closed-loop workers free
-// up, and each goes through what the frontend does for a streamed request: admission
-// (frontend.max_in_flight → 429), request validation, routeAndBook (route + lease in one tick; token
-// count and block hashes for kv/prefix, a size estimate otherwise), submit to the engine, the
-// first-token deadline, lease.firstToken() at the first token, lease.release() when it ends, and a
-// retry on another worker for a 5xx/429 before the first byte when router.allowRetry says so.
-// Requests are timed the way `herd bench` times them (TTFT from send, every inter-token gap, E2E to
-// the last token), as RequestRecords for bench's summarize().
+// up, and each goes through the frontend's own request lifecycle (src/request) for a streamed
+// request: a ticket and its admission slot (frontend.max_in_flight → 429), request validation, a
+// one-leg plan routed with routeAndBook (token count and block hashes for kv/prefix, a size estimate
+// otherwise), the attempt through a SimUpstream on the virtual clock, the first-token deadline, the
+// lease's first token and release, and a retry on another worker for a 5xx/429 before the first byte
+// when router.allowRetry says so. Requests are timed the way `herd bench` times them (TTFT from
+// send, every inter-token gap, E2E to the last token), as RequestRecords for bench's summarize().
 import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
 import { policyNeedsPrompt } from "../preprocess/shared.ts";
 import { checkRequest } from "../protocol/openai.ts";
-import type { Lease } from "../router/lease.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
 import type { FinishInfo } from "../engine/sim/scheduler.ts";
+import { refusal, runRequest, type LifecycleDeps } from "../request/lifecycle.ts";
+import { aggregatedPlan, type Plan } from "../request/plan.ts";
+import { SimUpstream, TOKEN_FRAMES } from "../request/sim-upstream.ts";
+import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../request/ticket.ts";
+import type { ChunkSource, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import type { Arrivals, Limit, Workload } from "../workload/plan.ts";
 import { plan } from "../workload/plan.ts";
 import type { RequestRecord } from "../workload/stats.ts";
 import type { BenchRequest } from "../workload/workloads.ts";
 import { type ClusterConfig, SimCluster } from "./cluster.ts";
-import type { PromptEncoder } from "./prompts.ts";
+import type { EncodedPrompt, PromptEncoder } from "./prompts.ts";
 import { ReuseStats, SharingStats } from "./reuse.ts";
 
 export interface RunSpec {
@@ -65,195 +70,269 @@ interface Session {
   queue: BenchRequest[];
 }
 
+/** One request in flight in the run: its record, timing state and prompt. */
+interface InRun {
+  rec: RequestRecord;
+  r: BenchRequest;
+  requestId: string;
+  startMs: number;
+  lastMs: number;
+  prompt: EncodedPrompt | null;
+}
+
+/** simulate logs nothing per request (a seeded run prints its summary only). */
+const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
+
+/** The RequestRecord error of a request's outcome (null: answered in full). */
+function errorOf(o: Outcome): string | null {
+  switch (o.kind) {
+    case "complete":
+      return o.status === 200 ? null : `http_${o.status}`;
+    case "refused":
+    case "upstream_failed":
+      return `http_${o.status}`;
+    case "broken":
+      return "stream_broken";
+    default:
+      return o.kind;
+  }
+}
+
 export function simulateRun(cfg: ClusterConfig, spec: RunSpec, encoder: PromptEncoder, vocab = new OutputVocabulary(encoder.tokenizer)): SimRunResult {
-  const wall0 = performance.now();
-  const c = new SimCluster(cfg);
-  const { clock, router } = c;
-  const e = cfg.engine;
-  const reuse = new ReuseStats(e.kvBlocks);
-  const sharing = new SharingStats();
-  const records: RequestRecord[] = [];
-  const sessions = new Map<string, Session>();
-  const it = plan(spec.workload, spec.arrivals, spec.limit, cfg.seed)[Symbol.iterator]();
-  let index = 0;
-  let frontendInFlight = 0;
-  let outstanding = 0;
-  let arrivalsLeft = true;
-  const hashPrompts = policyNeedsPrompt({ policy: cfg.policy });
+  return new SimRun(cfg, spec, encoder, vocab).run();
+}
 
-  const finish = (rec: RequestRecord, admitted: boolean, r: BenchRequest) => {
-    records.push(rec);
-    outstanding--;
-    if (admitted) frontendInFlight--;
-    if (spec.ordered) {
-      const s = sessions.get(r.session)!;
-      const next = s.queue.shift();
-      if (next) send(next);
-      else sessions.delete(r.session);
-    }
-    // Deferred to the same instant: a run of requests failing at once must not recurse without bound.
-    if (spec.concurrency !== null) clock.setTimer(0, pull);
-  };
+/** One run's state: the cluster, the arrivals, the requests in flight and what is recorded. */
+class SimRun {
+  private readonly c: SimCluster;
+  private readonly clock: SimCluster["clock"];
+  private readonly reuse: ReuseStats;
+  private readonly sharing = new SharingStats();
+  private readonly records: RequestRecord[] = [];
+  private readonly sessions = new Map<string, Session>();
+  private readonly it: Iterator<BenchRequest>;
+  private index = 0;
+  private outstanding = 0;
+  private arrivalsLeft = true;
+  private readonly hashPrompts: boolean;
+  private readonly byTicket = new Map<Ticket, InRun>();
+  private readonly byRequest = new Map<string, InRun>();
+  private readonly admission: Admission;
+  private readonly deps: LifecycleDeps<number>;
 
-  const send = (r: BenchRequest) => {
-    const startMs = clock.now();
-    const rec: RequestRecord = {
-      index: index++, session: r.session, at_s: r.at_s, start_s: startMs / 1000,
-      ttft_s: null, itl_s: [], e2e_s: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: null,
+  constructor(
+    private readonly cfg: ClusterConfig,
+    private readonly spec: RunSpec,
+    private readonly encoder: PromptEncoder,
+    vocab: OutputVocabulary,
+  ) {
+    this.c = new SimCluster(cfg);
+    this.clock = this.c.clock;
+    this.reuse = new ReuseStats(cfg.engine.kvBlocks);
+    this.it = plan(spec.workload, spec.arrivals, spec.limit, cfg.seed)[Symbol.iterator]();
+    this.hashPrompts = policyNeedsPrompt({ policy: cfg.policy });
+    // The ticket's outcome is the record's error; it is the last thing that happens to a request.
+    const recorder: RequestRecorder = {
+      inFlight() {},
+      firstToken() {},
+      upstreamError() {},
+      retry() {},
+      done: (t, o) => {
+        const q = this.byTicket.get(t)!;
+        this.byTicket.delete(t);
+        q.rec.error = errorOf(o);
+        this.finish(q);
+      },
     };
-    outstanding++;
-    if (frontendInFlight >= cfg.frontend.max_in_flight) {
-      rec.error = "http_429";
-      return finish(rec, false, r);
-    }
-    frontendInFlight++;
-    let prompt;
-    let promptChars: number;
-    try {
-      // The frontend's own validation (400s) and prompt-size estimate, on the body bench would send.
-      const body = r.messages !== undefined
-        ? { model: cfg.model, messages: r.messages, max_tokens: r.max_tokens, stream: true }
-        : { model: cfg.model, prompt: r.prompt ?? "", max_tokens: r.max_tokens, stream: true };
-      promptChars = checkRequest(r.messages !== undefined ? "chat" : "completions", body).promptChars;
-      prompt = encoder.encode(r);
-    } catch (err) {
-      rec.error = `http_${err instanceof HerdError ? err.status : 500}`;
-      return finish(rec, true, r);
-    }
-    sharing.add(prompt.blockHashes);
-    const exclude = new Set<string>();
-    for (let attempt = 0; ; attempt++) {
-      let worker: string;
-      let lease: Lease;
-      try {
-        // As the frontend: kv/prefix route on the prompt's token count and block hashes (its
-        // preprocessor's output, which the encoder reproduces); other policies on a size estimate.
-        const routed = router.routeAndBook(
-          hashPrompts
-            ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, exclude, blockHashes: prompt.blockHashes, blockSize: e.blockSize }
-            : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4), exclude },
-        );
-        worker = routed.worker.id;
-        lease = routed.lease;
-      } catch (err) {
-        // After a failed attempt the frontend reports that failure (502); otherwise the router's own answer.
-        rec.error = attempt > 0 ? "http_502" : `http_${err instanceof HerdError ? err.status : 500}`;
-        return finish(rec, true, r);
-      }
-      const rep = c.replica(worker);
-      rep.routed++;
-      const id = `r${rec.index}.${attempt}`;
-      // Ids only: nothing here reads the output text.
-      const out = vocab.stream(e.seed, prompt.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
-      // One object per request, not per token: the scheduler reads it before asking for the next.
-      const tok = { id: 0, eos: false };
-      let lastMs = 0;
-      let timedOut = false;
-      const deadline = clock.setTimer(cfg.frontend.first_token_timeout_ms, () => {
-        timedOut = true;
-        rep.scheduler.abort(id);
-      });
-      const probe = c.kv.probe(worker, prompt.blockHashes);
-      try {
-        rep.scheduler.submit({
-          id, promptTokens: prompt.tokens, maxTokens: r.max_tokens, ignoreEos: spec.ignoreEos,
-          nextToken: (i) => {
-            tok.id = out.tokenId(i);
-            tok.eos = out.isEos(i);
-            return tok;
-          },
-          handlers: {
-            onToken: (_tok, i, nowMs) => {
-              if (i === 0) {
-                deadline.cancel();
-                lease.firstToken();
-                rec.ttft_s = (nowMs - startMs) / 1000;
-              } else rec.itl_s.push((nowMs - lastMs) / 1000);
-              lastMs = nowMs;
-            },
-            onFinish: (f: FinishInfo) => {
-              deadline.cancel();
-              lease.release();
-              if (f.reason === "abort") rec.error = timedOut ? "http_504" : "stream_broken";
-              else {
-                rec.e2e_s = (f.finishMs - startMs) / 1000;
-                rec.prompt_tokens = f.promptTokens;
-                rec.completion_tokens = f.outputTokens;
-                rec.cached_tokens = f.cachedTokens;
-              }
-              finish(rec, true, r);
-            },
-          },
-        });
-      } catch (err) {
-        deadline.cancel();
-        lease.release();
-        const status = err instanceof HerdError ? err.status : 500;
-        if ((status >= 500 || status === 429) && router.allowRetry(attempt + 1, { kind: "status", status, firstByteSent: false })) {
-          exclude.add(worker);
-          continue;
-        }
-        rec.error = status >= 500 || status === 429 ? "http_502" : `http_${status}`;
-        return finish(rec, true, r);
-      }
-      reuse.add(probe, prompt.blockHashes.length);
-      return;
-    }
-  };
-
-  const arrive = (r: BenchRequest) => {
-    if (!spec.ordered) return send(r);
-    const s = sessions.get(r.session);
-    if (s) s.queue.push(r);
-    else {
-      sessions.set(r.session, { queue: [] });
-      send(r);
-    }
-  };
-
-  // Closed loop: one more request whenever a worker is free.
-  const pull = () => {
-    if (!arrivalsLeft) return;
-    if (spec.duration_s !== null && clock.now() >= spec.duration_s * 1000) return void (arrivalsLeft = false);
-    const n = it.next();
-    if (n.done) return void (arrivalsLeft = false);
-    arrive({ ...n.value, at_s: clock.now() / 1000 });
-  };
-
-  // Open loop: each arrival schedules the next at its offered time.
-  const schedule = () => {
-    const n = it.next();
-    if (n.done) return void (arrivalsLeft = false);
-    const r = n.value;
-    clock.setTimer(r.at_s * 1000 - clock.now(), () => {
-      arrive(r);
-      schedule();
-    });
-  };
-
-  const scrapeEvery = cfg.router.metrics_scrape_interval_ms;
-  const scrape = () => {
-    c.scrape();
-    if (arrivalsLeft || outstanding > 0) clock.setTimer(scrapeEvery, scrape);
-  };
-
-  if (spec.concurrency !== null) clock.setTimer(0, () => {
-    for (let w = 0; w < spec.concurrency!; w++) pull();
-  });
-  else schedule();
-  if (scrapeEvery > 0) clock.setTimer(scrapeEvery, scrape);
-  while (clock.step()) {
-    // every event runs inside step(); the loop ends when nothing is pending
+    this.admission = new Admission(this.clock, recorder, cfg.frontend.max_in_flight);
+    this.deps = {
+      router: this.c.router,
+      upstream: simUpstream(this.c, spec, vocab, this.byRequest, this.reuse),
+      clock: this.clock,
+      log: QUIET,
+      firstTokenTimeoutMs: cfg.frontend.first_token_timeout_ms,
+      idleTimeoutMs: cfg.frontend.idle_timeout_ms ?? Infinity,
+    };
   }
 
-  records.sort((a, b) => a.index - b.index);
-  const replicas: ReplicaResult[] = c.replicas.map((rep) => {
+  run(): SimRunResult {
+    const wall0 = performance.now();
+    const { clock, spec, c } = this;
+    if (spec.concurrency !== null) clock.setTimer(0, () => {
+      for (let w = 0; w < spec.concurrency!; w++) this.pull();
+    });
+    else this.schedule();
+    if (this.cfg.router.metrics_scrape_interval_ms > 0) clock.setTimer(this.cfg.router.metrics_scrape_interval_ms, this.scrape);
+    while (clock.step()) {
+      // every event runs inside step(); the loop ends when nothing is pending
+    }
+    this.records.sort((a, b) => a.index - b.index);
+    const in_flight_left = c.replicas.reduce((n, rep) => n + c.registry.inFlightOf(rep.id), 0);
+    return {
+      records: this.records, replicas: replicaResults(c), reuse: this.reuse, sharing: this.sharing, in_flight_left,
+      virtual_s: clock.now() / 1000, wall_s: (performance.now() - wall0) / 1000,
+    };
+  }
+
+  private finish(q: InRun): void {
+    this.records.push(q.rec);
+    this.outstanding--;
+    this.byRequest.delete(q.requestId);
+    if (this.spec.ordered) {
+      const s = this.sessions.get(q.r.session)!;
+      const next = s.queue.shift();
+      if (next) this.send(next);
+      else this.sessions.delete(q.r.session);
+    }
+    // Deferred to the same instant: a run of requests failing at once must not recurse without bound.
+    if (this.spec.concurrency !== null) this.clock.setTimer(0, this.pull);
+  }
+
+  /** One request through the frontend's lifecycle: ticket, admission, validation, plan, run. */
+  private send(r: BenchRequest): void {
+    const clock = this.clock;
+    const rec: RequestRecord = {
+      index: this.index++, session: r.session, at_s: r.at_s, start_s: clock.now() / 1000,
+      ttft_s: null, itl_s: [], e2e_s: null, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: null,
+    };
+    const q: InRun = { rec, r, requestId: `r${rec.index}`, startMs: clock.now(), lastMs: 0, prompt: null };
+    this.outstanding++;
+    const t = this.admission.ticket();
+    this.byTicket.set(t, q);
+    if (!t.admit()) return t.release({ kind: "refused", status: 429, reason: "overloaded" });
+    let legs: Plan;
+    try {
+      legs = requestPlan(this.cfg, this.encoder, r, this.hashPrompts, q);
+    } catch (err) {
+      return void refusal(t, err instanceof HerdError ? err : new HerdError(500, "server_error", "internal error", "internal_error"));
+    }
+    this.sharing.add(q.prompt!.blockHashes);
+    this.byRequest.set(q.requestId, q);
+    runRequest(this.deps, t, legs, q.requestId, (a) => {
+      if (a.kind === "stream") consume(a.body, q, clock);
+    });
+  }
+
+  private arrive(r: BenchRequest): void {
+    if (!this.spec.ordered) return this.send(r);
+    const s = this.sessions.get(r.session);
+    if (s) s.queue.push(r);
+    else {
+      this.sessions.set(r.session, { queue: [] });
+      this.send(r);
+    }
+  }
+
+  /** Closed loop: one more request whenever a worker is free. */
+  private readonly pull = (): void => {
+    if (!this.arrivalsLeft) return;
+    if (this.spec.duration_s !== null && this.clock.now() >= this.spec.duration_s * 1000) return void (this.arrivalsLeft = false);
+    const n = this.it.next();
+    if (n.done) return void (this.arrivalsLeft = false);
+    this.arrive({ ...n.value, at_s: this.clock.now() / 1000 });
+  };
+
+  /** Open loop: each arrival schedules the next at its offered time. */
+  private schedule(): void {
+    const n = this.it.next();
+    if (n.done) return void (this.arrivalsLeft = false);
+    const r = n.value;
+    this.clock.setTimer(r.at_s * 1000 - this.clock.now(), () => {
+      this.arrive(r);
+      this.schedule();
+    });
+  }
+
+  private readonly scrape = (): void => {
+    this.c.scrape();
+    if (this.arrivalsLeft || this.outstanding > 0) this.clock.setTimer(this.cfg.router.metrics_scrape_interval_ms, this.scrape);
+  };
+}
+
+function replicaResults(c: SimCluster): ReplicaResult[] {
+  return c.replicas.map((rep) => {
     const s = rep.scheduler.stats();
     return {
       id: rep.id, requests: rep.routed, prompt_tokens: s.promptTokens, cached_tokens: s.prefixHits, generated_tokens: s.generationTokens,
       preemptions: s.preemptions, steps: s.steps, mean_queue: c.scrapes > 0 ? rep.loadSum / c.scrapes : 0, peak_queue: rep.loadPeak,
     };
   });
-  const in_flight_left = c.replicas.reduce((n, rep) => n + c.registry.inFlightOf(rep.id), 0);
-  return { records, replicas, reuse, sharing, in_flight_left, virtual_s: clock.now() / 1000, wall_s: (performance.now() - wall0) / 1000 };
+}
+
+/**
+ * What the frontend does before routing, on the body bench would send: its validation (400s) and,
+ * as the frontend, kv/prefix route on the prompt's token count and block hashes (its
+ * preprocessor's output, which the encoder reproduces), other policies on the chars/4 estimate.
+ * Sets q.prompt; throws as the frontend would refuse.
+ */
+function requestPlan(cfg: ClusterConfig, encoder: PromptEncoder, r: BenchRequest, hashPrompts: boolean, q: InRun): Plan {
+  const endpoint = r.messages !== undefined ? "chat" : "completions";
+  const body = r.messages !== undefined
+    ? { model: cfg.model, messages: r.messages, max_tokens: r.max_tokens, stream: true }
+    : { model: cfg.model, prompt: r.prompt ?? "", max_tokens: r.max_tokens, stream: true };
+  const promptChars = checkRequest(endpoint, body).promptChars;
+  const prompt = (q.prompt = encoder.encode(r));
+  const route = hashPrompts
+    ? { model: cfg.model, sessionId: r.session, promptTokens: prompt.tokens.length, blockHashes: prompt.blockHashes, blockSize: cfg.engine.blockSize }
+    : { model: cfg.model, sessionId: r.session, promptTokens: Math.ceil(promptChars / 4) };
+  return aggregatedPlan({ endpoint, body: "", stream: true, route, promptTokens: prompt.tokens, maxTokens: r.max_tokens, json: {} });
+}
+
+/** The bench client's side: every token timed as it arrives (TTFT from send, each gap after). */
+function consume(body: ChunkSource<number>, q: InRun, clock: SimCluster["clock"]): void {
+  let first = true;
+  const next = (r: ReadResult<number>): void => {
+    if (r.done || "error" in r || r.value < 0) return; // the ticket's outcome says how it ended
+    const now = clock.now();
+    if (first) q.rec.ttft_s = (now - q.startMs) / 1000;
+    else q.rec.itl_s.push((now - q.lastMs) / 1000);
+    first = false;
+    q.lastMs = now;
+    body.read(next);
+  };
+  body.read(next);
+}
+
+/**
+ * The sim schedulers as the lifecycle's Upstream, plus what simulate counts per attempt: requests
+ * routed to each replica, and the prompt's reuse on it (probed before submit, kept if accepted).
+ */
+function simUpstream(c: SimCluster, spec: RunSpec, vocab: OutputVocabulary, byRequest: Map<string, InRun>, reuse: ReuseStats): Upstream<number> {
+  const e = c.cfg.engine;
+  const sim = new SimUpstream<number>({
+    frames: TOKEN_FRAMES,
+    scheduler: (id) => c.replica(id).scheduler,
+    ignoreEos: spec.ignoreEos,
+    output(leg: LegRequest) {
+      // Ids only: nothing here reads the output text.
+      const out = vocab.stream(e.seed, byRequest.get(leg.requestId)!.prompt!.tokens, spec.ignoreEos ? 0 : e.outputLen, false);
+      // One object per request, not per token: the scheduler reads it before asking for the next.
+      const tok = { id: 0, eos: false };
+      return (i) => {
+        tok.id = out.tokenId(i);
+        tok.eos = out.isEos(i);
+        return tok;
+      };
+    },
+    onFinish(leg: LegRequest, f: FinishInfo) {
+      if (f.reason === "abort") return;
+      const q = byRequest.get(leg.requestId)!;
+      q.rec.e2e_s = (f.finishMs - q.startMs) / 1000;
+      q.rec.prompt_tokens = f.promptTokens;
+      q.rec.completion_tokens = f.outputTokens;
+      q.rec.cached_tokens = f.cachedTokens;
+    },
+  });
+  return {
+    format: sim.format,
+    send(leg, signal, reply) {
+      c.replica(leg.workerId).routed++;
+      const hashes = byRequest.get(leg.requestId)!.prompt!.blockHashes;
+      const probe = c.kv.probe(leg.workerId, hashes);
+      sim.send(leg, signal, (res) => {
+        if (!("error" in res) && res.status === 200) reuse.add(probe, hashes.length);
+        reply(res);
+      });
+    },
+  };
 }

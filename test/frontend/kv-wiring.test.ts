@@ -10,7 +10,7 @@ import { memoryLogger } from "../../src/core/log.ts";
 import { kvAdminBackend } from "../../src/admin/kv-explain.ts";
 import { parsePrompt, renderChat } from "../../src/engine/sim/openai.ts";
 import { SharedPreprocessor, policyNeedsPrompt, type PromptPreparer } from "../../src/preprocess/shared.ts";
-import { SseScanner, UsageTail, lastCachedTokens } from "../../src/frontend/sse.ts";
+import { SseScanner, UsageTail, lastCachedTokens } from "../../src/request/sse.ts";
 import { KvConsumer } from "../../src/kv/consumer.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { parsePromText } from "../../src/engine/telemetry/prom-text.ts";

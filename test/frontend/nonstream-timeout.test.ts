@@ -1,7 +1,7 @@
 // Non-streaming requests are bounded: headers within first_token_timeout_ms + max_tokens × 100 ms,
 // then the body within idle_timeout_ms; a timeout is a 504 `upstream_timeout`, not retried.
 import { describe, expect, test } from "bun:test";
-import { NON_STREAM_DEFAULT_MAX_TOKENS, NON_STREAM_MAX_COUNTED_TOKENS, NON_STREAM_MS_PER_TOKEN, nonStreamingHeadersBoundMs, requestedMaxTokens } from "../../src/frontend/bounds.ts";
+import { NON_STREAM_DEFAULT_MAX_TOKENS, NON_STREAM_MAX_COUNTED_TOKENS, NON_STREAM_MS_PER_TOKEN, nonStreamingHeadersBoundMs, requestedMaxTokens } from "../../src/request/bounds.ts";
 import { chatBody, chatCompletion, post, startHerd, startUpstream, trackForCleanup, until, type Herd } from "./harness.ts";
 
 const track = trackForCleanup();
@@ -19,7 +19,7 @@ const hang = (req: Request, ms = 5000) =>
 async function expectSettled(h: Herd): Promise<void> {
   await until(() => h.frontend.inFlightCount === 0, 2000, "frontend in-flight back to 0");
   for (const w of h.registry.list()) expect(w.load.in_flight).toBe(0);
-  expect(h.frontend.tracker.size).toBe(0);
+  expect(h.frontend.admission.size).toBe(0);
 }
 
 describe("non-streaming bound (pure)", () => {

@@ -1,6 +1,6 @@
 // Pure parts: SSE scanner, request validation/stripping, auth helpers, metrics restart counter.
 import { describe, expect, test } from "bun:test";
-import { SseScanner, chunkHasToken, sseErrorEvent } from "../../src/frontend/sse.ts";
+import { SseScanner, chunkHasToken, sseErrorEvent } from "../../src/request/sse.ts";
 import { checkRequest, isInternalKey } from "../../src/protocol/openai.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../../src/http/auth.ts";
 import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";

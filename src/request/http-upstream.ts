@@ -1,0 +1,74 @@
+// The production Upstream: one HTTP POST per leg to the worker's OpenAI server (vLLM, SGLang,
+// TRT-LLM serve the same paths). `fetch` is injectable so tests can answer without sockets.
+// Error messages from the runtime (e.g. Bun's "pass `verbose: true` …" hint) stay inside the
+// error object: the lifecycle logs them and sends the client herd's own text (issue 10).
+import { SseScanner, UsageTail, sseErrorEvent } from "./sse.ts";
+import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
+
+export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+
+const UPSTREAM_PATH = { chat: "/v1/chat/completions", completions: "/v1/completions" } as const;
+
+/** SSE / JSON bytes: what an OpenAI server streams. */
+export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
+  scanner: () => new SseScanner(),
+  usage: (): ChunkScanner<Uint8Array> => {
+    const tail = new UsageTail();
+    return {
+      push: (c) => (tail.push(c), false),
+      sawToken: true,
+      ended: true,
+      get cachedTokens() {
+        return tail.cachedTokens;
+      },
+    };
+  },
+  size: (c) => c.byteLength,
+  concat: (cs, size) => (cs.length === 1 ? cs[0]! : new Uint8Array(Buffer.concat(cs, size))),
+  text: (c) => new TextDecoder().decode(c),
+  errorEvent: (message, code) => sseErrorEvent(message, code),
+};
+
+/** A web ReadableStream reader as a ChunkSource. */
+export function readerSource(reader: ReadableStreamDefaultReader<Uint8Array>): ChunkSource<Uint8Array> {
+  return {
+    read(cb: (r: ReadResult<Uint8Array>) => void) {
+      reader.read().then(
+        (r) => cb(r.done ? { done: true } : { done: false, value: r.value }),
+        (error: unknown) => cb({ done: false, error }),
+      );
+    },
+    cancel() {
+      void reader.cancel().catch(() => {});
+    },
+  };
+}
+
+export class HttpUpstream implements Upstream<Uint8Array> {
+  readonly format = BYTES_FORMAT;
+  constructor(private readonly fetchFn: FetchFn = (url, init) => fetch(url, init)) {}
+
+  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | { error: unknown }) => void): void {
+    this.fetchFn(leg.workerUrl + UPSTREAM_PATH[leg.endpoint], {
+      method: "POST",
+      headers: {
+        "content-type": "application/json",
+        accept: leg.stream ? "text/event-stream" : "application/json",
+        "x-request-id": leg.requestId,
+      },
+      body: leg.body,
+      signal,
+    }).then(
+      (res) => {
+        const declared = res.headers.get("content-length");
+        reply({
+          status: res.status,
+          contentType: res.headers.get("content-type"),
+          contentLength: declared === null ? null : Number(declared),
+          body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
+        });
+      },
+      (error: unknown) => reply({ error }),
+    );
+  }
+}

@@ -1,0 +1,335 @@
+// One request, run as a plan of legs (plan.ts): per leg route → attempt → (retry) → and for the
+// last leg commit → relay. The same code serves the HTTP frontend (HttpUpstream) and `herd
+// simulate` (SimUpstream on the virtual clock).
+//
+// Commit point: nothing reaches the client until the worker answered 200 AND (for a stream)
+// delivered its first body chunk. A failure before that (refused, reset, 5xx/429, EOF) may be
+// retried once on another eligible worker, within router.allowRetry (attempts and budget); after
+// it, never (the client already holds part of an answer): it becomes an OpenAI error event
+// `data: {"error": …}` and the stream closes — never a bare close, which the openai client would
+// take for a normal end (docs/reliability.md §1.1). A timeout before the commit point is a 504 and
+// is not retried (a slow prefill or decode would just be repeated elsewhere). Non-streaming bounds:
+// bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged.
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { HerdError, errorMessage } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import type { RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
+import type { Failure, FailureKind, Lease, Router } from "../router/index.ts";
+import { nonStreamingHeadersBoundMs } from "./bounds.ts";
+import type { Leg, Plan } from "./plan.ts";
+import { clientText, relay, type RelayEnd, type RelaySource } from "./relay.ts";
+import { AbortCause, type Ticket } from "./ticket.ts";
+import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
+
+export interface LifecycleDeps<C> {
+  router: Router;
+  upstream: Upstream<C>;
+  clock: Clock;
+  log: Logger;
+  firstTokenTimeoutMs: number;
+  /** Longest silence of an engine after its first token, and of a reader holding a chunk. */
+  idleTimeoutMs: number;
+}
+
+/** What the client gets. The ticket is released when the answer is final, or at the end of `body`. */
+export type Answer<C> =
+  | { kind: "stream"; workerId: string; contentType: string; sse: boolean; body: RelaySource<C> }
+  | { kind: "whole"; workerId: string; status: number; contentType: string; body: C | string }
+  | { kind: "error"; error: HerdError };
+
+/** Non-streaming answers up to this size (declared by Content-Length) are read whole; larger ones are piped. */
+export const SMALL_ANSWER_BYTES = 1 << 20;
+
+type Result<C> =
+  | { kind: "answer"; answer: Answer<C> }
+  /** A leg with a successor finished: its whole answer. */
+  | { kind: "leg_done"; text: string }
+  | { kind: "retryable"; reason: UpstreamErrorKind; message: string; failure: Failure };
+
+interface LastFailure {
+  reason: UpstreamErrorKind;
+  message: string;
+  worker: string;
+}
+
+/** Run a request's plan; `done` gets the answer exactly once (possibly synchronously). */
+export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, requestId: string, done: (a: Answer<C>) => void): void {
+  runLeg(d, t, plan, plan.first, requestId, done);
+}
+
+function runLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, requestId: string, done: (a: Answer<C>) => void): void {
+  const last = !plan.hasNext(leg);
+  const exclude = new Set<string>();
+  let lastFailure: LastFailure | null = null;
+  const attempt = (n: number): void => {
+    let routed;
+    try {
+      // route() and book() in one call, so no other request can slip between them. With block
+      // hashes in the route the lease also counts the prompt's blocks active on the worker.
+      routed = d.router.routeAndBook({ ...leg.route, exclude });
+    } catch (e) {
+      // No (other) worker: after a failed attempt report that failure, it is the real cause.
+      return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
+    }
+    const { worker, lease } = routed;
+    const ctx: AttemptCtx<C> = { d, t, leg, last, id: legId(requestId, leg, n), requestId };
+    attemptOn(ctx, worker.id, worker.url, lease, routed.decision.predictedCachedTokens ?? null, (r) => {
+      if (r.kind === "answer") return done(r.answer);
+      if (r.kind === "leg_done") return nextLeg(d, t, plan, leg, r.text, requestId, done);
+      t.upstreamFailed(worker.id, r.reason);
+      lastFailure = { reason: r.reason, message: r.message, worker: worker.id };
+      d.log.warn("upstream failed before first byte", { worker: worker.id, leg: leg.name, reason: r.reason, err: r.message, attempt: n });
+      if (t.clientSignal?.aborted || !d.router.allowRetry(n + 1, r.failure)) return done(upstreamFailure(t, lastFailure));
+      t.retry(r.reason);
+      exclude.add(worker.id);
+      attempt(n + 1);
+    });
+  };
+  attempt(0);
+}
+
+function nextLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, text: string, requestId: string, done: (a: Answer<C>) => void): void {
+  let next: Leg | null;
+  try {
+    next = plan.next(leg, text);
+  } catch (e) {
+    d.log.warn("plan could not build the next leg", { leg: leg.name, err: errorMessage(e) });
+    next = null;
+  }
+  if (next) return runLeg(d, t, plan, next, requestId, done);
+  const worker = t.workerId ?? "";
+  done(upstreamFailure(t, { reason: "eof", message: `leg ${leg.name} answered nothing usable`, worker }));
+}
+
+const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
+
+const REFUSAL_REASON: Record<number, RejectReason> = { 400: "invalid", 404: "not_found", 413: "too_large", 503: "no_worker" };
+
+/** herd's own answer before any worker was tried (the router found none): released here. */
+export function refusal<C>(t: Ticket, e: unknown): Answer<C> {
+  const error = e instanceof HerdError ? e : new HerdError(500, "server_error", "internal error", "internal_error");
+  t.release({ kind: "refused", status: error.status, reason: REFUSAL_REASON[error.status] ?? null });
+  return { kind: "error", error };
+}
+
+function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
+  // herd's words only: an "HTTP 503" herd saw, never the runtime's or the engine's error text.
+  const what = f.reason === "status_5xx" ? /^HTTP \d+/.exec(f.message)?.[0] ?? clientText(f.reason) : clientText(f.reason);
+  const error = new HerdError(502, "server_error", `upstream worker ${f.worker} failed: ${what}`, `upstream_${f.reason}`);
+  t.release({ kind: "upstream_failed", status: 502, reason: f.reason });
+  return { kind: "error", error };
+}
+
+interface AttemptCtx<C> {
+  d: LifecycleDeps<C>;
+  t: Ticket;
+  leg: Leg;
+  /** This leg answers the client (no successor). */
+  last: boolean;
+  id: string;
+  requestId: string;
+}
+
+/** One attempt of one leg on one worker; `cb` is called exactly once. */
+function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
+  const { d, t, leg } = x;
+  const ac = t.beginAttempt(workerId, lease, predicted);
+  const startedAtMs = d.clock.now();
+  // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
+  // non-streaming answer carries its tokens in the final response, so its headers get the
+  // generation-sized bound of bounds.ts.
+  const boundMs = leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null);
+  const what = leg.stream ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
+  const headersTimer = d.clock.setTimer(boundMs, () => ac.abort(new AbortCause("first_token_timeout", what)));
+  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb };
+  d.upstream.send(
+    { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
+      ...(leg.promptTokens ? { promptTokens: leg.promptTokens } : {}), maxTokens: leg.maxTokens ?? null },
+    ac.signal,
+    (r) => ("error" in r ? failed(s, r.error, "connect") : onReply(s, r)),
+  );
+}
+
+interface AttemptState<C> {
+  x: AttemptCtx<C>;
+  workerId: string;
+  ac: AbortController;
+  headersTimer: TimerHandle;
+  startedAtMs: number;
+  settled: boolean;
+  cb: (r: Result<C>) => void;
+}
+
+function settle<C>(s: AttemptState<C>, r: Result<C>): void {
+  if (s.settled) return;
+  s.settled = true;
+  s.headersTimer.cancel();
+  s.cb(r);
+}
+
+function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
+  const { x } = s;
+  if (r.status >= 500 || r.status === 429) {
+    // This worker cannot serve it now (overloaded, broken); another one may.
+    return readAll(s, r.body, Infinity, (e, text) =>
+      failed(s, new Error(`HTTP ${r.status}${text ? `: ${text.slice(0, 200)}` : ""}`), "status_5xx", r.status, e),
+    );
+  }
+  if (r.status !== 200) {
+    // The engine refused the request itself (4xx): the client's problem, relayed as the engine said it.
+    return readAll(s, r.body, Infinity, (e, text) => {
+      if (e !== null) return failed(s, e, "reset");
+      x.t.release({ kind: "complete", status: r.status, cachedTokens: null });
+      settle(s, { kind: "answer", answer: { kind: "whole", workerId: s.workerId, status: r.status, contentType: r.contentType ?? "application/json", body: text } });
+    });
+  }
+  if (!r.body) return failed(s, new Error("empty response body"), "eof");
+  if (x.leg.stream && x.last) return readFirst(s, r.body, r.contentType);
+  if (!x.last || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
+  commit(s, r.body, null, r.contentType);
+}
+
+/** Classify a failure before the commit point: final (client gone, timeout, shutdown) or retryable. */
+function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, status?: number, cause2?: unknown): void {
+  const { t, d } = s.x;
+  const cause = s.ac.signal.reason;
+  t.endAttempt();
+  if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down") {
+    const answer = finalAbort<C>(t, s.workerId, cause);
+    return settle(s, { kind: "answer", answer });
+  }
+  if (cause instanceof AbortCause) return settle(s, { kind: "retryable", reason: "worker_down", message: cause.message, failure: failureOf("worker_down") });
+  if (cause2 !== undefined && cause2 !== null) d.log.debug("reading an error answer failed", { err: errorMessage(cause2) });
+  settle(s, { kind: "retryable", reason: fallback, message: errorMessage(e), failure: failureOf(fallback, status) });
+}
+
+function finalAbort<C>(t: Ticket, workerId: string, cause: AbortCause): Answer<C> {
+  if (cause.kind === "client" || cause.kind === "client_stalled") {
+    t.release({ kind: "client_closed", phase: "before_first_token" });
+    return { kind: "error", error: new HerdError(499, "invalid_request_error", "client closed the request", "client_closed") };
+  }
+  if (cause.kind === "shutdown") {
+    t.release({ kind: "upstream_failed", status: 503, reason: "shutdown" });
+    return { kind: "error", error: new HerdError(503, "service_unavailable", "herd is shutting down", "draining", null, { "retry-after": "1" }) };
+  }
+  // first_token_timeout or idle_timeout: a 504, never retried.
+  const reason = cause.kind as "first_token_timeout" | "idle_timeout";
+  t.upstreamFailed(workerId, reason);
+  t.release({ kind: "upstream_failed", status: 504, reason });
+  return { kind: "error", error: new HerdError(504, "server_error", `upstream worker ${workerId}: ${cause.message}`, "upstream_timeout") };
+}
+
+/** The router's view of a failure before the commit point (nothing has reached the client yet). */
+function failureOf(reason: UpstreamErrorKind, status?: number): Failure {
+  const kind: FailureKind = reason === "status_5xx" ? "status" : reason === "first_token_timeout" ? "timeout" : "connect";
+  return status === undefined ? { kind, firstByteSent: false } : { kind, status, firstByteSent: false };
+}
+
+/** Read an error answer whole (a bounded tail is kept); `done(error | null, text)`. */
+function readAll<C>(s: AttemptState<C>, body: ChunkSource<C> | null, _limit: number, done: (e: unknown, text: string) => void): void {
+  if (!body) return done(null, "");
+  const fmt = s.x.d.upstream.format;
+  const chunks: C[] = [];
+  let size = 0;
+  const next = (): void =>
+    body.read((r) => {
+      if ("error" in r) return done(r.error, "");
+      if (r.done) return done(null, fmt.text(fmt.concat(chunks, size)));
+      if (size < 64 * 1024) {
+        chunks.push(r.value);
+        size += fmt.size(r.value);
+      }
+      next();
+    });
+  next();
+}
+
+/** A stream: wait for its first chunk (the commit point). */
+function readFirst<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: string | null): void {
+  body.read((r) => {
+    if ("error" in r) return failed(s, r.error, "reset");
+    if (r.done) return failed(s, new Error("upstream closed the stream before any data"), "eof");
+    commit(s, body, r.value, contentType);
+  });
+}
+
+/**
+ * A non-streaming answer is one JSON document the engine sends once generation is over. Up to
+ * SMALL_ANSWER_BYTES it is read whole before anything goes out, with at most idle_timeout_ms
+ * between chunks: a failure while reading is still a clean answer (retryable reset, or a 504 for a
+ * stall) and the lease ends when the engine is done. A longer one is piped from where the buffer
+ * stops (the relay bounds its idle gaps). A leg with a successor is always read whole.
+ */
+function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: string | null): void {
+  const { d, t } = s.x;
+  const fmt = d.upstream.format;
+  s.headersTimer.cancel();
+  let bodyTimer: TimerHandle | null = null;
+  const arm = () => {
+    bodyTimer?.cancel();
+    bodyTimer = d.clock.setTimer(d.idleTimeoutMs, () =>
+      s.ac.abort(new AbortCause("idle_timeout", `response body stalled for ${d.idleTimeoutMs} ms`)),
+    );
+  };
+  const chunks: C[] = [];
+  let size = 0;
+  const next = (): void =>
+    body.read((r) => {
+      if ("error" in r) {
+        bodyTimer?.cancel();
+        return failed(s, r.error, "reset");
+      }
+      if (!r.done) {
+        chunks.push(r.value);
+        size += fmt.size(r.value);
+        arm();
+        if (size <= SMALL_ANSWER_BYTES || !s.x.last) return next();
+      }
+      bodyTimer?.cancel();
+      const whole = fmt.concat(chunks, size);
+      if (!r.done) return commit(s, body, whole, contentType);
+      if (!s.x.last) {
+        t.endAttempt();
+        return settle(s, { kind: "leg_done", text: fmt.text(whole) });
+      }
+      const usage = fmt.usage();
+      usage.push(whole);
+      t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens });
+      settle(s, { kind: "answer", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
+    });
+  arm();
+  next();
+}
+
+/** Commit point passed: from here on failures are reported inside the body. */
+function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, contentType: string | null): void {
+  const { d, t, leg } = s.x;
+  s.headersTimer.cancel();
+  const source = relay({
+    source: body,
+    format: d.upstream.format,
+    first,
+    sse: leg.stream,
+    ac: s.ac,
+    clock: d.clock,
+    firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
+    idleTimeoutMs: d.idleTimeoutMs,
+    onFirstToken: () => t.firstToken(),
+    onEnd: (end) => relayEnded(s, end),
+  });
+  const sseType = "text/event-stream; charset=utf-8";
+  settle(s, { kind: "answer", answer: { kind: "stream", workerId: s.workerId, sse: leg.stream, contentType: leg.stream ? sseType : (contentType ?? "application/json"), body: source } });
+}
+
+function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
+  const { t, d } = s.x;
+  if (end.kind === "client_closed") return t.release({ kind: "client_closed", phase: "streaming" });
+  if (end.kind === "client_stalled") {
+    d.log.info("client stopped reading; stream closed", { worker: s.workerId });
+    return t.release({ kind: "client_stalled" });
+  }
+  if (end.kind === "complete") return t.release({ kind: "complete", status: 200, cachedTokens: end.cachedTokens });
+  t.upstreamFailed(s.workerId, end.reason);
+  d.log.warn("upstream failed mid-stream", { worker: s.workerId, reason: end.reason, err: end.message });
+  t.release({ kind: "broken", reason: end.reason });
+}

@@ -1,0 +1,248 @@
+// One ticket per request, from arrival to the last byte: its admission slot, the lease of the
+// attempt under way, the abort signal that attempt runs under, and its outcome. `release(outcome)`
+// runs exactly once (a second call is a no-op): it ends the lease, frees the slot and records the
+// outcome. Every herd metric about a request is recorded here, through a RequestRecorder, and
+// nowhere else; the frontend's in-flight count is the number of tickets holding a slot (the
+// per-worker count a policy reads is the lease's, owned by the router).
+import type { Clock } from "../core/clock.ts";
+import type { HerdMetrics, RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
+import type { Lease } from "../router/index.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+
+/** Why an attempt was aborted; carried as its AbortSignal's reason. */
+export class AbortCause {
+  constructor(
+    readonly kind: "client" | "client_stalled" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown",
+    readonly message: string,
+  ) {}
+}
+
+export type ClientPhase = "upload" | "before_first_token" | "streaming";
+
+/** How a request ended. `status` is what the client was (or would have been) answered. */
+export type Outcome =
+  /** Answered in full (200), or the worker's own 4xx relayed as it said it. */
+  | { kind: "complete"; status: number; cachedTokens: number | null }
+  /** herd answered itself before any worker was involved (400, 404, 408, 413, 429, 503, …). */
+  | { kind: "refused"; status: number; reason: RejectReason | null }
+  /** The worker(s) failed before the commit point: 502, 504 or 503 (shutdown). */
+  | { kind: "upstream_failed"; status: number; reason: UpstreamErrorKind }
+  /** The worker failed after the commit point: the client got a 200 and then an error event. */
+  | { kind: "broken"; reason: UpstreamErrorKind }
+  /** The client hung up (mid-upload, before the first token, or mid-stream). Never a 5xx. */
+  | { kind: "client_closed"; phase: ClientPhase }
+  /** The client stopped reading a stream for longer than idle_timeout_ms. Never charged to a worker. */
+  | { kind: "client_stalled" };
+
+/** The HTTP status an outcome is counted under (499: the client closed before an answer). */
+export function outcomeStatus(o: Outcome): number {
+  switch (o.kind) {
+    case "complete":
+    case "refused":
+    case "upstream_failed":
+      return o.status;
+    case "client_closed":
+      return o.phase === "streaming" ? 200 : 499;
+    default:
+      return 200;
+  }
+}
+
+/** Where a ticket's facts go: herd's Prometheus metrics in production, a run record in simulate. */
+export interface RequestRecorder {
+  inFlight(n: number): void;
+  firstToken(t: Ticket): void;
+  upstreamError(workerId: string, reason: UpstreamErrorKind): void;
+  retry(t: Ticket, reason: UpstreamErrorKind): void;
+  done(t: Ticket, o: Outcome): void;
+}
+
+/** The production recorder: herd's metrics (src/metrics). */
+export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
+  const seconds = (t: Ticket) => (clock.now() - t.arrivedAtMs) / 1000;
+  return {
+    inFlight: (n) => m.setFrontendInFlight(n),
+    firstToken: (t) => m.firstToken(t.model ?? "", seconds(t)),
+    upstreamError: (w, reason) => m.upstreamError(w, reason),
+    retry: (t, reason) => m.retry(t.model ?? "", reason),
+    done(t, o) {
+      m.request(t.model, t.workerId, outcomeStatus(o));
+      if (o.kind === "refused" && o.reason) m.reject(o.reason);
+      if (o.kind === "client_closed") m.clientFailure(t.model, "client_closed", o.phase);
+      if (o.kind === "client_stalled") m.clientFailure(t.model, "client_stalled", "streaming");
+      if (o.kind === "complete" && o.status === 200) {
+        m.finished(t.model ?? "", seconds(t));
+        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens);
+      }
+    },
+  };
+}
+
+/** The admission slots (frontend.max_in_flight) and every live ticket; drain waits on it. */
+export class Admission {
+  private readonly live = new Set<Ticket>();
+  private readonly idleWaiters = new Set<() => void>();
+  draining = false;
+
+  constructor(
+    readonly clock: Clock,
+    readonly recorder: RequestRecorder,
+    public maxInFlight: number,
+  ) {}
+
+  /** A ticket for a request that just arrived (no slot yet: see Ticket.admit). */
+  ticket(clientSignal: AbortSignal | null = null): Ticket {
+    return new Ticket(this, this.clock.now(), clientSignal);
+  }
+
+  /** Requests holding a slot (admitted, not yet released; streams count until their last byte). */
+  get size(): number {
+    return this.live.size;
+  }
+
+  /** Resolves true when no ticket holds a slot, or false after timeoutMs. */
+  waitIdle(timeoutMs: number): Promise<boolean> {
+    if (this.live.size === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const timer = this.clock.setTimer(timeoutMs, () => {
+        this.idleWaiters.delete(done);
+        resolve(false);
+      });
+      const done = () => {
+        timer.cancel();
+        resolve(true);
+      };
+      this.idleWaiters.add(done);
+    });
+  }
+
+  /** Abort the attempts running on a worker; returns how many. */
+  abortWorker(workerId: string, cause: AbortCause): number {
+    let n = 0;
+    for (const t of [...this.live]) if (t.workerId === workerId && t.abortAttempt(cause)) n++;
+    return n;
+  }
+
+  abortAll(cause: AbortCause): void {
+    for (const t of [...this.live]) t.abortAttempt(cause);
+  }
+
+  /**
+   * Abort requests on workers that go from serving to failed/stopped/starting (a restart) or leave
+   * the registry. `draining` is deliberately not here: a drain lets admitted requests finish.
+   */
+  watch(registry: WorkerRegistry): () => void {
+    return registry.onChange((ch) => {
+      if (ch.type === "removed") this.abortWorker(ch.worker.id, new AbortCause("worker_down", `worker ${ch.worker.id} was removed`));
+      else if (ch.type === "updated") {
+        const serving = (s: string) => s === "ready" || s === "draining";
+        if (serving(ch.previous.state) && !serving(ch.worker.state))
+          this.abortWorker(ch.worker.id, new AbortCause("worker_down", `worker ${ch.worker.id} went ${ch.worker.state}`));
+      }
+    });
+  }
+
+  /** @internal Ticket → admission. */
+  take(t: Ticket): boolean {
+    if (this.live.size >= this.maxInFlight) return false;
+    this.live.add(t);
+    this.recorder.inFlight(this.live.size);
+    return true;
+  }
+
+  /** @internal */
+  free(t: Ticket): void {
+    if (!this.live.delete(t)) return;
+    this.recorder.inFlight(this.live.size);
+    if (this.live.size === 0) {
+      for (const w of [...this.idleWaiters]) w();
+      this.idleWaiters.clear();
+    }
+  }
+}
+
+export class Ticket {
+  model: string | null = null;
+  /** The worker of the attempt under way (or the last one). */
+  workerId: string | null = null;
+  /** The policy's predicted cached tokens on that worker (null: no prediction). */
+  predictedCachedTokens: number | null = null;
+  outcome: Outcome | null = null;
+  private lease: Lease | null = null;
+  private ac: AbortController | null = null;
+  private unlink: (() => void) | null = null;
+
+  constructor(
+    private readonly adm: Admission,
+    readonly arrivedAtMs: number,
+    /** Aborts when the client disconnects. */
+    readonly clientSignal: AbortSignal | null,
+  ) {}
+
+  get released(): boolean {
+    return this.outcome !== null;
+  }
+
+  /** Take an admission slot; false when frontend.max_in_flight slots are taken (→ 429). */
+  admit(): boolean {
+    return this.adm.take(this);
+  }
+
+  /** Start an attempt on a worker under a fresh abort signal that also fires when the client leaves. */
+  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null): AbortController {
+    this.endAttempt();
+    const ac = new AbortController();
+    this.ac = ac;
+    this.lease = lease;
+    this.workerId = workerId;
+    this.predictedCachedTokens = predictedCachedTokens;
+    const client = this.clientSignal;
+    if (client) {
+      const onAbort = () => ac.abort(new AbortCause("client", "client disconnected"));
+      if (client.aborted) onAbort();
+      else {
+        client.addEventListener("abort", onAbort);
+        this.unlink = () => client.removeEventListener("abort", onAbort);
+      }
+    }
+    return ac;
+  }
+
+  /** The attempt is over (failed before the commit point, or the whole request ended): its lease ends. */
+  endAttempt(): void {
+    this.unlink?.();
+    this.unlink = null;
+    this.lease?.release();
+    this.lease = null;
+    this.ac = null;
+  }
+
+  /** Abort the attempt under way, if any; true when one was aborted. */
+  abortAttempt(cause: AbortCause): boolean {
+    if (!this.ac || this.ac.signal.aborted) return false;
+    this.ac.abort(cause);
+    return true;
+  }
+
+  firstToken(): void {
+    this.lease?.firstToken();
+    this.adm.recorder.firstToken(this);
+  }
+
+  upstreamFailed(workerId: string, reason: UpstreamErrorKind): void {
+    this.adm.recorder.upstreamError(workerId, reason);
+  }
+
+  retry(reason: UpstreamErrorKind): void {
+    this.adm.recorder.retry(this, reason);
+  }
+
+  /** The request is over. Exactly once: a second call changes nothing and records nothing. */
+  release(outcome: Outcome): void {
+    if (this.outcome !== null) return;
+    this.outcome = outcome;
+    this.endAttempt();
+    this.adm.free(this);
+    this.adm.recorder.done(this, outcome);
+  }
+}
