@@ -37,7 +37,11 @@ import { systemdNotifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { Readiness } from "./readiness.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
-import { resolveSeed } from "../core/seed.ts";
+import { resolveSeed, seedFor } from "../core/seed.ts";
+import { SeededRng } from "../core/rng.ts";
+import { HttpUpstream } from "../request/http-upstream.ts";
+import { ClusterNode } from "../cluster/node.ts";
+import { RemoteUpstream } from "../cluster/forward.ts";
 import { wallClockMs } from "../core/clock.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { checkConfigFiles } from "../config/files.ts";
@@ -66,6 +70,8 @@ export interface Daemon {
   prompts: SharedPreprocessor;
   frontend: Frontend;
   metrics: HerdMetrics;
+  /** Membership, leader and the other nodes' workers (src/cluster); a one-node file cluster by default. */
+  cluster: ClusterNode;
   /** Resolves when at least one worker is ready. */
   firstReady: Promise<void>;
   /** Drain and stop everything; resolves with the exit code. Idempotent. `force` skips the drain wait. */
@@ -127,14 +133,31 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     drain: (id) => cordon(id, true),
     undrain: (id) => cordon(id, false),
   };
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
+  // Multi-node (src/cluster): other nodes' workers sit in the registry beside ours; a leg for one of
+  // them goes through its node's peer API (RemoteUpstream), and legs other nodes send here run on
+  // our own engines with the plain HttpUpstream. Election jitter draws from a per-node stream.
+  let listening: Listening | null = null;
+  const localUpstream = new HttpUpstream();
+  const cluster = new ClusterNode({
+    config, registry, clock, log, localUpstream,
+    rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
+    address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
+    maxBodyBytes: () => running.frontend.max_body_bytes,
+  });
+  admin.cluster = () => cluster.view();
+  const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts, upstream });
+  // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
+  // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
+  frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
   const scraper = new MetricsScraper({
-    registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    registry, clock,
+    intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
     // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
     onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
   });
 
-  let listening: Listening | null = null;
   let runtime: RuntimeFile | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
   const readiness = new Readiness({ registry, notify, clock, log, url });
@@ -167,6 +190,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
           frontend.close();
         },
       ),
+      // After the listener: the peer API is mounted on it and its port is part of this node's address.
+      cluster,
       service(
         "supervisor",
         async () => {
@@ -252,7 +277,12 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: url(), seed, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+  return { url: url(), seed, registry, router, supervisor, kv, prompts, frontend, metrics, cluster, firstReady: readiness.firstReady, shutdown, done };
+}
+
+/** host:port of this node's peer API: node.advertise with the listener's port ([v6]:port for IPv6). */
+function peerAddress(advertise: string, port: number): string {
+  return advertise.includes(":") ? `[${advertise}]:${port}` : `${advertise}:${port}`;
 }
 
 /**
