@@ -1,0 +1,165 @@
+// End to end: three `herd run` processes on loopback form one `peers` cluster (distinct ports and
+// data dirs, a token, all three as seeds, one sim engine per model). Covers: a request entering node
+// a streams from the worker on node c (model `only-c` is served by c alone) through the official
+// openai client; the added latency of that remote hop (printed, see docs/cluster.md); a model whose
+// block size differs on c is refused by a and b with an error naming the node and the field; all
+// three agree on one leader; SIGKILLing the leader (and its engines: the host dies) elects a new one
+// and removes its workers from the survivors' /admin/cluster within 5 s.
+// The tests share the three processes and run in order.
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { mkdirSync } from "node:fs";
+import { join } from "node:path";
+import OpenAI from "openai";
+import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+
+const TOKEN = "e2e-cluster-token";
+const NAMES = ["a", "b", "c"] as const;
+type Name = (typeof NAMES)[number];
+
+let dir = "";
+const nodes = new Map<Name, HerdProc>();
+const base = portBase();
+const port = (n: Name) => base + NAMES.indexOf(n);
+const url = (n: Name) => `http://127.0.0.1:${port(n)}`;
+const seeds = NAMES.map((n) => `127.0.0.1:${port(n)}`);
+
+const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-2500)}`).join("\n");
+const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000) => waitForLog(what, fn, timeoutMs, logs);
+const admin = async (n: Name): Promise<any> => (await fetch(`${url(n)}/admin/cluster`, { signal: AbortSignal.timeout(2000) })).json();
+const client = (n: Name) => new OpenAI({ baseURL: `${url(n)}/v1`, apiKey: "none", maxRetries: 0, timeout: 20_000 });
+
+function config(n: Name): string {
+  // c serves `only-c`, and `mis` with block size 32 where a and b declare 16.
+  const engines =
+    n === "c"
+      ? `  - { kind: sim, model: only-c, count: 1, args: ["--time-scale", "10"] }
+  - { kind: sim, model: mis, count: 1, args: ["--time-scale", "10"] }`
+      : `  - { kind: sim, model: shared, count: 1, args: ["--time-scale", "10"] }`;
+  return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
+frontend: { first_token_timeout_ms: 10000, idle_timeout_ms: 5000, drain_timeout_ms: 2000 }
+router: { policy: least-loaded, metrics_scrape_interval_ms: 200 }
+supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
+models:
+  - { name: shared }
+  - { name: only-c }
+  - { name: mis, block_size: ${n === "c" ? 32 : 16} }
+engines:
+${engines}
+cluster:
+  discovery: peers
+  token: ${TOKEN}
+  peers: { seeds: ${JSON.stringify(seeds)} }
+`;
+}
+
+beforeAll(async () => {
+  dir = tempDir("herd-cluster-e2e-");
+  await Promise.all(
+    NAMES.map(async (n) => {
+      mkdirSync(join(dir, n));
+      nodes.set(n, await startHerd(join(dir, n), config(n), { args: ["--listen", `127.0.0.1:${port(n)}`], readyTimeoutMs: 40_000 }));
+    }),
+  );
+  // Every node sees every pooled worker: a's and b's `shared`, c's `only-c` (c's `mis` is refused).
+  for (const n of NAMES)
+    await waitFor(`${n} pools the cluster's workers`, async () => {
+      const ws: any[] = (await admin(n)).workers;
+      return ws.filter((w) => w.state === "ready" && w.model !== "mis").length === 3;
+    });
+}, 90_000);
+
+afterAll(async () => {
+  await Promise.all([...nodes.values()].map((h) => h.stop(5_000)));
+  if (dir) cleanup(dir);
+});
+
+test("a request entering node a streams from node c's worker (openai client)", async () => {
+  const { data: stream, response } = await client("a")
+    .chat.completions.create({ model: "only-c", messages: [{ role: "user", content: "hello over the peer API" }], max_tokens: 24, stream: true })
+    .withResponse();
+  const worker = response.headers.get("x-herd-worker")!;
+  const w = (await admin("a")).workers.find((x: any) => x.id === worker);
+  expect(w.node).toBe("c");
+  expect(w.url).toBe(url("c")); // the owner's peer API, never its engine
+  let chunks = 0;
+  let finish: string | null = null;
+  for await (const ch of stream) {
+    if (ch.choices[0]?.delta.content) chunks++;
+    finish = ch.choices[0]?.finish_reason ?? finish;
+  }
+  expect(chunks).toBeGreaterThan(1);
+  expect(finish).toBe("length");
+  // The owner ran it on its own engine: c's worker has no node other than c, and a forwarded nothing onward.
+  const cw = (await admin("c")).workers.find((x: any) => x.id === worker);
+  expect(cw.node).toBe("c");
+  // The peer API refuses a caller without the token.
+  const r = await fetch(`${url("c")}/cluster/v1/forward`, { method: "POST", body: "{}" });
+  expect(r.status).toBe(401);
+}, 30_000);
+
+test("remote-hop latency: small requests entering a served on c vs entering c directly", async () => {
+  const runs = 30;
+  const one = async (entry: Name) => {
+    const t0 = performance.now();
+    const stream = await client(entry).chat.completions.create({ model: "only-c", messages: [{ role: "user", content: "latency probe" }], max_tokens: 8, stream: true });
+    let ttft = 0;
+    for await (const ch of stream) if (ch.choices[0]?.delta.content && ttft === 0) ttft = performance.now() - t0;
+    return { ttft, total: performance.now() - t0 };
+  };
+  for (const n of ["a", "c"] as const) await one(n); // warm both paths (connections, JIT)
+  const res: Record<"a" | "c", { ttft: number[]; total: number[] }> = { a: { ttft: [], total: [] }, c: { ttft: [], total: [] } };
+  for (let i = 0; i < runs; i++)
+    for (const n of i % 2 ? (["a", "c"] as const) : (["c", "a"] as const)) {
+      const r = await one(n);
+      res[n].ttft.push(r.ttft);
+      res[n].total.push(r.total);
+    }
+  const med = (xs: number[]) => [...xs].sort((x, y) => x - y)[Math.floor(xs.length / 2)]!;
+  const f = (x: number) => x.toFixed(2);
+  const line = (k: "ttft" | "total") => `${k.padEnd(5)} median: via a ${f(med(res.a[k]))} ms, direct on c ${f(med(res.c[k]))} ms, added ${f(med(res.a[k]) - med(res.c[k]))} ms`;
+  console.log(`remote hop (${runs} streamed requests each, max_tokens 8, same run):\n  ${line("ttft")}\n  ${line("total")}`);
+  // A wide safety bound only: the hop is one loopback HTTP round trip, not a second generation.
+  expect(med(res.a.total)).toBeLessThan(med(res.c.total) + 250);
+}, 60_000);
+
+test("a model whose block size differs on c is refused, naming the node and the field", async () => {
+  for (const n of ["a", "b"] as const) {
+    await nodes.get(n)!.waitLog(/node c: model mis has block_size 32 but [ab] has 16; its mis workers are not pooled/, 10_000);
+    expect((await admin(n)).workers.filter((w: any) => w.model === "mis")).toEqual([]);
+  }
+  await nodes.get("c")!.waitLog(/node [ab]: model mis has block_size 16 but c has 32/, 10_000);
+}, 30_000);
+
+test("all three agree on one leader; killing it elects another and removes its workers within 5 s", async () => {
+  const agreed = async (among: Name[]) => {
+    const views = await Promise.all(among.map(admin));
+    const leaders = new Set(views.map((v) => `${v.leader}@${v.term}`));
+    return leaders.size === 1 && views[0].leader !== null && views.every((v) => v.nodes.length >= among.length) ? views[0] : null;
+  };
+  const v = await waitFor("one leader agreed by all three", () => agreed([...NAMES]));
+  expect(NAMES).toContain(v.leader);
+  for (const n of NAMES) expect((await admin(n)).nodes.map((m: any) => m.name).sort()).toEqual([...NAMES]);
+  const victim = v.leader as Name;
+  const rest = NAMES.filter((n) => n !== victim);
+  const pids: number[] = (await admin(victim)).workers.filter((w: any) => w.node === victim && w.pid).map((w: any) => w.pid);
+  // The host dies: herd and its engines at once, no goodbye.
+  const killedAt = performance.now();
+  nodes.get(victim)!.proc.kill("SIGKILL");
+  for (const p of pids) process.kill(p, "SIGKILL");
+  const gone = Promise.all(
+    rest.map((n) =>
+      waitFor(`${n} drops ${victim}'s workers`, async () => !(await admin(n)).workers.some((w: any) => w.node === victim), 10_000).then(() => performance.now() - killedAt),
+    ),
+  );
+  const elected = waitFor("a new leader among the survivors", async () => {
+    const w = await agreed(rest);
+    return w && w.leader !== victim && w.term > v.term ? w : null;
+  }, 15_000).then((w) => ({ w, ms: performance.now() - killedAt }));
+  const [removal, failover] = await Promise.all([gone, elected]);
+  console.log(`killed leader ${victim} (term ${v.term}): new leader ${failover.w.leader} (term ${failover.w.term}) after ${failover.ms.toFixed(0)} ms; its workers left ${rest.join(", ")} after ${removal.map((x) => x.toFixed(0)).join(", ")} ms`);
+  for (const ms of removal) expect(ms).toBeLessThan(5_000);
+  expect(failover.ms).toBeLessThan(10_000);
+  // The survivors keep serving: a request entering one of them still gets an answer.
+  const r = await client(rest[0]!).chat.completions.create({ model: "shared", messages: [{ role: "user", content: "still there?" }], max_tokens: 4 });
+  expect(r.choices[0]!.message.content).toBeTruthy();
+}, 60_000);
