@@ -158,10 +158,12 @@ function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal)
 
 /** A ChunkSource as a pull ReadableStream: one engine chunk per pull, so backpressure reaches the engine. */
 function pipe(src: ChunkSource<Uint8Array>, end: () => void, abort: () => void): ReadableStream<Uint8Array> {
+  let cancelled = false;
   return new ReadableStream<Uint8Array>({
     pull(controller) {
       return new Promise<void>((done) =>
         src.read((r: ReadResult<Uint8Array>) => {
+          if (cancelled) return done(); // a read answered after the origin went away
           if ("error" in r) {
             end();
             controller.error(r.error);
@@ -174,6 +176,7 @@ function pipe(src: ChunkSource<Uint8Array>, end: () => void, abort: () => void):
       );
     },
     cancel() {
+      cancelled = true;
       end();
       src.cancel();
       abort();
