@@ -24,6 +24,8 @@ import { ClusterService, type ClusterView } from "./service.ts";
 import { clusterRoutes } from "./routes.ts";
 import { forwardHandler } from "./forward.ts";
 import type { Upstream } from "../request/upstream.ts";
+import { httpPeerClient } from "./client.ts";
+import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
 /** Registry changes within this window become one advert (a restart storm is one heartbeat payload). */
 export const PUBLISH_COALESCE_MS = 50;
@@ -42,6 +44,8 @@ export interface ClusterNodeOptions {
   localUpstream: Upstream<Uint8Array>;
   /** frontend.max_body_bytes as it runs now (a forwarded leg's body obeys the same bound). */
   maxBodyBytes: () => number;
+  /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
+  kvIndex?: RelayIndex;
   /** Test seams. */
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
@@ -80,6 +84,9 @@ export class ClusterNode {
   private unsubs: (() => void)[] = [];
   private stopped = false;
   private app: ReturnType<typeof clusterRoutes> | null = null;
+  /** Per other node: the relay cursor, the remote workers its updates were applied to, a poll in flight. */
+  private readonly relay = new Map<string, { cursor: RelayCursor; known: Set<string>; busy: boolean }>();
+  private relayTimer: TimerHandle | null = null;
 
   constructor(private readonly o: ClusterNodeOptions) {}
 
@@ -101,6 +108,7 @@ export class ClusterNode {
     await this.svc.start();
     this.app = clusterRoutes(this.svc, {
       forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, log: log.child("forward") }),
+      ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
     this.unsubs.push(
       registry.onChange((c) => {
@@ -110,6 +118,7 @@ export class ClusterNode {
     );
     this.sync();
     this.refresh();
+    if (this.o.kvIndex) this.pollRelay();
     const l = this.svc.leader();
     log.info("cluster joined", { discovery: config.cluster.discovery, address: this.o.address(), leader: l.leader, term: l.term });
   }
@@ -119,8 +128,13 @@ export class ClusterNode {
     for (const u of this.unsubs.splice(0)) u();
     this.publishTimer?.cancel();
     this.refreshTimer?.cancel();
-    this.publishTimer = this.refreshTimer = null;
-    for (const id of this.remote.keys()) this.o.registry.remove(id);
+    this.relayTimer?.cancel();
+    this.publishTimer = this.refreshTimer = this.relayTimer = null;
+    for (const id of this.remote.keys()) {
+      this.o.registry.remove(id);
+      this.o.kvIndex?.removeRemote(id);
+    }
+    this.relay.clear();
     this.remote.clear();
     await this.svc?.stop();
     this.app = null;
@@ -205,6 +219,8 @@ export class ClusterNode {
         if (keep.has(id)) continue;
         this.remote.delete(id);
         this.o.registry.remove(id);
+        this.o.kvIndex?.removeRemote(id);
+        this.relay.get(node)?.known.delete(id);
         this.o.log.info("remote worker removed", { worker: id, node, reason: address.has(node) ? "no longer published" : "node left" });
       }
     } catch (e) {
@@ -214,11 +230,42 @@ export class ClusterNode {
 
   private upsertRemote(w: Worker): void {
     const { registry, log } = this.o;
-    if (!this.remote.has(w.id)) log.info("remote worker pooled", { worker: w.id, node: w.node, model: w.model, state: w.state });
+    if (!this.remote.has(w.id)) {
+      log.info("remote worker pooled", { worker: w.id, node: w.node, model: w.model, state: w.state });
+      this.relay.delete(w.node); // its updates before now were not applied: start from a snapshot
+    }
     this.remote.set(w.id, w.node);
     registry.upsert(w);
     // upsert keeps a known worker's load (registry.ts): the owner's figures come in as a scrape would.
     registry.updateLoad(w.id, { running: w.load.running, waiting: w.load.waiting, kv_usage: w.load.kv_usage });
+  }
+
+  /** One relay round: ask every other node with pooled workers for its KV updates (one request per node in flight). */
+  private pollRelay(): void {
+    if (this.stopped || !this.svc) return;
+    const index = this.o.kvIndex!;
+    const client = httpPeerClient({ token: this.svc.peerToken });
+    const nodes = new Set(this.remote.values());
+    for (const name of [...this.relay.keys()]) if (!nodes.has(name)) this.relay.delete(name);
+    for (const m of this.svc.members()) {
+      if (m.name === this.self || m.state === "dead" || !nodes.has(m.name)) continue;
+      let r = this.relay.get(m.name);
+      if (!r) this.relay.set(m.name, (r = { cursor: { epoch: "", seq: 0 }, known: new Set(), busy: false }));
+      if (r.busy) continue;
+      r.busy = true;
+      const st = r;
+      client
+        .post<RelayReply>(m.address, "kv", st.cursor, 2000)
+        .then((reply) => {
+          if (this.relay.get(m.name) !== st || this.stopped) return; // reset meanwhile (worker pooled, node left)
+          const pooled = (w: string) => this.remote.get(w) === m.name;
+          if (reply.truncated) this.o.log.warn("kv relay snapshot truncated", { node: m.name });
+          st.cursor = applyRelayReply(index, st.cursor, reply, pooled, st.known);
+        })
+        .catch((e) => this.o.log.debug("kv relay poll failed", { node: m.name, err: errorMessage(e) }))
+        .finally(() => (st.busy = false));
+    }
+    this.relayTimer = this.o.clock.setTimer(KV_RELAY_POLL_MS, () => this.pollRelay());
   }
 
   private logRefusals(messages: string[], refused: { node: string; model: string; field: string }[]): void {

@@ -16,6 +16,8 @@ type Env = { Bindings: { ip?: string | null } };
 export interface ClusterRouteOptions {
   /** POST /cluster/v1/forward: run a remote node's leg on one of this node's workers (forward.ts). */
   forward?: (req: Request) => Promise<Response>;
+  /** POST /cluster/v1/kv: this node's KV index updates after a reader's cursor (kv-relay.ts). */
+  kv?: (cursor: { epoch: string; seq: number }) => unknown;
 }
 
 export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions = {}): Hono<Env> {
@@ -30,6 +32,14 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
   app.get(`${PEER_API_PREFIX}/view`, (c) => c.json(service.view()));
   const forward = opts.forward;
   if (forward) app.post(`${PEER_API_PREFIX}/forward`, (c) => forward(c.req.raw));
+  const kv = opts.kv;
+  if (kv)
+    app.post(`${PEER_API_PREFIX}/kv`, async (c) => {
+      const body = (await c.req.json().catch(() => null)) as { epoch?: unknown; seq?: unknown } | null;
+      const epoch = typeof body?.epoch === "string" ? body.epoch : "";
+      const seq = Number.isSafeInteger(body?.seq) ? (body!.seq as number) : 0;
+      return c.json(kv({ epoch, seq }) as object);
+    });
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>
     app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {

@@ -42,6 +42,7 @@ import { SeededRng } from "../core/rng.ts";
 import { HttpUpstream } from "../request/http-upstream.ts";
 import { ClusterNode } from "../cluster/node.ts";
 import { RemoteUpstream } from "../cluster/forward.ts";
+import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
 import { wallClockMs } from "../core/clock.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { checkConfigFiles } from "../config/files.ts";
@@ -110,7 +111,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
-  const kv = new KvConsumer({ clock, log });
+  // The index also relays this node's updates to the other nodes and holds theirs (src/cluster/kv-relay.ts).
+  const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
+  const kv = new KvConsumer({ clock, log, index: kvIndex });
   // router.seed pins the router's own stream; otherwise it is the run's seed.
   const router = new Router({ config: config.router, registry, clock, seed: config.router.seed !== 0 ? config.router.seed : seed, log: log.child("router"), kvIndex: kv.index });
   const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
@@ -139,7 +142,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   let listening: Listening | null = null;
   const localUpstream = new HttpUpstream();
   const cluster = new ClusterNode({
-    config, registry, clock, log, localUpstream,
+    config, registry, clock, log, localUpstream, kvIndex,
     rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
     address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
     maxBodyBytes: () => running.frontend.max_body_bytes,

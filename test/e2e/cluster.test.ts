@@ -1,7 +1,7 @@
 // End to end: three `herd run` processes on loopback form one `peers` cluster (distinct ports and
 // data dirs, a token, all three as seeds, one sim engine per model). Covers: a request entering node
 // a streams from the worker on node c (model `only-c` is served by c alone) through the official
-// openai client; the added latency of that remote hop (printed, see docs/cluster.md); a model whose
+// openai client; c's cached blocks reach a's kv routing through the KV relay; the added latency of that remote hop (printed, see docs/cluster.md); a model whose
 // block size differs on c is refused by a and b with an error naming the node and the field; all
 // three agree on one leader; SIGKILLing the leader (and its engines: the host dies) elects a new one
 // and removes its workers from the survivors' /admin/cluster within 5 s.
@@ -37,7 +37,7 @@ function config(n: Name): string {
       : `  - { kind: sim, model: shared, count: 1, args: ["--time-scale", "10"] }`;
   return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend: { first_token_timeout_ms: 10000, idle_timeout_ms: 5000, drain_timeout_ms: 2000 }
-router: { policy: least-loaded, metrics_scrape_interval_ms: 200 }
+router: { policy: kv, metrics_scrape_interval_ms: 200 }
 supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
 models:
   - { name: shared }
@@ -95,6 +95,17 @@ test("a request entering node a streams from node c's worker (openai client)", a
   // The peer API refuses a caller without the token.
   const r = await fetch(`${url("c")}/cluster/v1/forward`, { method: "POST", body: "{}" });
   expect(r.status).toBe(401);
+}, 30_000);
+
+test("kv relay: blocks cached by c's engine are overlap in a's routing decision", async () => {
+  const messages = [{ role: "user" as const, content: `relay probe ${base}: ${"the cluster shares its block index over the peer API. ".repeat(30)}` }];
+  await client("c").chat.completions.create({ model: "only-c", messages, max_tokens: 2 }); // fills c's cache, on c
+  const explain = async () => {
+    const r = await fetch(`${url("a")}/admin/route/explain`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: "only-c", messages }) });
+    return ((await r.json()) as any).candidates.find((c: any) => c.worker.startsWith("c/"));
+  };
+  const cand = await waitFor("a's index holds c's blocks", async () => ((await explain())?.overlap?.gpu > 0 ? await explain() : null), 10_000);
+  expect(cand.overlap.gpu).toBeGreaterThan(10);
 }, 30_000);
 
 test("remote-hop latency: small requests entering a served on c vs entering c directly", async () => {
