@@ -4,7 +4,8 @@
 // openai client; c's cached blocks reach a's kv routing through the KV relay; the added latency of that remote hop (printed, see docs/cluster.md); a model whose
 // block size differs on c is refused by a and b with an error naming the node and the field; all
 // three agree on one leader; SIGKILLing the leader (and its engines: the host dies) elects a new one
-// and removes its workers from the survivors' /admin/cluster within 5 s.
+// and removes its workers from the survivors' /admin/cluster within 5 s, a stream it was serving
+// ends with an error, and requests sent before its removal are retried on live workers.
 // The tests share the three processes and run in order.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
@@ -141,6 +142,36 @@ test("a model whose block size differs on c is refused, naming the node and the 
   await nodes.get("c")!.waitLog(/node [ab]: model mis has block_size 16 but c has 32/, 10_000);
 }, 30_000);
 
+/** Opens a long stream entering `entry` until one is served by a worker of `owner`; reads it in the background. */
+async function streamOn(entry: Name, owner: Name) {
+  const model = owner === "c" ? "only-c" : "shared";
+  for (let i = 0; i < 20; i++) {
+    const { data: stream, response } = await client(entry)
+      .chat.completions.create({ model, messages: [{ role: "user", content: `long stream ${i}` }], max_tokens: 20_000, stream: true })
+      .withResponse();
+    if (!response.headers.get("x-herd-worker")!.startsWith(`${owner}/`)) {
+      stream.controller.abort();
+      continue;
+    }
+    const it = stream[Symbol.asyncIterator]();
+    await it.next(); // tokens are flowing
+    const finish = (async () => {
+      let chunks = 1;
+      try {
+        for (;;) {
+          const r = await it.next();
+          if (r.done) return { chunks, error: null };
+          chunks++;
+        }
+      } catch (e) {
+        return { chunks, error: e };
+      }
+    })();
+    return { finish };
+  }
+  throw new Error(`no stream entering ${entry} landed on ${owner}`);
+}
+
 test("all three agree on one leader; killing it elects another and removes its workers within 5 s", async () => {
   const agreed = async (among: Name[]) => {
     const views = await Promise.all(among.map(admin));
@@ -153,10 +184,22 @@ test("all three agree on one leader; killing it elects another and removes its w
   const victim = v.leader as Name;
   const rest = NAMES.filter((n) => n !== victim);
   const pids: number[] = (await admin(victim)).workers.filter((w: any) => w.node === victim && w.pid).map((w: any) => w.pid);
+  // A stream entering a survivor and served on the victim, mid-flight when the victim dies.
+  const open = await streamOn(rest[0]!, victim);
   // The host dies: herd and its engines at once, no goodbye.
   const killedAt = performance.now();
   nodes.get(victim)!.proc.kill("SIGKILL");
   for (const p of pids) process.kill(p, "SIGKILL");
+  // Requests sent now may be routed to the dead node before it leaves the view: nothing was sent
+  // yet, so they are retried on a live worker and succeed.
+  const early = await Promise.all(
+    Array.from({ length: 6 }, (_, i) => client(rest[i % 2]!).chat.completions.create({ model: "shared", messages: [{ role: "user", content: `right after the kill ${i}` }], max_tokens: 4 })),
+  );
+  for (const r of early) expect(r.choices[0]!.message.content).toBeTruthy();
+  // The stream that had tokens from the victim ends with an error, not a hang.
+  const ended = await open.finish;
+  expect(ended.chunks).toBeGreaterThan(0);
+  expect(ended.error).not.toBeNull();
   const gone = Promise.all(
     rest.map((n) =>
       waitFor(`${n} drops ${victim}'s workers`, async () => !(await admin(n)).workers.some((w: any) => w.node === victim), 10_000).then(() => performance.now() - killedAt),
