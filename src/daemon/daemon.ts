@@ -3,6 +3,8 @@
 //   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
 //                                                   ▲   │
 //                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
+// Multi-node: the `cluster` service (src/cluster/node.ts) puts other nodes' workers into the same
+// registry; legs for them go through their node's peer API (RemoteUpstream).
 // KV-aware routing: the KvConsumer's block index is created before the Router and handed to its
 // `kv` policy; one SharedPreprocessor (tokenizer + block hashes per model, src/preprocess) serves the
 // frontend's routing and /admin/route/explain alike, so both hash a prompt the same way.
