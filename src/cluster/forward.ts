@@ -88,6 +88,8 @@ export interface ForwardOptions {
   /** This node's own way to its engines (HttpUpstream): never the RemoteUpstream. */
   upstream: Upstream<Uint8Array>;
   maxBodyBytes: () => number;
+  /** This node is draining (shutting down): refuse new legs so the origin retries elsewhere. */
+  draining?: () => boolean;
   log: Logger;
 }
 
@@ -103,6 +105,7 @@ export function forwardHandler(o: ForwardOptions): (req: Request) => Promise<Res
     const requestId = req.headers.get("x-request-id") ?? "";
     if ((endpoint !== "chat" && endpoint !== "completions") || !REQUEST_ID.test(requestId))
       return refuse(400, "forward: missing or invalid endpoint / x-request-id", "forward_invalid");
+    if (o.draining?.()) return refuse(503, `node ${o.self} is draining`, "forward_draining");
     const w = o.registry.get(workerId);
     if (!w || w.node !== o.self) return refuse(503, `worker ${workerId} is not on node ${o.self}`, "forward_not_here");
     if (w.state !== "ready" && w.state !== "draining") return refuse(503, `worker ${workerId} is ${w.state}`, "forward_not_ready");

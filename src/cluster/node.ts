@@ -44,6 +44,8 @@ export interface ClusterNodeOptions {
   localUpstream: Upstream<Uint8Array>;
   /** frontend.max_body_bytes as it runs now (a forwarded leg's body obeys the same bound). */
   maxBodyBytes: () => number;
+  /** The node is draining: its workers are advertised as draining (no new remote legs) and forwards are refused. */
+  draining?: () => boolean;
   /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
   kvIndex?: RelayIndex;
   /** Test seams. */
@@ -107,7 +109,7 @@ export class ClusterNode {
     this.svc = new ClusterService({ config, address: this.o.address(), clock, rng, log: log.child("cluster"), meta, timing: this.o.timing, election: this.o.election });
     await this.svc.start();
     this.app = clusterRoutes(this.svc, {
-      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, log: log.child("forward") }),
+      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, log: log.child("forward") }),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
     this.unsubs.push(
@@ -165,7 +167,14 @@ export class ClusterNode {
   }
 
   private localAdvert(): NodeAdvert {
-    return advertise(this.self, this.o.registry.list(), this.cards);
+    const a = advertise(this.self, this.o.registry.list(), this.cards);
+    if (this.o.draining?.()) for (const w of a.workers) if (w.state === "ready") w.state = "draining";
+    return a;
+  }
+
+  /** Publish now (e.g. the node started draining: the others should stop sending legs at once). */
+  publishNow(): void {
+    if (!this.stopped) this.publish();
   }
 
   private schedulePublish(): void {

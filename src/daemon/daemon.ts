@@ -148,6 +148,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
     address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
     maxBodyBytes: () => running.frontend.max_body_bytes,
+    draining: (): boolean => frontend.isDraining,
   });
   admin.cluster = () => cluster.view();
   const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
@@ -246,6 +247,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     shuttingDown = (async () => {
       const drainMs = running.frontend.drain_timeout_ms;
       frontend.startDrain();
+      cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
       notify.send(["STOPPING=1", "STATUS=draining"]);
       log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
       let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"

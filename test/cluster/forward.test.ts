@@ -98,6 +98,19 @@ describe("remote legs", () => {
     expect(engine.legs.length).toBe(before);
   });
 
+  test("a draining owner refuses new legs with a 503 (the origin retries elsewhere)", async () => {
+    const srv = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: forwardHandler({ self: "b", registry, upstream: engine, maxBodyBytes: () => 1 << 20, draining: () => true, log: memoryLogger() }) });
+    try {
+      const up = new RemoteUpstream(local, { self: "a", peerOf: () => `http://127.0.0.1:${srv.port}`, token: () => "" });
+      const r = await send(up, leg("b/sim-0"));
+      if ("error" in r) throw r.error;
+      expect(r.status).toBe(503);
+      await readAll(r.body!);
+    } finally {
+      srv.stop(true);
+    }
+  });
+
   test("the origin aborting mid-stream aborts the owner's engine leg and frees its in-flight slot", async () => {
     const slow = new FakeEngine(1000);
     const reg = new WorkerRegistry();

@@ -217,3 +217,17 @@ test("all three agree on one leader; killing it elects another and removes its w
   const r = await client(rest[0]!).chat.completions.create({ model: "shared", messages: [{ role: "user", content: "still there?" }], max_tokens: 4 });
   expect(r.choices[0]!.message.content).toBeTruthy();
 }, 60_000);
+
+test("the killed node restarts under the same name and data dir: it rejoins, its workers are pooled again", async () => {
+  const gone = NAMES.find((n) => nodes.get(n)!.proc.exitCode !== null || nodes.get(n)!.proc.killed)!;
+  const rest = NAMES.filter((n) => n !== gone);
+  const h = nodes.get(gone)!;
+  nodes.set(gone, await startHerd(h.dir, config(gone), { args: ["--listen", `127.0.0.1:${port(gone)}`], readyTimeoutMs: 40_000 }));
+  for (const n of rest)
+    await waitFor(`${n} pools ${gone}'s workers again`, async () => (await admin(n)).workers.some((w: any) => w.node === gone && w.state === "ready"), 20_000);
+  const views = await waitFor("one leader agreed by all three again", async () => {
+    const vs = await Promise.all(NAMES.map(admin));
+    return new Set(vs.map((v) => `${v.leader}@${v.term}`)).size === 1 && vs[0].leader !== null && vs.every((v) => v.nodes.length === 3) ? vs : null;
+  });
+  expect(rest).toContain(views[0].leader); // a returning node does not depose a healthy leader
+}, 60_000);
