@@ -27,7 +27,7 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   /** Put a drained worker back into rotation; false when the id is unknown. */
   undrain?(workerId: string): boolean;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
-  cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[] };
+  cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
 }
 
 export interface AdminOptions {

@@ -90,7 +90,15 @@ export interface ForwardOptions {
   maxBodyBytes: () => number;
   /** This node is draining (shutting down): refuse new legs so the origin retries elsewhere. */
   draining?: () => boolean;
+  /** Forwarded legs open at once on this node (frontend.max_in_flight); more get 429 (retryable at the origin). */
+  maxInFlight?: () => number;
   log: Logger;
+}
+
+/** Open forwarded legs and refusals, for /admin and tests. */
+export interface ForwardStats {
+  open: number;
+  rejected: number;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -98,8 +106,12 @@ const refuse = (status: number, message: string, code: string) =>
   Response.json({ error: { message, type: status === 400 ? "invalid_request_error" : "server_error", code } }, { status });
 
 /** The owner's side of a remote leg. A refusal before the engine is a 503 (the origin may retry elsewhere). */
-export function forwardHandler(o: ForwardOptions): (req: Request) => Promise<Response> {
+export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 0, rejected: 0 }): (req: Request) => Promise<Response> {
   return async (req) => {
+    if (stats.open >= (o.maxInFlight?.() ?? Infinity)) {
+      stats.rejected++;
+      return refuse(429, `node ${o.self} has too many forwarded requests in flight`, "forward_overloaded");
+    }
     const workerId = req.headers.get(H_WORKER) ?? "";
     const endpoint = req.headers.get(H_ENDPOINT);
     const requestId = req.headers.get("x-request-id") ?? "";
@@ -125,20 +137,22 @@ export function forwardHandler(o: ForwardOptions): (req: Request) => Promise<Res
       body,
       stream: req.headers.get(H_STREAM) === "1",
     };
-    return runLocal(o, leg, req.signal);
+    return runLocal(o, leg, req.signal, stats);
   };
 }
 
-function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal): Promise<Response> {
+function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats): Promise<Response> {
   const ac = new AbortController();
   const onGone = () => ac.abort(new Error("origin node closed the forwarded leg"));
   if (clientSignal.aborted) onGone();
   else clientSignal.addEventListener("abort", onGone, { once: true });
   o.registry.addInFlight(leg.workerId, 1);
+  stats.open++;
   let ended = false;
   const end = () => {
     if (ended) return;
     ended = true;
+    stats.open--;
     clientSignal.removeEventListener("abort", onGone);
     o.registry.addInFlight(leg.workerId, -1);
   };

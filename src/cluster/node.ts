@@ -44,6 +44,8 @@ export interface ClusterNodeOptions {
   localUpstream: Upstream<Uint8Array>;
   /** frontend.max_body_bytes as it runs now (a forwarded leg's body obeys the same bound). */
   maxBodyBytes: () => number;
+  /** frontend.max_in_flight as it runs now: also the bound on legs other nodes forward here. */
+  maxInFlight?: () => number;
   /** The node is draining: its workers are advertised as draining (no new remote legs) and forwards are refused. */
   draining?: () => boolean;
   /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
@@ -89,6 +91,8 @@ export class ClusterNode {
   /** Per other node: the relay cursor, the remote workers its updates were applied to, a poll in flight. */
   private readonly relay = new Map<string, { cursor: RelayCursor; known: Set<string>; busy: boolean }>();
   private relayTimer: TimerHandle | null = null;
+  /** Legs other nodes forwarded here: open now, refused over the bound. */
+  readonly forwards = { open: 0, rejected: 0 };
 
   constructor(private readonly o: ClusterNodeOptions) {}
 
@@ -109,7 +113,7 @@ export class ClusterNode {
     this.svc = new ClusterService({ config, address: this.o.address(), clock, rng, log: log.child("cluster"), meta, timing: this.o.timing, election: this.o.election });
     await this.svc.start();
     this.app = clusterRoutes(this.svc, {
-      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, log: log.child("forward") }),
+      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward") }, this.forwards),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
     this.unsubs.push(
@@ -154,10 +158,11 @@ export class ClusterNode {
   }
 
   /** Leader, term and members for /admin/cluster. */
-  view(): Pick<ClusterView, "leader" | "term" | "discovery"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[] } {
+  view(): Pick<ClusterView, "leader" | "term" | "discovery"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded: { open: number; rejected: number } } {
     const v = this.svc?.view();
-    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, nodes: [] };
-    return { discovery: v.discovery, leader: v.leader, term: v.term, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })) };
+    const forwarded = { ...this.forwards };
+    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, nodes: [], forwarded };
+    return { discovery: v.discovery, leader: v.leader, term: v.term, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
   }
 
   /** The peer API base of a worker's node when the worker is remote; null for a local (or unknown) worker. */

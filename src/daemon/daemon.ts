@@ -149,6 +149,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
     maxBodyBytes: () => running.frontend.max_body_bytes,
     draining: (): boolean => frontend.isDraining,
+    maxInFlight: () => running.frontend.max_in_flight,
   });
   admin.cluster = () => cluster.view();
   const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });

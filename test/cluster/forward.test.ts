@@ -111,6 +111,27 @@ describe("remote legs", () => {
     }
   });
 
+  test("forwarded legs are bounded: over maxInFlight the owner answers 429 (retryable at the origin)", async () => {
+    const stats = { open: 0, rejected: 0 };
+    const slow = new FakeEngine(1000);
+    const srv = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: forwardHandler({ self: "b", registry, upstream: slow, maxBodyBytes: () => 1 << 20, maxInFlight: () => 1, log: memoryLogger() }, stats) });
+    const ac = new AbortController();
+    try {
+      const up = new RemoteUpstream(local, { self: "a", peerOf: () => `http://127.0.0.1:${srv.port}`, token: () => "" });
+      const first = await send(up, leg("b/sim-0"), ac);
+      expect("error" in first ? 0 : first.status).toBe(200);
+      expect(stats.open).toBe(1);
+      const second = await send(up, leg("b/sim-0", { id: "r2.0.0", requestId: "r2" }));
+      if ("error" in second) throw second.error;
+      expect(second.status).toBe(429);
+      await readAll(second.body!);
+      expect(stats.rejected).toBe(1);
+    } finally {
+      ac.abort();
+      srv.stop(true);
+    }
+  });
+
   test("the origin aborting mid-stream aborts the owner's engine leg and frees its in-flight slot", async () => {
     const slow = new FakeEngine(1000);
     const reg = new WorkerRegistry();
