@@ -1,5 +1,5 @@
 // Day-2 commands, each a client of the running herd's admin API (client.ts):
-//   herd status [--json]                  this node's workers: state, role, load, restarts, KV events
+//   herd status [--json]                  cluster (leader, term, nodes) and workers: state, role, load, restarts, KV events
 //   herd drain WORKER | --node            stop routing new requests to a worker (or all); in-flight finish
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
