@@ -29,6 +29,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
   undrain?(workerId: string): boolean;
+  /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
+  cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
 }
 
 export interface AdminOptions {
@@ -98,6 +100,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       node: o.config.node.name,
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
+      ...(o.backend?.cluster ? o.backend.cluster() : {}),
       workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
     }),
   );

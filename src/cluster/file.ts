@@ -79,6 +79,13 @@ export class FileBackend implements DiscoveryBackend {
 
   campaign(): void {
     this.campaigning = true;
+    // Started: try for the lease now rather than one heartbeat later (a lone node leads at once).
+    if (this.timer === null || this.closed) return;
+    try {
+      this.lead();
+    } catch (e) {
+      this.o.log.warn("file discovery campaign failed", { dir: this.o.dir, error: String(e) });
+    }
   }
 
   async resign(): Promise<void> {

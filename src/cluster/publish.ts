@@ -5,7 +5,7 @@
 // Why refuse mismatches: two engines of one model with different block sizes, tokenizers or hash
 // seeds produce different block hashes for the same prompt, so KV-aware routing would silently miss
 // every cache hit across them (Dynamo refuses mismatched model deployment cards for this reason).
-import type { Role } from "../config/types.ts";
+import { ENGINE_KINDS, type EngineKind, type Role } from "../config/types.ts";
 import type { Worker, WorkerState } from "../workers/worker.ts";
 import { WORKER_STATES } from "../workers/worker.ts";
 import type { Member, NodeMeta } from "./backend.ts";
@@ -24,6 +24,8 @@ export interface PublishedWorker {
   id: string;
   model: string;
   role: Role;
+  /** Engine kind (sim, vllm, …) as the owner runs it; "external" when a peer omits it. */
+  kind: EngineKind;
   state: WorkerState;
   /** Load summary: herd's in-flight count and the last scraped engine figures. */
   load: { in_flight: number; running: number | null; waiting: number | null; kv_usage: number | null };
@@ -54,6 +56,7 @@ export function advertise(node: string, workers: readonly Worker[], cards: reado
         id: w.id,
         model: w.model,
         role: w.role,
+        kind: w.kind,
         state: w.state,
         load: { in_flight: w.load.in_flight, running: w.load.running, waiting: w.load.waiting, kv_usage: w.load.kv_usage },
         kv_capacity_blocks: kvCapacity.get(w.id) ?? null,
@@ -92,6 +95,7 @@ export function decodeAdvert(m: Pick<Member, "name" | "meta">): NodeAdvert | nul
       id: w.id,
       model: w.model,
       role: w.role as Role,
+      kind: (ENGINE_KINDS as readonly string[]).includes(w.kind) ? (w.kind as EngineKind) : "external",
       state: w.state as WorkerState,
       load: { in_flight: isNum(w.load?.in_flight) ? w.load.in_flight : 0, running: numOrNull(w.load?.running), waiting: numOrNull(w.load?.waiting), kv_usage: numOrNull(w.load?.kv_usage) },
       kv_capacity_blocks: numOrNull(w.kv_capacity_blocks),
@@ -149,7 +153,7 @@ export function poolWorkers(local: NodeAdvert, remotes: readonly NodeAdvert[]): 
         node: r.node,
         model: w.model,
         role: w.role,
-        kind: "external",
+        kind: w.kind,
         url: "", // reached through the owner node's peer API, never the engine directly
         state: w.state,
         load: { ...w.load, scraped_at_ms: null },

@@ -1,6 +1,7 @@
 // The peer API as a hono sub-app for the integrator to mount on the node's listener:
 //   app.route("/", clusterRoutes(service))
 // Every route needs the cluster token (or, without one, a loopback caller); others get 401.
+// /forward carries remote request legs (forward.ts) when the daemon wires it.
 // The gossip/vote/beat routes exist for the peers backend; other backends answer 404 there.
 import { Hono, type Context } from "hono";
 import { PEER_API_PREFIX } from "./client.ts";
@@ -12,7 +13,14 @@ export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
 
 type Env = { Bindings: { ip?: string | null } };
 
-export function clusterRoutes(service: ClusterService): Hono<Env> {
+export interface ClusterRouteOptions {
+  /** POST /cluster/v1/forward: run a remote node's leg on one of this node's workers (forward.ts). */
+  forward?: (req: Request) => Promise<Response>;
+  /** POST /cluster/v1/kv: this node's KV index updates after a reader's cursor (kv-relay.ts). */
+  kv?: (cursor: { epoch: string; seq: number }) => unknown;
+}
+
+export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions = {}): Hono<Env> {
   const app = new Hono<Env>();
   app.use(`${PEER_API_PREFIX}/*`, async (c, next) => {
     const ip = (c.env as { ip?: string | null } | undefined)?.ip ?? null;
@@ -22,6 +30,16 @@ export function clusterRoutes(service: ClusterService): Hono<Env> {
   });
 
   app.get(`${PEER_API_PREFIX}/view`, (c) => c.json(service.view()));
+  const forward = opts.forward;
+  if (forward) app.post(`${PEER_API_PREFIX}/forward`, (c) => forward(c.req.raw));
+  const kv = opts.kv;
+  if (kv)
+    app.post(`${PEER_API_PREFIX}/kv`, async (c) => {
+      const body = (await c.req.json().catch(() => null)) as { epoch?: unknown; seq?: unknown } | null;
+      const epoch = typeof body?.epoch === "string" ? body.epoch : "";
+      const seq = Number.isSafeInteger(body?.seq) ? (body!.seq as number) : 0;
+      return c.json(kv({ epoch, seq }) as object);
+    });
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>
     app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {

@@ -52,6 +52,11 @@ export class ClusterService {
     this.auth = new PeerAuth(this.token, o.clock, o.log.child("peer-auth"));
   }
 
+  /** The shared cluster token ("" = none): what this node sends on its own peer calls. */
+  get peerToken(): string {
+    return this.token;
+  }
+
   get backend(): DiscoveryBackend | null {
     return this._backend;
   }
@@ -60,6 +65,9 @@ export class ClusterService {
   private checkExposure(): void {
     if (this.token !== "") return;
     const c = this.o.config.cluster;
+    // The default (file records under this node's own data dir) is a one-host cluster: no peer can
+    // join it, so a node advertised on a LAN address without a token is not exposed by it.
+    if (c.discovery === "file" && c.file.dir === "") return;
     const remote = [this.o.address, ...(c.discovery === "peers" ? c.peers.seeds : [])].filter((a) => !isLoopbackAddress(a));
     if (remote.length > 0)
       throw new HerdError(500, "server_error", `cluster: refusing to start on non-loopback address ${remote[0]} without cluster.token or cluster.token_file`, "cluster_token_required");

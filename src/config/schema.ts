@@ -296,7 +296,7 @@ const demoEngines = () => [
 // seconds by construction (src/cluster/backend.ts, election.ts); etcd's bound is its lease TTL.
 const cluster = obj("Multi-node membership and leader election (see src/cluster/README.md).", {
   discovery: oneOf(DISCOVERY_KINDS, "How nodes find each other and elect a leader: `file` (a shared directory), `peers` (seed addresses, gossip, Raft-style election), `etcd`.", "file"),
-  token: str("Shared secret every node sends on the peer API (Bearer). Empty = no token: the cluster then refuses non-loopback addresses.", ""),
+  token: str("Shared secret every node sends on the peer API (Bearer). Empty = no token: peers must be on loopback, and a cluster other than the default one-node `file` cluster under node.data_dir refuses to start on a non-loopback address.", ""),
   token_file: str("File whose first line is the token (used when `token` is empty).", ""),
   file: obj("`file` discovery.", {
     dir: str("Directory of heartbeat and lease records (shared by all nodes); empty = <node.data_dir>/cluster/dir.", ""),

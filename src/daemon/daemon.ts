@@ -3,6 +3,8 @@
 //   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
 //                                                   ▲   │
 //                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
+// Multi-node: the `cluster` service (src/cluster/node.ts) puts other nodes' workers into the same
+// registry; legs for them go through their node's peer API (RemoteUpstream).
 // KV-aware routing: the KvConsumer's block index is created before the Router and handed to its
 // `kv` policy; one SharedPreprocessor (tokenizer + block hashes per model, src/preprocess) serves the
 // frontend's routing and /admin/route/explain alike, so both hash a prompt the same way.
@@ -44,7 +46,12 @@ import { LocalActuator } from "../planner/actuator-local.ts";
 import { PlannerMetrics } from "../planner/metrics.ts";
 import { detectGpus } from "../engine/gpus.ts";
 import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
-import { resolveSeed } from "../core/seed.ts";
+import { resolveSeed, seedFor } from "../core/seed.ts";
+import { SeededRng } from "../core/rng.ts";
+import { HttpUpstream } from "../request/http-upstream.ts";
+import { ClusterNode } from "../cluster/node.ts";
+import { RemoteUpstream } from "../cluster/forward.ts";
+import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
 import { wallClockMs } from "../core/clock.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { checkConfigFiles } from "../config/files.ts";
@@ -77,6 +84,8 @@ export interface Daemon {
   prompts: SharedPreprocessor;
   frontend: Frontend;
   metrics: HerdMetrics;
+  /** Membership, leader and the other nodes' workers (src/cluster); a one-node file cluster by default. */
+  cluster: ClusterNode;
   /** Resolves when at least one worker is ready. */
   firstReady: Promise<void>;
   /** Drain and stop everything; resolves with the exit code. Idempotent. `force` skips the drain wait. */
@@ -115,7 +124,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   let running = config;
   const registry = new WorkerRegistry(log.child("registry"));
   // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
-  const kv = new KvConsumer({ clock, log });
+  // The index also relays this node's updates to the other nodes and holds theirs (src/cluster/kv-relay.ts).
+  const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
+  const kv = new KvConsumer({ clock, log, index: kvIndex });
   // router.seed pins the router's own stream; otherwise it is the run's seed.
   const buildRouter = (c: Config["router"]) => new Router({ config: c, registry, clock, seed: c.seed !== 0 ? c.seed : seed, log: log.child("router"), kvIndex: kv.index });
   let router = buildRouter(config.router);
@@ -149,20 +160,39 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
         metrics: new PlannerMetrics(metrics.registry),
       })
     : null;
+  // Multi-node (src/cluster): other nodes' workers sit in the registry beside ours; a leg for one of
+  // them goes through its node's peer API (RemoteUpstream), and legs other nodes send here run on
+  // our own engines with the plain HttpUpstream. Election jitter draws from a per-node stream.
+  let listening: Listening | null = null;
+  const localUpstream = new HttpUpstream();
+  const cluster = new ClusterNode({
+    config, registry, clock, log, localUpstream, kvIndex,
+    rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
+    address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
+    maxBodyBytes: () => running.frontend.max_body_bytes,
+    draining: (): boolean => frontend.isDraining,
+    maxInFlight: () => running.frontend.max_in_flight,
+  });
+  admin.cluster = () => cluster.view();
+  const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
   const frontend = new Frontend({
-    config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts,
+    config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts, upstream,
     ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
     // Admin endpoints come from the modules that own the state they show.
     adminRoutes: [...tierAdminRoutes(tier), ...(planner ? plannerAdminRoutes(planner) : [])],
   });
+  // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
+  // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
+  frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
   const scraper = new MetricsScraper({
-    registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    registry, clock,
+    intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+    owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
     // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
     onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
   });
 
   if (tier.enabled) tier.registerMetrics(metrics.registry);
-  let listening: Listening | null = null;
   let runtime: RuntimeFile | null = null;
   const url = () => listening?.url ?? config.frontend.listen;
   // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
@@ -197,6 +227,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
           frontend.close();
         },
       ),
+      // After the listener: the peer API is mounted on it and its port is part of this node's address.
+      cluster,
       service(
         "supervisor",
         async () => {
@@ -250,6 +282,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     shuttingDown = (async () => {
       const drainMs = running.frontend.drain_timeout_ms;
       frontend.startDrain();
+      cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
       notify.send(["STOPPING=1", "STATUS=draining"]);
       log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
       let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"
@@ -308,11 +341,16 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   });
 
   return {
-    url: url(), seed, tier, planner, registry,
+    url: url(), seed, tier, planner, registry, cluster,
     get router() {
       return router; // a getter: a reload may replace it
     },
     supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+}
+
+/** host:port of this node's peer API: node.advertise with the listener's port ([v6]:port for IPv6). */
+function peerAddress(advertise: string, port: number): string {
+  return advertise.includes(":") ? `[${advertise}]:${port}` : `${advertise}:${port}`;
 }
 
 /**

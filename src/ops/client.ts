@@ -38,7 +38,19 @@ export interface ClusterView {
   policy: string;
   draining?: boolean;
   in_flight?: number;
+  /** Cluster membership and leadership (src/cluster/node.ts); absent from herds before it. */
+  discovery?: string;
+  leader?: string | null;
+  term?: number;
+  nodes?: NodeView[];
   workers: WorkerView[];
+}
+
+export interface NodeView {
+  name: string;
+  address: string;
+  state: string;
+  last_seen_ms: number;
 }
 
 export interface WorkerView {

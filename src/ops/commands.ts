@@ -1,5 +1,5 @@
 // Day-2 commands, each a client of the running herd's admin API (client.ts):
-//   herd status [--json]                  this node's workers: state, role, load, restarts, KV events
+//   herd status [--json]                  cluster (leader, term, nodes) and workers: state, role, load, restarts, KV events
 //   herd drain WORKER | --node            stop routing new requests to a worker (or all); in-flight finish
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
@@ -46,11 +46,13 @@ const TARGET_FLAGS = ["url", "config", "token"] as const;
 
 const status: OpsCommand = {
   name: "status",
-  title: "this node's workers: state, role, load, restarts, KV events (--json for scripts)",
+  title: "the cluster's nodes, leader and term; workers: state, role, load, restarts, KV events (--json for scripts)",
   usage: "herd status [--json] [--url URL | --config FILE] [--token TOKEN]",
   about: [
-    "This node's workers: state, role, model, load (herd's in-flight; the engine's running,",
-    "waiting and KV cache use), restarts, engine pid and the KV event stream.",
+    "The cluster as this node sees it: discovery backend, leader, term and every node (address,",
+    "state, last heard from); then every worker this node routes to, its own and other nodes':",
+    "state, role, model, load (herd's in-flight; the engine's running, waiting and KV cache use),",
+    "restarts, engine pid and the KV event stream.",
   ],
   options: ["  --json           the admin API's JSON as is (for scripts)"],
   flags: { values: TARGET_FLAGS, bools: ["json"], maxPositionals: 0 },

@@ -1,7 +1,7 @@
 // `herd status` output: a readable table of this node's workers from GET /admin/cluster. Pure:
 // the JSON in, text out (the command fetches; tests render fixed views).
 import type { KvStreamView } from "../kv/consumer.ts";
-import type { ClusterView, WorkerView } from "./client.ts";
+import type { ClusterView, NodeView, WorkerView } from "./client.ts";
 
 const dash = "-";
 
@@ -46,6 +46,22 @@ export function renderTable(rows: string[][]): string {
   return rows.map((r) => r.map((c, i) => (i === r.length - 1 ? c : c.padEnd(widths[i]!))).join("  ").trimEnd()).join("\n");
 }
 
+const NODE_COLUMNS: { head: string; cell: (n: NodeView, leader: string | null) => string }[] = [
+  { head: "NODE", cell: (n, leader) => (n.name === leader ? `${n.name} (leader)` : n.name) },
+  { head: "ADDRESS", cell: (n) => n.address },
+  { head: "STATE", cell: (n) => n.state },
+  { head: "LAST SEEN", cell: (n) => `${Math.round(n.last_seen_ms)} ms ago` },
+];
+
+/** The cluster lines: discovery, leader and term, then one row per node (absent for herds without a cluster view). */
+export function renderNodes(view: ClusterView): string | null {
+  if (view.nodes === undefined) return null;
+  const leader = view.leader ?? null;
+  const head = [`cluster ${view.discovery ?? dash}`, `leader ${leader ?? "(none)"}`, `term ${view.term ?? 0}`, `nodes ${view.nodes.length}`].join("  ");
+  if (view.nodes.length <= 1) return head; // one node: the line says it all
+  return `${head}\n${renderTable([NODE_COLUMNS.map((c) => c.head), ...view.nodes.map((n) => NODE_COLUMNS.map((c) => c.cell(n, leader)))])}`;
+}
+
 export function renderStatus(view: ClusterView): string {
   const ready = view.workers.filter((w) => w.state === "ready").length;
   const head = [
@@ -55,7 +71,9 @@ export function renderStatus(view: ClusterView): string {
     ...(view.in_flight !== undefined ? [`in-flight ${view.in_flight}`] : []),
     ...(view.draining ? ["DRAINING (shutting down)"] : []),
   ].join("  ");
-  if (view.workers.length === 0) return `${head}\n(no workers)`;
+  const nodes = renderNodes(view);
+  const top = nodes === null ? head : `${head}\n${nodes}${nodes.includes("\n") ? "\n" : ""}`;
+  if (view.workers.length === 0) return `${top}\n(no workers)`;
   const rows = [COLUMNS.map((c) => c.head), ...view.workers.map((w) => COLUMNS.map((c) => c.cell(w)))];
-  return `${head}\n${renderTable(rows)}`;
+  return `${top}\n${renderTable(rows)}`;
 }

@@ -12,7 +12,7 @@ import { ClusterService } from "../../src/cluster/service.ts";
 import { loadToken } from "../../src/cluster/auth.ts";
 import { removeDir, tempDir } from "./harness/cluster.ts";
 
-function service(opts: { token?: string; address?: string; seeds?: string[]; discovery?: "file" | "peers" } = {}) {
+function service(opts: { token?: string; address?: string; seeds?: string[]; discovery?: "file" | "peers"; shared?: boolean } = {}) {
   const dir = tempDir("auth");
   const config = defaultConfig();
   config.node.name = "a";
@@ -20,6 +20,7 @@ function service(opts: { token?: string; address?: string; seeds?: string[]; dis
   config.cluster.discovery = opts.discovery ?? "file";
   config.cluster.token = opts.token ?? "";
   config.cluster.peers.seeds = opts.seeds ?? [];
+  if (opts.shared) config.cluster.file.dir = join(dir, "shared");
   const log = memoryLogger();
   const clock = new VirtualClock(0);
   const svc = new ClusterService({ config, address: opts.address ?? "127.0.0.1:9", clock, rng: new SeededRng(1), log });
@@ -54,14 +55,18 @@ describe("peer API auth", () => {
   });
 
   test("without a token, a non-loopback address or seed refuses to start", async () => {
-    const a = service({ address: "10.0.0.1:8000" });
+    const a = service({ address: "10.0.0.1:8000", shared: true });
     await expect(a.svc.start()).rejects.toThrow(/refusing to start on non-loopback address 10.0.0.1:8000 without cluster.token/);
     const b = service({ discovery: "peers", seeds: ["127.0.0.1:9", "10.0.0.2:8000"] });
     await expect(b.svc.start()).rejects.toThrow(/10.0.0.2:8000/);
     const c = service({ token: "x", address: "10.0.0.1:8000" });
     await c.svc.start();
     await c.svc.stop();
-    for (const s of [a, b, c]) removeDir(s.dir);
+    // The default (file records in this node's own data dir) is one host: nobody can join, nothing is exposed.
+    const d = service({ address: "10.0.0.1:8000" });
+    await d.svc.start();
+    await d.svc.stop();
+    for (const s of [a, b, c, d]) removeDir(s.dir);
   });
 
   test("token_file: first line, trimmed; empty or missing files are errors", () => {

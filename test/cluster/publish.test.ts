@@ -11,7 +11,7 @@ const roundTrip = (node: string, workers: Worker[], cards: ModelCard[]) => decod
 describe("worker publication and consistency", () => {
   test("a node publishes only its own workers, with load summary and KV capacity", () => {
     const a = advertise("a", [w("a/0", "a"), w("b/0", "b")], [card()], new Map([["a/0", 4096]]));
-    expect(a.workers).toEqual([{ id: "a/0", model: "m", role: "aggregated", state: "ready", load: { in_flight: 2, running: null, waiting: null, kv_usage: 0.5 }, kv_capacity_blocks: 4096 }]);
+    expect(a.workers).toEqual([{ id: "a/0", model: "m", role: "aggregated", kind: "sim", state: "ready", load: { in_flight: 2, running: null, waiting: null, kv_usage: 0.5 }, kv_capacity_blocks: 4096 }]);
   });
 
   test("matching cards pool every remote worker, named by their node", () => {
@@ -20,6 +20,7 @@ describe("worker publication and consistency", () => {
     expect(r.refused).toEqual([]);
     expect(r.workers.map((x) => `${x.node}:${x.id}`)).toEqual(["b:b/0", "c:c/0", "c:c/1"]);
     expect(r.workers[0]!.url).toBe(""); // remote engines stay on their loopback
+    expect(r.workers[0]!.kind).toBe("sim"); // the owner's engine kind rides in the advert
   });
 
   test("a mismatched block size is refused with an error naming the node and the field", () => {

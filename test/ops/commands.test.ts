@@ -43,12 +43,14 @@ function chat(maxTokens: number, stream: boolean): Promise<Response> {
 }
 
 describe("herd status", () => {
-  test("a table of this node's workers: id, state, role, model, load, restarts, pid, KV events", async () => {
+  test("the cluster line, then a table of the workers: id, state, role, model, load, restarts, pid, KV events", async () => {
     const r = await herdCli(["status", "--url", herd.url]);
     expect(r.code).toBe(0);
     const lines = r.out.trim().split("\n");
     expect(lines[0]).toMatch(/^node ops {2}policy round-robin {2}workers 2\/2 ready {2}in-flight \d+/);
-    expect(lines[1]).toMatch(/^WORKER\s+STATE\s+ROLE\s+MODEL\s+IN-FLIGHT\s+RUNNING\s+WAITING\s+KV\s+RESTARTS\s+PID\s+KV EVENTS$/);
+    // One node: its default file cluster, which it leads (issue 12: status shows leader and term).
+    expect(lines[1]).toMatch(/^cluster file {2}leader ops {2}term \d+ {2}nodes 1$/);
+    expect(lines[2]).toMatch(/^WORKER\s+STATE\s+ROLE\s+MODEL\s+IN-FLIGHT\s+RUNNING\s+WAITING\s+KV\s+RESTARTS\s+PID\s+KV EVENTS$/);
     for (const id of ["ops/sim-0", "ops/sim-1"]) {
       const row = lines.find((l) => l.startsWith(id + " "));
       expect(row).toMatch(new RegExp(`^${id}\\s+ready\\s+aggregated\\s+${MODEL}\\s+\\d+\\s+\\S+\\s+\\S+\\s+\\S+\\s+0\\s+\\d+\\s+(connected|disconnected)`));

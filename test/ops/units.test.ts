@@ -98,6 +98,33 @@ describe("status table", () => {
     expect(renderStatus({ node: "n", policy: "random", workers: [] })).toBe("node n  policy random  workers 0/0 ready\n(no workers)");
   });
 
+  test("cluster: discovery, leader and term, one row per node with the leader marked", () => {
+    const view: ClusterView = {
+      node: "a",
+      policy: "kv",
+      discovery: "peers",
+      leader: "b",
+      term: 3,
+      nodes: [
+        { name: "a", address: "10.0.0.11:8000", state: "alive", last_seen_ms: 0 },
+        { name: "b", address: "10.0.0.12:8000", state: "suspect", last_seen_ms: 1834.6 },
+      ],
+      workers: [worker({ id: "b/sim-0", node: "b", url: "http://10.0.0.12:8000" })],
+    };
+    const lines = renderStatus(view).split("\n");
+    expect(lines.slice(0, 6)).toEqual([
+      "node a  policy kv  workers 1/1 ready",
+      "cluster peers  leader b  term 3  nodes 2",
+      "NODE        ADDRESS         STATE    LAST SEEN",
+      "a           10.0.0.11:8000  alive    0 ms ago",
+      "b (leader)  10.0.0.12:8000  suspect  1835 ms ago",
+      "",
+    ]);
+    expect(lines[6]).toStartWith("WORKER");
+    expect(lines[7]).toStartWith("b/sim-0");
+    expect(renderStatus({ ...view, leader: null, nodes: [], workers: [] })).toBe("node a  policy kv  workers 0/0 ready\ncluster peers  leader (none)  term 3  nodes 0\n(no workers)");
+  });
+
   test("KV event stream summary: connection, sequence, blocks, trouble counters only when non-zero", () => {
     const kv = {
       endpoint: "tcp://127.0.0.1:1",

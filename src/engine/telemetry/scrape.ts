@@ -30,6 +30,8 @@ export interface ScraperOptions {
   log?: Logger;
   /** Wall clock for WorkerLoad.scraped_at_ms (documented as wall-clock ms). */
   wallNowMs?: () => number;
+  /** Which workers this node scrapes (default: all); other nodes' workers arrive with their loads. */
+  owns?: (w: Readonly<Worker>) => boolean;
   /** Called when an engine reports its KV capacity (vLLM: num_gpu_blocks of vllm:cache_config_info). */
   onKvCapacity?: (workerId: string, blocks: number) => void;
 }
@@ -69,7 +71,7 @@ export class MetricsScraper {
     if (!this.stopped) return;
     this.stopped = false;
     this.unsubscribe = this.opts.registry.onChange((c) => {
-      if (c.type === "updated" && c.worker.state !== "ready" && c.previous.state === "ready") this.clear(c.worker.id);
+      if (c.type === "updated" && c.worker.state !== "ready" && c.previous.state === "ready" && (this.opts.owns?.(c.worker) ?? true)) this.clear(c.worker.id);
       if (c.type === "removed") this.failing.delete(c.worker.id);
     });
     if (this.opts.intervalMs > 0) this.schedule(0);
@@ -104,7 +106,8 @@ export class MetricsScraper {
   }
 
   private async round(): Promise<ScrapeOutcome[]> {
-    const workers = this.opts.registry.list().filter((w) => w.state === "ready");
+    const owns = this.opts.owns ?? (() => true);
+    const workers = this.opts.registry.list().filter((w) => w.state === "ready" && owns(w));
     const out: ScrapeOutcome[] = [];
     let next = 0;
     const lane = async () => {

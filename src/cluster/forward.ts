@@ -1,0 +1,216 @@
+// Remote legs, both halves of POST /cluster/v1/forward (the peer API, token-checked by routes.ts).
+//
+// Origin node (RemoteUpstream, an Upstream decorator): a leg whose worker lives on another node is
+// POSTed to that node's peer API instead of an engine; every other leg goes to the wrapped upstream.
+// The body is the leg's JSON as is; the worker, endpoint and ids ride in headers. fetch keeps the
+// connection alive (pooled per peer), the answer streams back chunk by chunk, and the lifecycle's
+// abort signal (client gone, timeout, worker removed) aborts the remote leg. A peer that cannot be
+// reached before the answer head is `{ error }`, which the lifecycle retries elsewhere; a failure
+// after bytes is the usual error event.
+//
+// Owner node (forwardHandler): runs the leg on one of ITS OWN workers with its local upstream and
+// pipes the answer back. It never proxies onward and never dials a URL from the request: the worker
+// id is looked up in the registry and must be this node's. The leg counts in the worker's in-flight
+// figure here too, so this node's router and advert see the load remote nodes put on it.
+import { HerdError } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { readBodyLimited } from "../http/body.ts";
+import type { Endpoint } from "../protocol/openai.ts";
+import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import { PEER_API_PREFIX } from "./client.ts";
+
+export const FORWARD_PATH = `${PEER_API_PREFIX}/forward`;
+export const H_WORKER = "x-herd-forward-worker";
+export const H_ENDPOINT = "x-herd-forward-endpoint";
+export const H_LEG = "x-herd-forward-leg";
+export const H_STREAM = "x-herd-forward-stream";
+export const H_ORIGIN = "x-herd-forward-origin";
+
+type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+
+export interface RemoteUpstreamOptions {
+  /** This node's name (sent as the origin, for the owner's logs). */
+  self: string;
+  /** Peer API base URL (http://host:port) of a remote worker's node; null when the worker is local. */
+  peerOf(workerId: string): string | null;
+  /** The cluster token (read when the cluster service starts). */
+  token(): string;
+  fetch?: FetchFn;
+}
+
+/** A fetch body as a ChunkSource (kept here so only the Upstream port is shared with src/request). */
+function bodySource(reader: ReadableStreamDefaultReader<Uint8Array>): ChunkSource<Uint8Array> {
+  return {
+    read(cb) {
+      reader.read().then(
+        (r) => cb(r.done ? { done: true } : { done: false, value: r.value }),
+        (error: unknown) => cb({ done: false, error }),
+      );
+    },
+    cancel() {
+      void reader.cancel().catch(() => {});
+    },
+  };
+}
+
+export class RemoteUpstream implements Upstream<Uint8Array> {
+  readonly format;
+  private readonly fetchFn: FetchFn;
+
+  constructor(
+    private readonly local: Upstream<Uint8Array>,
+    private readonly o: RemoteUpstreamOptions,
+  ) {
+    this.format = local.format;
+    this.fetchFn = o.fetch ?? ((url, init) => fetch(url, init));
+  }
+
+  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | { error: unknown }) => void): void {
+    const peer = this.o.peerOf(leg.workerId);
+    if (peer === null) return this.local.send(leg, signal, reply);
+    const headers: Record<string, string> = {
+      "content-type": "application/json",
+      accept: leg.stream ? "text/event-stream" : "application/json",
+      "x-request-id": leg.requestId,
+      [H_WORKER]: leg.workerId,
+      [H_ENDPOINT]: leg.endpoint,
+      [H_LEG]: leg.id,
+      [H_STREAM]: leg.stream ? "1" : "0",
+      [H_ORIGIN]: this.o.self,
+    };
+    const token = this.o.token();
+    if (token !== "") headers.authorization = `Bearer ${token}`;
+    this.fetchFn(peer + FORWARD_PATH, { method: "POST", headers, body: leg.body, signal }).then(
+      (res) => {
+        const declared = res.headers.get("content-length");
+        reply({
+          status: res.status,
+          contentType: res.headers.get("content-type"),
+          contentLength: declared === null ? null : Number(declared),
+          body: res.body ? bodySource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
+        });
+      },
+      (error: unknown) => reply({ error }),
+    );
+  }
+}
+
+export interface ForwardOptions {
+  self: string;
+  registry: WorkerRegistry;
+  /** This node's own way to its engines (HttpUpstream): never the RemoteUpstream. */
+  upstream: Upstream<Uint8Array>;
+  maxBodyBytes: () => number;
+  /** This node is draining (shutting down): refuse new legs so the origin retries elsewhere. */
+  draining?: () => boolean;
+  /** Forwarded legs open at once on this node (frontend.max_in_flight); more get 429 (retryable at the origin). */
+  maxInFlight?: () => number;
+  log: Logger;
+}
+
+/** Open forwarded legs and refusals, for /admin and tests. */
+export interface ForwardStats {
+  open: number;
+  rejected: number;
+}
+
+const REQUEST_ID = /^[\w.:-]{1,128}$/;
+const refuse = (status: number, message: string, code: string) =>
+  Response.json({ error: { message, type: status === 400 ? "invalid_request_error" : "server_error", code } }, { status });
+
+/** The owner's side of a remote leg. A refusal before the engine is a 503 (the origin may retry elsewhere). */
+export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 0, rejected: 0 }): (req: Request) => Promise<Response> {
+  return async (req) => {
+    if (stats.open >= (o.maxInFlight?.() ?? Infinity)) {
+      stats.rejected++;
+      return refuse(429, `node ${o.self} has too many forwarded requests in flight`, "forward_overloaded");
+    }
+    const workerId = req.headers.get(H_WORKER) ?? "";
+    const endpoint = req.headers.get(H_ENDPOINT);
+    const requestId = req.headers.get("x-request-id") ?? "";
+    if ((endpoint !== "chat" && endpoint !== "completions") || !REQUEST_ID.test(requestId))
+      return refuse(400, "forward: missing or invalid endpoint / x-request-id", "forward_invalid");
+    if (o.draining?.()) return refuse(503, `node ${o.self} is draining`, "forward_draining");
+    const w = o.registry.get(workerId);
+    if (!w || w.node !== o.self) return refuse(503, `worker ${workerId} is not on node ${o.self}`, "forward_not_here");
+    if (w.state !== "ready" && w.state !== "draining") return refuse(503, `worker ${workerId} is ${w.state}`, "forward_not_ready");
+    let body: string;
+    try {
+      body = await readBodyLimited(req, o.maxBodyBytes());
+    } catch (e) {
+      if (e instanceof HerdError) return refuse(e.status, e.message, e.code ?? "forward_body");
+      return new Response(null, { status: 499 });
+    }
+    const leg: LegRequest = {
+      id: req.headers.get(H_LEG) ?? requestId,
+      requestId,
+      workerId,
+      workerUrl: w.url,
+      endpoint: endpoint as Endpoint,
+      body,
+      stream: req.headers.get(H_STREAM) === "1",
+    };
+    return runLocal(o, leg, req.signal, stats);
+  };
+}
+
+function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats): Promise<Response> {
+  const ac = new AbortController();
+  const onGone = () => ac.abort(new Error("origin node closed the forwarded leg"));
+  if (clientSignal.aborted) onGone();
+  else clientSignal.addEventListener("abort", onGone, { once: true });
+  o.registry.addInFlight(leg.workerId, 1);
+  stats.open++;
+  let ended = false;
+  const end = () => {
+    if (ended) return;
+    ended = true;
+    stats.open--;
+    clientSignal.removeEventListener("abort", onGone);
+    o.registry.addInFlight(leg.workerId, -1);
+  };
+  return new Promise((resolve) => {
+    o.upstream.send(leg, ac.signal, (r) => {
+      if ("error" in r) {
+        end();
+        o.log.debug("forwarded leg failed before an answer", { worker: leg.workerId, request_id: leg.requestId });
+        return resolve(refuse(502, `worker ${leg.workerId} did not answer`, "forward_upstream_failed"));
+      }
+      const headers: Record<string, string> = { "content-type": r.contentType ?? "application/json", "x-request-id": leg.requestId };
+      if (!r.body) {
+        end();
+        return resolve(new Response(null, { status: r.status, headers }));
+      }
+      resolve(new Response(pipe(r.body, end, () => ac.abort(new Error("origin node cancelled"))), { status: r.status, headers }));
+    });
+  });
+}
+
+/** A ChunkSource as a pull ReadableStream: one engine chunk per pull, so backpressure reaches the engine. */
+function pipe(src: ChunkSource<Uint8Array>, end: () => void, abort: () => void): ReadableStream<Uint8Array> {
+  let cancelled = false;
+  return new ReadableStream<Uint8Array>({
+    pull(controller) {
+      return new Promise<void>((done) =>
+        src.read((r: ReadResult<Uint8Array>) => {
+          if (cancelled) return done(); // a read answered after the origin went away
+          if ("error" in r) {
+            end();
+            controller.error(r.error);
+          } else if (r.done) {
+            end();
+            controller.close();
+          } else controller.enqueue(new Uint8Array(r.value)); // the source may reuse its chunk
+          done();
+        }),
+      );
+    },
+    cancel() {
+      cancelled = true;
+      end();
+      src.cancel();
+      abort();
+    },
+  });
+}
