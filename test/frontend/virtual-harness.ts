@@ -5,7 +5,7 @@
 import { VirtualClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../../src/core/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
-import type { Config, FrontendConfig } from "../../src/config/types.ts";
+import type { Config, FrontendConfig, RouterConfig } from "../../src/config/types.ts";
 import { DEFAULT_COST } from "../../src/engine/sim/cost.ts";
 import { SimScheduler } from "../../src/engine/sim/scheduler.ts";
 import { Frontend } from "../../src/frontend/app.ts";
@@ -38,13 +38,14 @@ const flush = async () => {
   for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
 };
 
-export function virtualHerd(opts: { workers?: number; frontend?: Partial<FrontendConfig>; upstream?: (schedulers: Map<string, SimScheduler>, clock: VirtualClock) => Upstream<Uint8Array>; plan?: PlanBuilder } = {}): VirtualHerd {
+export function virtualHerd(opts: { workers?: number; frontend?: Partial<FrontendConfig>; router?: Partial<RouterConfig>; upstream?: (schedulers: Map<string, SimScheduler>, clock: VirtualClock) => Upstream<Uint8Array>; plan?: PlanBuilder } = {}): VirtualHerd {
   const clock = new VirtualClock(0);
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
   config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" }];
   config.engines = [];
   config.router.policy = "round-robin";
   config.router.seed = 7;
+  Object.assign(config.router, opts.router ?? {});
   Object.assign(config.frontend, opts.frontend ?? {});
   const registry = new WorkerRegistry();
   const schedulers = new Map<string, SimScheduler>();
