@@ -1,15 +1,6 @@
-// `herd run`: one Config in, one running node out. The daemon only wires parts together; each part
-// owns its behaviour:
-//   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
-//                                                   ▲   │
-//                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
-// Multi-node: the `cluster` service (src/cluster/node.ts) puts other nodes' workers into the same
-// registry; legs for them go through their node's peer API (RemoteUpstream).
-// KV-aware routing: the KvConsumer's block index is created before the Router and handed to its
-// `kv` policy; one SharedPreprocessor (tokenizer + block hashes per model, src/preprocess) serves the
-// frontend's routing and /admin/route/explain alike, so both hash a prompt the same way.
-// Lifecycle: listen first (a taken port fails fast, before any engine starts), then start engines
-// (and, for kv/prefix, the tokenizers alongside; one that cannot load stops the start).
+// `herd run`: one Config in, one running node out. The node's parts and their services are built in
+// node.ts; here the run's seed is resolved and logged, the services start in order (a failed start
+// stops what started, in reverse), and signals drain, stop and reload them.
 // "herd ready" is logged, and systemd gets READY=1, when the listener is up and the first worker is
 // ready. SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get
 // frontend.drain_timeout_ms), then stop engines, exit 0. A second signal skips the wait — unless it
@@ -19,43 +10,26 @@
 import { RealClock, type Clock } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
+import { ServiceGroup, ServiceStartError } from "../core/service.ts";
+import { resolveSeed } from "../core/seed.ts";
 import type { Config } from "../config/types.ts";
-import { WorkerRegistry } from "../workers/registry.ts";
-import { Supervisor } from "../engine/supervisor.ts";
-import type { EnginePlan } from "../engine/types.ts";
-import { kvCapacityHint } from "../engine/drivers.ts";
-import { HerdMetrics } from "../metrics/herd-metrics.ts";
-import { Router } from "../router/index.ts";
-import { MetricsScraper } from "../engine/telemetry/scrape.ts";
-import { Frontend } from "../frontend/app.ts";
-import { bodyBackstopBytes, listen, parseListen, type Listening } from "../frontend/server.ts";
-import type { AdminBackend } from "../admin/routes.ts";
-import { kvAdminBackend } from "../admin/kv-explain.ts";
-import { KvConsumer } from "../kv/consumer.ts";
-import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
 import type { Overrides } from "../config/load.ts";
-import { exposureInfo, exposureWarnings } from "./exposure.ts";
-import { systemdNotifier } from "./notify.ts";
-import { DaemonSignals, reloadConfig } from "./signals.ts";
-import { Readiness } from "./readiness.ts";
-import { TierService, tierAdminRoutes } from "../tier/service.ts";
-import { plannerAdminRoutes } from "../planner/status.ts";
-import { PlannerService } from "../planner/service.ts";
-import { plannerGate } from "../planner/gate.ts";
-import { LocalActuator } from "../planner/actuator-local.ts";
-import { PlannerMetrics } from "../planner/metrics.ts";
-import { detectGpus } from "../engine/gpus.ts";
-import { ServiceGroup, ServiceStartError, service, type Service } from "../core/service.ts";
-import { resolveSeed, seedFor } from "../core/seed.ts";
-import { SeededRng } from "../core/rng.ts";
-import { HttpUpstream } from "../request/http-upstream.ts";
-import { ClusterNode } from "../cluster/node.ts";
-import { RemoteUpstream } from "../cluster/forward.ts";
-import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
-import { wallClockMs } from "../core/clock.ts";
-import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { checkConfigFiles } from "../config/files.ts";
 import { renderFindings } from "../config/findings.ts";
+import type { WorkerRegistry } from "../workers/registry.ts";
+import type { Supervisor } from "../engine/supervisor.ts";
+import type { HerdMetrics } from "../metrics/herd-metrics.ts";
+import type { Router } from "../router/index.ts";
+import type { KvConsumer } from "../kv/consumer.ts";
+import type { SharedPreprocessor } from "../preprocess/shared.ts";
+import type { TierService } from "../tier/service.ts";
+import type { PlannerService } from "../planner/service.ts";
+import type { ClusterNode } from "../cluster/node.ts";
+import type { Frontend } from "../frontend/app.ts";
+import { bodyBackstopBytes } from "../frontend/server.ts";
+import { systemdNotifier, type Notifier } from "./notify.ts";
+import { DaemonSignals, reloadConfig } from "./signals.ts";
+import { HerdNode } from "./node.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -120,146 +94,8 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   // One seed drives every Rng of this node; logged so the run's routing can be replayed.
   const { seed, source } = resolveSeed(config.seed);
   log.info("seed", { seed, source, replay: `HERD_SEED=${seed}`, ...(config.router.seed !== 0 ? { router_seed: config.router.seed } : {}) });
-  // What runs now: `config` plus the live keys of every SIGHUP reload since (src/daemon/reload.ts).
-  let running = config;
-  const registry = new WorkerRegistry(log.child("registry"));
-  // The block index every reader shares: fed by the engines' KV events, read by the kv policy and explain.
-  // The index also relays this node's updates to the other nodes and holds theirs (src/cluster/kv-relay.ts).
-  const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
-  const kv = new KvConsumer({ clock, log, index: kvIndex });
-  // router.seed pins the router's own stream; otherwise it is the run's seed.
-  const buildRouter = (c: Config["router"]) => new Router({ config: c, registry, clock, seed: c.seed !== 0 ? c.seed : seed, log: log.child("router"), kvIndex: kv.index });
-  let router = buildRouter(config.router);
-  const prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
-  const metrics = new HerdMetrics(
-    config.models.map((m) => m.name),
-    () => registry.list(),
-  );
-  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: (w) => registry.upsert(w) });
-  const known = (id: string) => supervisor.list().some((w) => w.id === id);
-  // An operator's drain is a cordon in the registry (the one place drain state of a worker lives).
-  const cordon = (id: string, on: boolean): boolean => {
-    if (!known(id) || !registry.cordon(id, on)) return false;
-    log.info(`worker ${on ? "drained" : "undrained"} by admin`, { worker: id });
-    return true;
-  };
-  const admin: AdminBackend = {
-    ...kvAdminBackend(config, kv, prompts),
-    logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
-    pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
-    drain: (id) => cordon(id, true),
-    undrain: (id) => cordon(id, false),
-  };
-  const tier = new TierService({ config, clock });
-  // The planner (off unless planner.enabled): scales the listed engines[] entries through the
-  // supervisor; engines it adds join the KV ingest like the planned ones.
-  const planner = config.planner.enabled
-    ? new PlannerService({
-        config, clock, log,
-        actuator: new LocalActuator({ config, supervisor, clock, log: log.child("actuator"), inFlight: (id) => registry.inFlightOf(id), hostGpus: detectGpus().ids.length }),
-        metrics: new PlannerMetrics(metrics.registry),
-      })
-    : null;
-  // Multi-node (src/cluster): other nodes' workers sit in the registry beside ours; a leg for one of
-  // them goes through its node's peer API (RemoteUpstream), and legs other nodes send here run on
-  // our own engines with the plain HttpUpstream. Election jitter draws from a per-node stream.
-  let listening: Listening | null = null;
-  const localUpstream = new HttpUpstream();
-  const cluster = new ClusterNode({
-    config, registry, clock, log, localUpstream, kvIndex,
-    rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
-    address: () => peerAddress(config.node.advertise, listening?.port ?? parseListen(config.frontend.listen).port),
-    maxBodyBytes: () => running.frontend.max_body_bytes,
-    draining: (): boolean => frontend.isDraining,
-    maxInFlight: () => running.frontend.max_in_flight,
-  });
-  admin.cluster = () => cluster.view();
-  const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
-  const frontend = new Frontend({
-    config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts, upstream,
-    ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-    // Admin endpoints come from the modules that own the state they show.
-    adminRoutes: [...tierAdminRoutes(tier), ...(planner ? plannerAdminRoutes(planner) : [])],
-  });
-  // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
-  // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
-  frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
-  const scraper = new MetricsScraper({
-    registry, clock,
-    intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
-    owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
-    // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
-    onKvCapacity: (id, blocks) => kv.ingest.setCapacity(id, blocks),
-  });
-
-  if (tier.enabled) tier.registerMetrics(metrics.registry);
-  let runtime: RuntimeFile | null = null;
-  const url = () => listening?.url ?? config.frontend.listen;
-  // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
-  const scaledFromZero = planner !== null && config.engines.length > 0 && config.engines.every((_, i) => config.planner.pools.some((p) => p.engine === i && p.min === 0));
-  const readiness = new Readiness({ registry, notify, clock, log, url, readyWithoutWorkers: scaledFromZero });
-  const hashPrompts = policyNeedsPrompt(router);
-  // Started first to last, stopped last to first (src/core/service.ts). Listen first: a taken port
-  // fails before any engine starts. Tokenizers load while the engines warm up (start() only spawns).
-  const services = new ServiceGroup(
-    [
-      // First: refuse a data dir another live herd owns, else record this daemon there so
-      // `herd status|drain|logs` find it (src/daemon/runtime-file.ts).
-      service(
-        "runtime-file",
-        () => void (runtime = claimRuntimeFile(config, opts.configPath, new Date(wallClockMs()).toISOString())),
-        () => runtime?.release(),
-      ),
-      service(
-        "listener",
-        () => {
-          const { host, port } = parseListen(config.frontend.listen);
-          try {
-            listening = listen(frontend, host, port, config.frontend.max_body_bytes);
-          } catch (e) {
-            throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
-          }
-          runtime?.listening(listening.url);
-          log.info("listening", { url: listening.url, config: opts.configPath ?? "(embedded default)", policy: router.policy.name });
-        },
-        async () => {
-          await listening?.stop(true);
-          frontend.close();
-        },
-      ),
-      // After the listener: the peer API is mounted on it and its port is part of this node's address.
-      cluster,
-      service(
-        "supervisor",
-        async () => {
-          await supervisor.start();
-          for (const w of supervisor.list()) registry.upsert(w);
-          for (const line of exposureWarnings(config, supervisor.plans())) log.warn(line);
-          for (const line of exposureInfo(config)) log.info(line);
-        },
-        () => supervisor.stop({ drainMs: 0 }),
-      ),
-      service(
-        "preprocess",
-        async () => {
-          // Policies that read block hashes need every tokenizer before the first request.
-          if (!hashPrompts) return;
-          await prompts.start().catch((e: unknown) => {
-            throw new Error(`router.policy ${router.policy.name} needs each model's tokenizer, which cannot be loaded: ${errorMessage(e)}`);
-          });
-        },
-        () => prompts.close(),
-      ),
-      kvIngestService(config, kv, supervisor),
-      // The host's KV tier (off unless kv_tier configures a medium, a RESP server or a shared dir).
-      service("kv-tier", () => tier.start(), () => tier.stop()),
-      service("scraper", () => scraper.start(), () => scraper.stop()),
-      ...(planner ? [planner] : []),
-      readiness,
-    ],
-    log,
-  );
-
+  const node = new HerdNode(config, { configPath: opts.configPath, log, clock, seed, notify });
+  const services = new ServiceGroup(node.services(), log);
   // Signals during startup are remembered and acted on once it is done (src/daemon/signals.ts).
   const signals = new DaemonSignals(log, opts.signals === true);
   try {
@@ -269,30 +105,59 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     // The service's own error, as it would read without the group around it.
     throw e instanceof ServiceStartError && e.cause instanceof Error ? e.cause : e;
   }
+  const stop = stopper(node, services, signals, notify, log);
+  const configPath = opts.configPath;
+  const maxBodyBytesLive = bodyBackstopBytes(config.frontend.max_body_bytes);
+  signals.install({
+    stop: (force) => void stop.shutdown(force),
+    stopping: () => stop.started,
+    reload:
+      configPath === null
+        ? null
+        : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running: node.running, maxBodyBytesLive, log, apply: (next) => node.apply(next) }),
+  });
+  return {
+    url: node.url, seed, tier: node.tier, planner: node.planner, registry: node.registry, cluster: node.cluster,
+    get router() {
+      return node.router; // a getter: a reload may replace it
+    },
+    supervisor: node.supervisor, kv: node.kv, prompts: node.prompts, frontend: node.frontend, metrics: node.metrics,
+    firstReady: node.readiness.firstReady, shutdown: stop.shutdown, done: stop.done,
+  };
+}
 
+/**
+ * SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get drain_timeout_ms; other
+ * nodes stop routing here), then stop the services in reverse. A second stop signal skips the wait.
+ */
+function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals, notify: Notifier, log: Logger) {
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((r) => (resolveDone = r));
   let shuttingDown: Promise<number> | null = null;
   let forceNow: () => void = () => {};
+  const drain = async (force: boolean) => {
+    const { frontend } = node;
+    const drainMs = node.running.frontend.drain_timeout_ms;
+    frontend.startDrain();
+    node.cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
+    notify.send(["STOPPING=1", "STATUS=draining"]);
+    log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
+    let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"
+    const forced = new Promise<boolean>((r) => (forceNow = () => ((forcedLater = true), r(false))));
+    const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
+    if (!idle && frontend.inFlightCount > 0) {
+      log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });
+      frontend.abortAll(force || forcedLater ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
+      await frontend.waitIdle(1000); // let the error events reach the clients
+    }
+  };
   const shutdown = (force = false): Promise<number> => {
     if (shuttingDown) {
       if (force) forceNow();
       return shuttingDown;
     }
     shuttingDown = (async () => {
-      const drainMs = running.frontend.drain_timeout_ms;
-      frontend.startDrain();
-      cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
-      notify.send(["STOPPING=1", "STATUS=draining"]);
-      log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
-      let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"
-      const forced = new Promise<boolean>((r) => (forceNow = () => ((forcedLater = true), r(false))));
-      const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
-      if (!idle && frontend.inFlightCount > 0) {
-        log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });
-        frontend.abortAll(force || forcedLater ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
-        await frontend.waitIdle(1000); // let the error events reach the clients
-      }
+      await drain(force);
       await services.stop();
       signals.remove();
       log.info("herd stopped");
@@ -306,86 +171,14 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     });
     return shuttingDown;
   };
-
-  const configPath = opts.configPath;
-  const maxBodyBytesLive = bodyBackstopBytes(config.frontend.max_body_bytes);
-  const apply = async (next: Config) => {
-    if (JSON.stringify(next.router) !== JSON.stringify(running.router)) await swapRouter(next);
-    running = next;
-    frontend.applyConfig(next);
-  };
-  // A changed `router` section: build the new Router (and the tokenizers its stages need) first,
-  // then swap it in; on failure the old one keeps routing and the old section stays in effect.
-  const swapRouter = async (next: Config) => {
-    const fresh = buildRouter(next.router);
-    if (policyNeedsPrompt(fresh)) {
-      try {
-        await prompts.start();
-      } catch (e) {
-        fresh.close();
-        next.router = running.router;
-        log.error("config reload: the new router needs each model's tokenizer, which cannot be loaded; keeping the running router", { err: errorMessage(e) });
-        return;
-      }
-    }
-    const old = router;
-    router = fresh;
-    frontend.swapRouter(fresh);
-    old.close();
-    log.info("router replaced", { policy: fresh.policy.name, seed: fresh.seed });
-  };
-  signals.install({
-    stop: (force) => void shutdown(force),
-    stopping: () => shuttingDown !== null,
-    reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
-  });
-
   return {
-    url: url(), seed, tier, planner, registry, cluster,
-    get router() {
-      return router; // a getter: a reload may replace it
+    shutdown,
+    done,
+    get started() {
+      return shuttingDown !== null;
     },
-    supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
-}
-
-/** host:port of this node's peer API: node.advertise with the listener's port ([v6]:port for IPv6). */
-function peerAddress(advertise: string, port: number): string {
-  return advertise.includes(":") ? `[${advertise}]:${port}` : `${advertise}:${port}`;
-}
-
-/**
- * KV events as a service: every worker with endpoints (generated for local engines, from config for
- * external ones) feeds the shared block index; the supervisor's state changes take failed, stopped
- * and restarted engines out of it.
- */
-function kvIngestService(config: Config, kv: KvConsumer, supervisor: Supervisor): Service {
-  let unwatch: (() => void) | null = null;
-  let unwatchAdded: (() => void) | null = null;
-  const addPlan = (p: EnginePlan) => {
-    if (!p.kvEvents) return;
-    const blockSize = config.models.find((m) => m.name === p.model)?.block_size ?? 16;
-    const kvBlocks = kvCapacityHint(p);
-    kv.add({
-      id: p.id, model: p.model, blockSize, endpoint: p.kvEvents.endpoint, replayEndpoint: p.kvEvents.replayEndpoint, topic: p.kvEvents.topic,
-      ...(kvBlocks !== undefined ? { kvBlocks } : {}),
-    });
   };
-  return service(
-    "kv-ingest",
-    () => {
-      for (const p of supervisor.plans()) addPlan(p);
-      unwatch = supervisor.onChange((w) => kv.observe(w));
-      for (const w of supervisor.list()) kv.observe(w);
-      // Engines the planner adds later read their KV events like the planned ones.
-      unwatchAdded = supervisor.onAdded((p) => addPlan(p));
-    },
-    () => {
-      unwatch?.();
-      unwatchAdded?.();
-      kv.close();
-    },
-  );
 }
 
-// Moved to the engine drivers (drivers/<kind>.ts kvCapacity); re-exported until the daemon is rewired.
+// Moved to the engine drivers (drivers/<kind>.ts kvCapacity); re-exported for tests and tools.
 export { kvCapacityHint } from "../engine/drivers.ts";

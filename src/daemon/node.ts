@@ -1,0 +1,232 @@
+// One node's parts, built from one Config, and the ordered list of services that runs them. The
+// daemon (daemon.ts) starts that list, drains and stops it, and applies reloads; every part owns its
+// own behaviour:
+//   Supervisor (engine processes) ──onChange──▶ WorkerRegistry ◀── MetricsScraper (engine /metrics)
+//                                                   ▲   │
+//                                 Router (leases) ──┘   └──▶ Frontend (OpenAI API, /admin, /metrics)
+// The cluster puts other nodes' workers into the same registry (legs for them go through their
+// node's peer API); the KV index is shared by the kv policy, explain and the KV relay; one
+// SharedPreprocessor serves routing and /admin/route/explain, so both hash a prompt alike.
+import type { Clock } from "../core/clock.ts";
+import { wallClockMs } from "../core/clock.ts";
+import { errorMessage } from "../core/errors.ts";
+import type { Logger } from "../core/log.ts";
+import { SeededRng } from "../core/rng.ts";
+import { seedFor } from "../core/seed.ts";
+import { service, type Service } from "../core/service.ts";
+import type { Config } from "../config/types.ts";
+import { WorkerRegistry } from "../workers/registry.ts";
+import { Supervisor } from "../engine/supervisor.ts";
+import { detectGpus } from "../engine/gpus.ts";
+import { MetricsScraper } from "../engine/telemetry/scrape.ts";
+import { HerdMetrics } from "../metrics/herd-metrics.ts";
+import { KvConsumer } from "../kv/consumer.ts";
+import { Router } from "../router/index.ts";
+import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
+import { HttpUpstream } from "../request/http-upstream.ts";
+import { ClusterNode } from "../cluster/node.ts";
+import { RemoteUpstream } from "../cluster/forward.ts";
+import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
+import { TierService, tierAdminRoutes } from "../tier/service.ts";
+import { PlannerService } from "../planner/service.ts";
+import { plannerGate } from "../planner/gate.ts";
+import { plannerAdminRoutes } from "../planner/status.ts";
+import { LocalActuator } from "../planner/actuator-local.ts";
+import { PlannerMetrics } from "../planner/metrics.ts";
+import type { AdminBackend } from "../admin/routes.ts";
+import { kvAdminBackend } from "../admin/kv-explain.ts";
+import { Frontend } from "../frontend/app.ts";
+import { listen, parseListen, type Listening } from "../frontend/server.ts";
+import type { Notifier } from "./notify.ts";
+import { Readiness } from "./readiness.ts";
+import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
+import { kvIngestService, peerAddress, preprocessService, supervisorService } from "./parts.ts";
+
+export interface NodeOptions {
+  configPath: string | null;
+  log: Logger;
+  clock: Clock;
+  /** The run's seed (src/core/seed.ts); every Rng of the node derives from it. */
+  seed: number;
+  notify: Notifier;
+}
+
+export class HerdNode {
+  /** What runs now: the config plus the live keys of every SIGHUP reload since. */
+  running: Config;
+  readonly registry: WorkerRegistry;
+  readonly kv: KvConsumer;
+  router: Router;
+  readonly prompts: SharedPreprocessor;
+  readonly metrics: HerdMetrics;
+  readonly supervisor: Supervisor;
+  readonly tier: TierService;
+  readonly planner: PlannerService | null;
+  readonly cluster: ClusterNode;
+  readonly frontend: Frontend;
+  readonly scraper: MetricsScraper;
+  readonly readiness: Readiness;
+  private listening: Listening | null = null;
+  private runtime: RuntimeFile | null = null;
+
+  constructor(
+    readonly config: Config,
+    private readonly o: NodeOptions,
+  ) {
+    const { clock, log, seed } = o;
+    this.running = config;
+    this.registry = new WorkerRegistry(log.child("registry"));
+    // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
+    // explain; it also relays this node's updates to the other nodes and holds theirs.
+    const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
+    this.kv = new KvConsumer({ clock, log, index: kvIndex });
+    this.router = this.buildRouter(config.router);
+    this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
+    this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
+    this.supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w) });
+    this.tier = new TierService({ config, clock });
+    if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
+    this.planner = this.buildPlanner();
+    const localUpstream = new HttpUpstream();
+    this.cluster = new ClusterNode({
+      config, registry: this.registry, clock, log, localUpstream, kvIndex,
+      rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
+      address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
+      maxBodyBytes: () => this.running.frontend.max_body_bytes,
+      draining: (): boolean => this.frontend.isDraining,
+      maxInFlight: () => this.running.frontend.max_in_flight,
+    });
+    this.frontend = this.buildFrontend(localUpstream);
+    this.scraper = new MetricsScraper({
+      registry: this.registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+      owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
+      // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
+      onKvCapacity: (id, blocks) => this.kv.ingest.setCapacity(id, blocks),
+    });
+    // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
+    const fromZero = this.planner !== null && config.engines.length > 0 && config.engines.every((_, i) => config.planner.pools.some((p) => p.engine === i && p.min === 0));
+    this.readiness = new Readiness({ registry: this.registry, notify: o.notify, clock, log, url: () => this.url, readyWithoutWorkers: fromZero });
+  }
+
+  get url(): string {
+    return this.listening?.url ?? this.config.frontend.listen;
+  }
+
+  /**
+   * Started first to last, stopped last to first. The runtime file first (refuse a data dir another
+   * live herd owns), then the listener (a taken port fails before any engine starts), the cluster
+   * (its peer API is on the listener, its port part of this node's address), engines, tokenizers
+   * (loaded while the engines warm up), KV ingest, the tier, the scraper, the planner, readiness.
+   */
+  services(): Service[] {
+    const { config } = this;
+    const log = this.o.log;
+    return [
+      service("runtime-file", () => void (this.runtime = claimRuntimeFile(config, this.o.configPath, new Date(wallClockMs()).toISOString())), () => this.runtime?.release()),
+      service("listener", () => this.listen(), async () => {
+        await this.listening?.stop(true);
+        this.frontend.close();
+      }),
+      this.cluster,
+      supervisorService(config, this.supervisor, this.registry, log),
+      preprocessService(this.prompts, () => ({ needs: policyNeedsPrompt(this.router), policy: this.router.policy.name })),
+      kvIngestService(config, this.kv, this.supervisor),
+      service("kv-tier", () => this.tier.start(), () => this.tier.stop()),
+      service("scraper", () => this.scraper.start(), () => this.scraper.stop()),
+      ...(this.planner ? [this.planner] : []),
+      this.readiness,
+    ];
+  }
+
+  /** A reload's config: a changed `router` section is swapped in first (see swapRouter). */
+  async apply(next: Config): Promise<void> {
+    if (JSON.stringify(next.router) !== JSON.stringify(this.running.router)) await this.swapRouter(next);
+    this.running = next;
+    this.frontend.applyConfig(next);
+  }
+
+  private buildRouter(c: Config["router"]): Router {
+    // router.seed pins the router's own stream; otherwise it is the run's seed.
+    return new Router({ config: c, registry: this.registry, clock: this.o.clock, seed: c.seed !== 0 ? c.seed : this.o.seed, log: this.o.log.child("router"), kvIndex: this.kv.index });
+  }
+
+  /**
+   * Build the new Router (and the tokenizers its stages need) first, then swap it into the frontend
+   * and admin, then close the old one (Caddy's reload order). On failure the old one keeps routing
+   * and the running `router` section stays.
+   */
+  private async swapRouter(next: Config): Promise<void> {
+    const fresh = this.buildRouter(next.router);
+    if (policyNeedsPrompt(fresh)) {
+      try {
+        await this.prompts.start();
+      } catch (e) {
+        fresh.close();
+        next.router = this.running.router;
+        this.o.log.error("config reload: the new router needs each model's tokenizer, which cannot be loaded; keeping the running router", { err: errorMessage(e) });
+        return;
+      }
+    }
+    const old = this.router;
+    this.router = fresh;
+    this.frontend.swapRouter(fresh);
+    old.close();
+    this.o.log.info("router replaced", { policy: fresh.policy.name, seed: fresh.seed });
+  }
+
+  /** The planner (off unless planner.enabled) scales the listed engines[] entries through the supervisor. */
+  private buildPlanner(): PlannerService | null {
+    const { config } = this;
+    const { clock, log } = this.o;
+    if (!config.planner.enabled) return null;
+    const actuator = new LocalActuator({ config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: detectGpus().ids.length });
+    return new PlannerService({ config, clock, log, actuator, metrics: new PlannerMetrics(this.metrics.registry) });
+  }
+
+  /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
+  private buildFrontend(localUpstream: HttpUpstream): Frontend {
+    const { config, registry, router, metrics, prompts, planner, cluster } = this;
+    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
+    const frontend = new Frontend({
+      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
+      ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
+    });
+    // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
+    // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
+    frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
+    return frontend;
+  }
+
+  /** Supervisor-backed admin operations; an operator's drain is a cordon in the registry. */
+  private adminBackend(): AdminBackend {
+    const { supervisor, registry } = this;
+    const log = this.o.log;
+    const known = (id: string) => supervisor.list().some((w) => w.id === id);
+    const cordon = (id: string, on: boolean): boolean => {
+      if (!known(id) || !registry.cordon(id, on)) return false;
+      log.info(`worker ${on ? "drained" : "undrained"} by admin`, { worker: id });
+      return true;
+    };
+    return {
+      ...kvAdminBackend(this.config, this.kv, this.prompts),
+      logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
+      pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+      drain: (id) => cordon(id, true),
+      undrain: (id) => cordon(id, false),
+      cluster: () => this.cluster.view(),
+    };
+  }
+
+  private listen(): void {
+    const { config } = this;
+    const { host, port } = parseListen(config.frontend.listen);
+    try {
+      this.listening = listen(this.frontend, host, port, config.frontend.max_body_bytes);
+    } catch (e) {
+      throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
+    }
+    this.runtime?.listening(this.listening.url);
+    this.o.log.info("listening", { url: this.listening.url, config: this.o.configPath ?? "(embedded default)", policy: this.router.policy.name });
+  }
+}
