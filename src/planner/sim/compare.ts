@@ -53,10 +53,13 @@ export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, du
  * (what `herd simulate --calibrate` / `herd bench` seed in production). An aggregated engine does
  * both phases, so each phase is credited with half: demand = prefill/cap_p + decode/cap_d = λ / r*.
  */
-export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): { prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number } {
+export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): { prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number; concurrency: number } {
+  let concurrency = 1;
   const meets = (r: number) => {
     const flat: RateShape = { ...shape, rateAt: () => r, peak: r * 1.01, name: `${shape.name}@${r}` };
-    return runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1)).slo_attainment >= o.staticTarget;
+    const res = runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1));
+    if (res.slo_attainment >= o.staticTarget) concurrency = Math.max(1, res.mean_in_flight);
+    return res.slo_attainment >= o.staticTarget;
   };
   let lo = 0;
   let hi = 1;
@@ -67,7 +70,7 @@ export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 
     else hi = mid;
   }
   const r = Math.max(lo, 1e-3);
-  return { prefillTokensPerS: 2 * r * shape.isl, decodeTokensPerS: 2 * r * shape.osl, ratePerS: r };
+  return { prefillTokensPerS: 2 * r * shape.isl, decodeTokensPerS: 2 * r * shape.osl, ratePerS: r, concurrency };
 }
 
 /** The smallest static engine count meeting the target at the peak rate. */
@@ -80,7 +83,7 @@ export function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 60
   return o.gpus;
 }
 
-export function comparePlanners(o: CompareOptions): { shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; planners: Record<string, SimScore & { wall_s: number }> } {
+export function comparePlanners(o: CompareOptions): { shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, SimScore & { wall_s: number }> } {
   const shape = parseRateShape(o.shape);
   const durationS = o.durationS ?? shape.durationS;
   const out: Record<string, SimScore & { wall_s: number }> = {};
@@ -92,7 +95,8 @@ export function comparePlanners(o: CompareOptions): { shape: string; duration_s:
   const gain = peakN > 1 ? { engines: peakN, factor: Math.max(1, shape.peak / 1.01 / peakN / cal.ratePerS) } : null;
   for (const name of o.planners) {
     const t0 = performance.now();
-    let law: PlannerLaw | null = name === "herd" ? HERD : emulatedLaw(name);
+    // The concurrency rules get the requests one engine holds at its SLO capacity as their target.
+    let law: PlannerLaw | null = name === "herd" ? HERD : emulatedLaw(name, cal.concurrency);
     // Every planner starts the trace with one engine up; static with its peak count.
     let initial = 1;
     if (name === "static") {
@@ -105,5 +109,5 @@ export function comparePlanners(o: CompareOptions): { shape: string; duration_s:
     const { actions: _log, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }
-  return { shape: o.shape, duration_s: durationS, seed: o.seed, static_engines: staticN, engine_capacity_rps: Math.round(cal.ratePerS * 1000) / 1000, planners: out };
+  return { shape: o.shape, duration_s: durationS, seed: o.seed, static_engines: staticN, engine_capacity_rps: Math.round(cal.ratePerS * 1000) / 1000, target_concurrency: Math.round(cal.concurrency * 100) / 100, planners: out };
 }

@@ -66,7 +66,7 @@ interface Held {
   deadline: { cancel(): void };
 }
 
-export function runFleetSim(spec: FleetSimSpec): SimScore & { actions: string[] } {
+export function runFleetSim(spec: FleetSimSpec): SimScore & { mean_in_flight: number; actions: string[] } {
   return new FleetSim(spec).run();
 }
 
@@ -91,6 +91,8 @@ class FleetSim {
   private inFlightArea = 0;
   private lastAreaMs = 0;
   private lastTickMs = 0;
+  /** Requests in flight × ms over the whole run (Little's law: the mean concurrency). */
+  private totalArea = 0;
 
   constructor(private readonly spec: FleetSimSpec) {
     this.rng = new SeededRng(spec.seed);
@@ -100,7 +102,7 @@ class FleetSim {
     this.score = new Scorecard(spec.slo, this.pool.gpusPerEngine);
   }
 
-  run(): SimScore & { actions: string[] } {
+  run(): SimScore & { mean_in_flight: number; actions: string[] } {
     const { spec, clock } = this;
     for (let i = 0; i < spec.initialEngines; i++) this.newEngine(spec.hosts[i % spec.hosts.length]!.name, true);
     const it = shapedArrivals(spec.shape, spec.durationS, this.rng.fork());
@@ -119,7 +121,7 @@ class FleetSim {
     }
     this.accrue();
     for (const h of this.held) this.score.drop(), h.deadline.cancel();
-    return { ...this.score.result(clock.now()), actions: this.actionLog };
+    return { ...this.score.result(clock.now()), mean_in_flight: clock.now() > 0 ? this.totalArea / clock.now() : 0, actions: this.actionLog };
   }
 
   private live(): SimEngine[] {
@@ -134,7 +136,9 @@ class FleetSim {
 
   private accrue(): void {
     const now = this.clock.now();
-    this.inFlightArea += this.totalInFlight() * (now - this.lastAreaMs);
+    const area = this.totalInFlight() * (now - this.lastAreaMs);
+    this.inFlightArea += area;
+    this.totalArea += area;
     this.lastAreaMs = now;
     this.score.gpuTick(now, this.live().length);
   }

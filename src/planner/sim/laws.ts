@@ -20,7 +20,7 @@ import type { LawExtras, PlannerLaw } from "./fleet-sim.ts";
 
 type Signals = ReadonlyMap<string, PoolSignals & LawExtras>;
 /** Law-specific memory rides in the planner memory's pool record as samples of desired counts. */
-type Law = (nowMs: number, s: PoolSignals & LawExtras, current: number, ready: number, cfg: PlannerConfig, past: readonly { atMs: number; need: number }[]) => number;
+type Law = (nowMs: number, s: PoolSignals & LawExtras, current: number, ready: number, cfg: PlannerConfig, past: readonly { atMs: number; need: number }[], target: number) => number;
 
 export const HERD: PlannerLaw = { name: "herd", decide };
 
@@ -28,11 +28,17 @@ export function staticLaw(n: number): PlannerLaw {
   return { name: "static", decide: (now, _tod, _s, fleet, cfg, mem) => toward(n, now, fleet, cfg, mem, []) };
 }
 
-const TARGET_CONCURRENCY = 32;
+/**
+ * The concurrency-based rules (HPA, KPA, APA) scale on requests in flight per engine against a
+ * target. Their users set it per deployment; the comparison gives each the concurrency one engine
+ * holds at its SLO capacity (measured by the same calibration herd's capacity model comes from),
+ * so they are judged at a target their operators would pick, not at an arbitrary default.
+ */
+export const DEFAULT_TARGET_CONCURRENCY = 32;
 
-const hpaKeda: Law = (now, s, current, ready, _cfg, past) => {
+const hpaKeda: Law = (now, s, current, ready, _cfg, past, target) => {
   if (current === 0) return s.arrivalsPerS > 0 || s.heldRequests > 0 ? 1 : 0; // KEDA activation
-  const ratio = s.concurrencyPerEngine / TARGET_CONCURRENCY;
+  const ratio = s.concurrencyPerEngine / target;
   let want = Math.abs(ratio - 1) <= 0.1 ? current : Math.ceil(ready * ratio);
   if (s.arrivalsPerS === 0 && past.filter((x) => x.atMs > now - 300_000).every((x) => x.need === 0) && past.length > 0 && now - past[0]!.atMs >= 300_000) return 0;
   want = Math.max(want, s.heldRequests > 0 ? 1 : 0, 1);
@@ -40,21 +46,21 @@ const hpaKeda: Law = (now, s, current, ready, _cfg, past) => {
   return want >= current ? want : Math.max(want, ...window);
 };
 
-const knativeKpa: Law = (now, s, current, ready, _cfg, past) => {
+const knativeKpa: Law = (now, s, current, ready, _cfg, past, target) => {
   const total = s.concurrencyPerEngine * ready + s.heldRequests;
   const stable = [...past.filter((x) => x.atMs > now - 60_000).map((x) => x.need), total];
   const panicWindow = [...past.filter((x) => x.atMs > now - 6_000).map((x) => x.need), total];
   const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-  const stableWant = Math.ceil(mean(stable) / TARGET_CONCURRENCY);
-  const panicWant = Math.ceil(mean(panicWindow) / TARGET_CONCURRENCY);
+  const stableWant = Math.ceil(mean(stable) / target);
+  const panicWant = Math.ceil(mean(panicWindow) / target);
   if (panicWant >= 2 * Math.max(1, ready)) return Math.max(current, panicWant);
   if (stable.every((x) => x === 0)) return 0;
   return Math.max(stableWant, Math.ceil(current / 2), total > 0 ? 1 : 0);
 };
 
-const aibrixApa: Law = (_now, s, current, ready) => {
+const aibrixApa: Law = (_now, s, current, ready, _cfg, _past, target) => {
   if (current === 0) return s.arrivalsPerS > 0 || s.heldRequests > 0 ? 1 : 0;
-  const ratio = s.concurrencyPerEngine / TARGET_CONCURRENCY;
+  const ratio = s.concurrencyPerEngine / target;
   if (ratio > 1.1 || ratio < 0.8) return Math.max(1, Math.ceil(ready * ratio));
   return current;
 };
@@ -78,7 +84,7 @@ const llmdToken: Law = (_now, s, current, _ready, cfg, past) => {
 const LAWS: Record<string, Law> = { "hpa-keda": hpaKeda, "knative-kpa": knativeKpa, "aibrix-apa": aibrixApa, "dynamo-load": dynamoLoad, "llmd-token": llmdToken };
 export const EMULATED_LAWS = Object.keys(LAWS);
 
-export function emulatedLaw(name: string): PlannerLaw | null {
+export function emulatedLaw(name: string, targetConcurrency = DEFAULT_TARGET_CONCURRENCY): PlannerLaw | null {
   const law = LAWS[name];
   if (!law) return null;
   return {
@@ -91,7 +97,7 @@ export function emulatedLaw(name: string): PlannerLaw | null {
       const current = ready + engines.filter((e) => e.state === "starting" || e.state === "waking").length;
       const past = mem.pools[pool.id]?.samples ?? [];
       // KPA keeps concurrency samples; the others keep their own past desired counts.
-      const raw = law(now, s, current, ready, cfg, past);
+      const raw = law(now, s, current, ready, cfg, past, targetConcurrency);
       const want = Math.min(pool.max, Math.max(pool.min, raw));
       const sample = name === "knative-kpa" ? s.concurrencyPerEngine * ready + s.heldRequests : want;
       // The interval rules remember when they last acted; the others remember every tick.
