@@ -35,14 +35,16 @@ export function kvAdminBackend(config: Config, kv: KvConsumer, prompts: PromptPr
   return {
     kvStatus: (id) => kv.status(id),
     async kvExplain(modelName, body, chat) {
-      const model = config.models.find((m) => m.name === modelName);
+      // A LoRA adapter's name explains on its base model, hashed with the adapter (as routing does).
+      const adapterOf = config.models.find((m) => m.lora_adapters.some((a) => a.name === modelName));
+      const model = config.models.find((m) => m.name === modelName) ?? adapterOf;
       if (!model) throw new HerdError(404, "not_found_error", `The model \`${modelName}\` does not exist.`, "model_not_found", "model");
       // One endpoint, two shapes: a chat body is rendered by its template, anything else is a prompt.
       const input: PromptInput = chat
         ? (body as PromptInput)
         : { prompt: body.prompt as PromptInput["prompt"], ...(body.cache_salt !== undefined ? { cache_salt: body.cache_salt as string } : {}) };
-      // Explain-only field: the LoRA adapter to hash under (herd does not map adapter names to models yet).
-      const lora = typeof body.lora_name === "string" && body.lora_name !== "" ? body.lora_name : undefined;
+      // The adapter named as the model, else the explain-only field `lora_name`.
+      const lora = adapterOf ? modelName : typeof body.lora_name === "string" && body.lora_name !== "" ? body.lora_name : undefined;
       let p;
       try {
         p = await prompts.prepare(model.name, input, lora !== undefined ? { lora } : undefined);

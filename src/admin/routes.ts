@@ -114,9 +114,11 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
     // Tokens and block hashes first (the daemon's shared preprocessor), so the policy explains the
     // very decision it would make for this prompt: overlap, load terms, cost, pick.
     const kv = o.backend?.kvExplain ? await o.backend.kvExplain(checked.model, checked.body, isChat) : null;
+    // A LoRA adapter routes on its base model's workers.
+    const routedModel = o.config.models.find((m) => m.lora_adapters.some((a) => a.name === checked.model))?.name ?? checked.model;
     const estimate = Math.ceil(checked.promptChars / 4);
     const req = {
-      model: checked.model,
+      model: routedModel,
       sessionId: o.router.sessionIdFrom(c.req.raw.headers),
       promptTokens: kv ? kv.prompt_tokens : estimate,
       exclude: new Set<string>(),

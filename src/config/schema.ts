@@ -134,6 +134,15 @@ const modelEntry = obj("A model clients can ask for.", {
     "vLLM engines' --prefix-caching-hash-algo; \"\" = engine default. One value per model: every engine of the model hashes its blocks alike.",
     "",
   ),
+  lora_adapters: list(
+    obj("A LoRA adapter served beside the base model (vLLM --lora-modules): clients send its name as `model`.", {
+      name: str("The adapter's model name clients send.", undefined, { nonEmpty: true }),
+      path: str("Where engines load it from.", undefined, { nonEmpty: true }),
+    }),
+    "LoRA adapters of this model. Their requests run on the model's engines and hash their KV blocks with the adapter's name (vLLM's extra keys), so they never get the base model's cache credited.",
+    [],
+    256,
+  ),
 });
 
 const kvEvents = obj("KV event endpoints (ZMQ) of an engine.", {
@@ -271,7 +280,7 @@ const planner = obj("Scale engines from herd's own signals, down to zero at nigh
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
-const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const }];
+const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, lora_adapters: [] }];
 const demoEngines = () => [
   {
     kind: "sim" as const,

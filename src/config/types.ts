@@ -176,6 +176,8 @@ export interface ModelConfig {
   max_model_len: number;
   /** vLLM engines' prefix-caching block hash (--prefix-caching-hash-algo); "" = engine default. Same for every engine of the model. */
   prefix_caching_hash_algo: PrefixCachingHashAlgo;
+  /** LoRA adapters served beside the base model; a request names one as its `model`. */
+  lora_adapters: { name: string; path: string }[];
 }
 
 export interface KvEventsEndpoint {

@@ -88,6 +88,16 @@ function checkModels(config: Config, add: Add): void {
     if (prev !== undefined) add("error", `models[${i}].name`, `duplicate model name ${JSON.stringify(m.name)} (also models[${prev}])`);
     else first.set(m.name, i);
   });
+  // A LoRA adapter is asked for by name like a model: its name must not stand for anything else.
+  const owner = new Map<string, string>();
+  config.models.forEach((m, i) =>
+    m.lora_adapters.forEach((a, j) => {
+      const path = `models[${i}].lora_adapters[${j}].name`;
+      if (first.has(a.name)) add("error", path, `${JSON.stringify(a.name)} is also a model name`);
+      else if (owner.has(a.name)) add("error", path, `duplicate adapter name ${JSON.stringify(a.name)} (also ${owner.get(a.name)})`);
+      else owner.set(a.name, path);
+    }),
+  );
 }
 
 function checkEngine(config: Config, e: EngineConfig, p: string, add: Add): void {

@@ -81,12 +81,15 @@ export class Frontend {
   private unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
   private hashPrompts: boolean;
+  /** LoRA adapter name → its base model (models[].lora_adapters). */
+  private readonly baseOf: ReadonlyMap<string, { model: string; lora: string }>;
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
   private readonly json = new JsonGuard();
   private prepWarnedAtMs = -Infinity;
   private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
+    this.baseOf = adapterIndex(o.config);
     this.keys = new KeySet(o.config.frontend.api_keys);
     this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
     this.deps = {
@@ -189,14 +192,17 @@ export class Frontend {
       // Models with at least one ready worker: a model nobody can serve right now is not listed
       // (requests for it still get a precise 503 rather than a 404).
       const ready = new Set(registry.list().filter((w) => w.state === "ready").map((w) => w.model));
-      const data = [...ready].sort().map((id) => ({ id, object: "model", created: 0, owned_by: "herd" }));
+      const data: Record<string, unknown>[] = [...ready].sort().map((id) => ({ id, object: "model", created: 0, owned_by: "herd" }));
+      // Adapters of a ready model are listed too, with their parent, as vLLM lists them.
+      for (const [id, b] of [...this.baseOf].sort()) if (ready.has(b.model)) data.push({ id, object: "model", created: 0, owned_by: "herd", parent: b.model });
       return c.json({ object: "list", data });
     });
     app.get("/v1/models/:id{.+}", (c) => {
       const denied = this.authFailure(c);
       if (denied) return errorResponse(denied);
       const id = c.req.param("id");
-      if (!registry.list().some((w) => w.state === "ready" && w.model === id))
+      const base = this.baseOf.get(id)?.model ?? id;
+      if (!registry.list().some((w) => w.state === "ready" && w.model === base))
         return errorResponse(new HerdError(404, "invalid_request_error", `The model \`${id}\` does not exist.`, "model_not_found", "model"));
       return c.json({ id, object: "model", created: 0, owned_by: "herd" });
     });
@@ -326,20 +332,24 @@ export class Frontend {
   private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown): Promise<Answer<Uint8Array>> {
     const f = this.o.config.frontend;
     const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
-    t.model = checked.model;
+    // A LoRA adapter's name routes to its base model's workers and hashes with the adapter (vLLM's
+    // extra keys); the body goes to the engine unchanged (it serves the adapter under that name).
+    const base = this.baseOf.get(checked.model);
+    const model = base?.model ?? checked.model;
+    t.model = model;
     if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
     const headerId = c.req.header("x-request-id");
     const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
-    const prepared = this.hashPrompts ? await this.preparePrompt(checked) : null;
+    const prepared = this.hashPrompts ? await this.preparePrompt(checked, model, base?.lora) : null;
     const route = {
-      model: checked.model,
+      model,
       sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
       promptTokens: Math.ceil(checked.promptChars / 4),
     };
     if (this.o.gate) {
       const promptTokens = prepared?.tokens ?? route.promptTokens;
-      this.o.gate.arrived(checked.model, promptTokens, requestedMaxTokens(checked.body));
-      await this.o.gate.pass(checked.model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
+      this.o.gate.arrived(model, promptTokens, requestedMaxTokens(checked.body));
+      await this.o.gate.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
     }
     const plan = this.plan({
       endpoint,
@@ -357,10 +367,10 @@ export class Frontend {
    * the request here: the engine judges the prompt itself (a 400 is its to give), and a busy or
    * broken tokenizer only costs this request its cache-aware placement (it routes on load).
    */
-  private async preparePrompt(checked: CheckedRequest): Promise<PreparedPrompt | null> {
+  private async preparePrompt(checked: CheckedRequest, model: string, lora: string | undefined): Promise<PreparedPrompt | null> {
     const { metrics, log } = this.o;
     try {
-      const p = await this.o.prompts!.prepare(checked.model, checked.body as PromptInput);
+      const p = await this.o.prompts!.prepare(model, checked.body as PromptInput, lora !== undefined ? { lora } : undefined);
       metrics.routingStage("tokenize", (p.timings.render_ms + p.timings.tokenize_ms) / 1000);
       metrics.routingStage("hash", p.timings.hash_ms / 1000);
       return p;
@@ -378,4 +388,11 @@ export class Frontend {
       return null;
     }
   }
+}
+
+/** Every LoRA adapter the config names, by the name clients send, with its base model. */
+function adapterIndex(config: Config): Map<string, { model: string; lora: string }> {
+  const out = new Map<string, { model: string; lora: string }>();
+  for (const m of config.models) for (const a of m.lora_adapters) out.set(a.name, { model: m.name, lora: a.name });
+  return out;
 }

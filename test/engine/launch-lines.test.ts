@@ -54,6 +54,21 @@ describe("vLLM launch line", () => {
     expect(p!.spec!.env).toEqual({ CUDA_VISIBLE_DEVICES: "3", PYTHONHASHSEED: "0" });
   });
 
+  test("LoRA adapters: --enable-lora, --max-loras and --lora-modules name=path (SGLang: --lora-paths; sim: --lora-modules)", () => {
+    const m = { ...qwen, lora_adapters: [{ name: "sql", path: "/models/sql" }, { name: "chat", path: "/models/chat" }] };
+    const [v] = plan(cfg({ models: [m], engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
+    const argv = argvOf(v!);
+    expect(argv).toContain("--enable-lora");
+    expect(flag(argv, "--max-loras")).toBe("2");
+    expect(argv.slice(argv.indexOf("--lora-modules") + 1, argv.indexOf("--lora-modules") + 3)).toEqual(["sql=/models/sql", "chat=/models/chat"]);
+    const [sg] = plan(cfg({ models: [m], engines: [engine({ kind: "sglang", model: "qwen3-8b" })] }));
+    expect(argvOf(sg!).slice(argvOf(sg!).indexOf("--lora-paths") + 1).slice(0, 2)).toEqual(["sql=/models/sql", "chat=/models/chat"]);
+    const [sim] = plan(cfg({ models: [m], engines: [engine({ kind: "sim", model: "qwen3-8b" })] }));
+    expect(argvOf(sim!).filter((a, i, all) => all[i - 1] === "--lora-modules")).toEqual(["sql=/models/sql", "chat=/models/chat"]);
+    const [plain] = plan(cfg({ engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
+    expect(argvOf(plain!)).not.toContain("--enable-lora");
+  });
+
   test("unset keys add nothing (engine defaults); --shutdown-timeout rounds the drain up to whole seconds", () => {
     const [p] = plan(cfg({ engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }, 1_500));
     const argv = argvOf(p!);

@@ -49,7 +49,7 @@ export async function startHerd(opts: {
   router?: (r: Config["router"]) => void;
 }): Promise<Herd> {
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
-  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" }];
+  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }];
   config.engines = [];
   config.router.policy = opts.policy ?? "round-robin";
   config.router.seed = 7;

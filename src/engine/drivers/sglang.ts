@@ -27,6 +27,8 @@ export const sglang: EngineDriver = {
     argv.push("--page-size", String(model.block_size));
     if (model.max_model_len > 0) argv.push("--context-length", String(model.max_model_len));
     if (input.gpus.length > 1) argv.push("--tp-size", String(input.gpus.length));
+    // LoRA adapters under their own names (sglang server_args --lora-paths name=path).
+    if (model.lora_adapters.length > 0) argv.push("--lora-paths", ...model.lora_adapters.map((a) => `${a.name}=${a.path}`));
     // SGLang rejects unknown keys in newer builds, so no enable_kv_cache_events here.
     const kv = kvBindJson(input, false);
     if (kv) argv.push("--kv-events-config", kv.json);

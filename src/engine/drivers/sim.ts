@@ -21,6 +21,7 @@ export const sim: EngineDriver = {
     if (model.path && model.path !== model.name) argv.push("--model-path", model.path);
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
+    for (const a of model.lora_adapters) argv.push("--lora-modules", `${a.name}=${a.path}`);
     if (input.sleepMode) argv.push("--enable-sleep-mode");
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);

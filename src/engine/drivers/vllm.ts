@@ -49,6 +49,8 @@ export const vllm: EngineDriver = {
     if (entry.gpu_memory_utilization > 0) argv.push("--gpu-memory-utilization", String(entry.gpu_memory_utilization));
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (input.gpus.length > 1) argv.push("--tensor-parallel-size", String(input.gpus.length));
+    // LoRA adapters: served under their own names (vllm/entrypoints/openai/cli_args.py --lora-modules name=path).
+    if (model.lora_adapters.length > 0) argv.push("--enable-lora", "--max-loras", String(model.lora_adapters.length), "--lora-modules", ...model.lora_adapters.map((a) => `${a.name}=${a.path}`));
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);
     // herd stops routing, waits drain_timeout_ms, then SIGTERMs: the engine may finish what is left
