@@ -47,6 +47,9 @@ import { wallClockMs } from "../core/clock.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { checkConfigFiles } from "../config/files.ts";
 import { renderFindings } from "../config/findings.ts";
+import { canListen } from "../engine/plan.ts";
+import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
+import { NixlMetadataService } from "../pd/nixl-metadata.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -121,7 +124,17 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     config.models.map((m) => m.name),
     () => registry.list(),
   );
-  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: (w) => registry.upsert(w) });
+  // P/D (issue 13): herd's NIXL metadata service when an engine has a P/D role and
+  // pd.nixl_metadata is herd; role flags and side-channel ports complete the engine plan.
+  const nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config)
+    ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") })
+    : null;
+  const listenPort = parseListen(config.frontend.listen).port;
+  const finish = (plans: EnginePlan[]) => {
+    const lines = applyPdLaunch(config, plans, { isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(nixl ? [nixl.port] : [])], nixlEndpoint: () => nixl?.endpoint ?? null });
+    for (const line of lines) log.info(`P/D ${line}`);
+  };
+  const supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => registry.inFlightOf(id), onChange: (w) => registry.upsert(w), plan: { finish } });
   const known = (id: string) => supervisor.list().some((w) => w.id === id);
   // An operator's drain is a cordon in the registry (the one place drain state of a worker lives).
   const cordon = (id: string, on: boolean): boolean => {
@@ -189,6 +202,10 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
           frontend.close();
         },
       ),
+      // Before the supervisor: engines get its endpoint in their environment. A departed worker's
+      // agent metadata goes when its connection closes (orphan grace): herd does not know the
+      // NIXL agent names (vLLM names its agent by engine id), so dropAgent is not called here.
+      ...(nixl ? [nixl] : []),
       service(
         "supervisor",
         async () => {
