@@ -50,6 +50,18 @@ import { renderFindings } from "../config/findings.ts";
 import { canListen } from "../engine/plan.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
+import { pdModels } from "../pd/launch.ts";
+import { pdPlanBuilder } from "../pd/plan.ts";
+import { PdMetrics } from "../pd/metrics.ts";
+import type { PdTrace } from "../pd/orchestrator.ts";
+import { SeededRng } from "../core/rng.ts";
+
+/** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
+export interface PdTraceEntry {
+  requestId: string;
+  trace: PdTrace;
+}
+const PD_TRACES_MAX = 256;
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -78,6 +90,8 @@ export interface Daemon {
   prompts: SharedPreprocessor;
   frontend: Frontend;
   metrics: HerdMetrics;
+  /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
+  pdTraces: readonly PdTraceEntry[];
   /** Resolves when at least one worker is ready. */
   firstReady: Promise<void>;
   /** Drain and stop everything; resolves with the exit code. Idempotent. `force` skips the drain wait. */
@@ -149,7 +163,19 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     drain: (id) => cordon(id, true),
     undrain: (id) => cordon(id, false),
   };
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts });
+  // P/D (issue 13): models with prefill and decode engines run the P/D plan; others today's plan.
+  const pdTraces: PdTraceEntry[] = [];
+  const pdPlan = pdModels(config).size > 0
+    ? pdPlanBuilder({
+        config, registry, router, kvIndex: kv.index, clock, rng: new SeededRng(seed).fork(), log: log.child("pd"),
+        observer: new PdMetrics(metrics.registry),
+        onTrace: (requestId, trace) => {
+          pdTraces.push({ requestId, trace });
+          if (pdTraces.length > PD_TRACES_MAX) pdTraces.shift();
+        },
+      })
+    : null;
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts, ...(pdPlan ? { plan: pdPlan } : {}) });
   const scraper = new MetricsScraper({
     registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
     // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
@@ -295,7 +321,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     reload: configPath === null ? null : () => reloadConfig(configPath, { overrides: opts.overrides ?? {}, running, maxBodyBytesLive, log, apply }),
   });
 
-  return { url: url(), seed, tier, planner, registry, router, supervisor, kv, prompts, frontend, metrics, firstReady: readiness.firstReady, shutdown, done };
+  return { url: url(), seed, tier, planner, registry, router, supervisor, kv, prompts, frontend, metrics, pdTraces, firstReady: readiness.firstReady, shutdown, done };
 }
 
 /**

@@ -13,12 +13,17 @@ export function hasPdRoles(config: Config): boolean {
   return config.engines.some((e) => e.role === "prefill" || e.role === "decode");
 }
 
-/** Models with both prefill and decode engines (the ones a P/D plan serves). */
+/**
+ * Models with both prefill and decode engines whose prefill side speaks vLLM's NixlConnector
+ * contract (vllm, sim): the ones herd's P/D plan serves. SGLang's flow sends both legs at once,
+ * which the request lifecycle's one-attempt-at-a-time ticket does not carry yet.
+ */
 export function pdModels(config: Config): Set<string> {
   const out = new Set<string>();
   for (const m of config.models) {
-    const roles = new Set(config.engines.filter((e) => e.model === m.name).map((e) => e.role));
-    if (roles.has("prefill") && roles.has("decode")) out.add(m.name);
+    const es = config.engines.filter((e) => e.model === m.name);
+    const prefill = es.filter((e) => e.role === "prefill");
+    if (prefill.length > 0 && prefill.every((e) => e.kind === "vllm" || e.kind === "sim") && es.some((e) => e.role === "decode")) out.add(m.name);
   }
   return out;
 }
