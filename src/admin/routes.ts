@@ -10,7 +10,7 @@ import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { Router } from "../router/index.ts";
+import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
 import { checkRequest } from "../protocol/openai.ts";
@@ -28,6 +28,10 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
   undrain?(workerId: string): boolean;
+  /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
+  pdExplain?(route: RouteRequest): unknown | null;
+  /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
+  pdTraces?(): unknown[];
 }
 
 export interface AdminOptions {
@@ -116,6 +120,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
+    // A P/D model (prefill + decode workers) is not routed by the policy: show the P/D choice.
+    const pd = o.backend?.pdExplain?.(req) ?? null;
+    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", pd });
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
     const none = { gpu: 0, cpu: 0, disk: 0 };
@@ -137,6 +144,11 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       predicted_cached_tokens: decision.predictedCachedTokens ?? null,
       timings_ms: { ...(kv ? kv.timings : {}), ...(decision.timings ?? {}) },
     });
+  });
+
+  app.get("/pd/traces", (c) => {
+    const traces = o.backend?.pdTraces?.();
+    return traces ? c.json({ traces }) : json(err(501, "invalid_request_error", "no P/D models in this herd", "not_implemented"));
   });
 
   app.get("/workers/:id{.+}/logs", (c) => {

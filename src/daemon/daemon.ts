@@ -23,7 +23,7 @@ import { Supervisor } from "../engine/supervisor.ts";
 import type { EnginePlan } from "../engine/types.ts";
 import { kvCapacityHint } from "../engine/drivers.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
-import { Router } from "../router/index.ts";
+import { Router, type RouteRequest } from "../router/index.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { Frontend } from "../frontend/app.ts";
 import { bodyBackstopBytes, listen, parseListen, type Listening } from "../frontend/server.ts";
@@ -51,7 +51,7 @@ import { canListen } from "../engine/plan.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
 import { pdModels } from "../pd/launch.ts";
-import { pdPlanBuilder } from "../pd/plan.ts";
+import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import { SeededRng } from "../core/rng.ts";
@@ -156,25 +156,27 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     log.info(`worker ${on ? "drained" : "undrained"} by admin`, { worker: id });
     return true;
   };
-  const admin: AdminBackend = {
-    ...kvAdminBackend(config, kv, prompts),
-    logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
-    pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
-    drain: (id) => cordon(id, true),
-    undrain: (id) => cordon(id, false),
-  };
   // P/D (issue 13): models with prefill and decode engines run the P/D plan; others today's plan.
   const pdTraces: PdTraceEntry[] = [];
-  const pdPlan = pdModels(config).size > 0
-    ? pdPlanBuilder({
+  const pdDeps: PdPlanDeps | null = pdModels(config).size > 0
+    ? {
         config, registry, router, kvIndex: kv.index, clock, rng: new SeededRng(seed).fork(), log: log.child("pd"),
         observer: new PdMetrics(metrics.registry),
         onTrace: (requestId, trace) => {
           pdTraces.push({ requestId, trace });
           if (pdTraces.length > PD_TRACES_MAX) pdTraces.shift();
         },
-      })
+      }
     : null;
+  const pdPlan = pdDeps ? pdPlanBuilder(pdDeps) : null;
+  const admin: AdminBackend = {
+    ...kvAdminBackend(config, kv, prompts),
+    logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
+    pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+    drain: (id) => cordon(id, true),
+    undrain: (id) => cordon(id, false),
+    ...(pdDeps ? { pdExplain: (route: RouteRequest) => explainPd(pdDeps, route), pdTraces: () => [...pdTraces] } : {}),
+  };
   const frontend = new Frontend({ config, registry, router, metrics, clock, log: log.child("frontend"), admin, prompts, ...(pdPlan ? { plan: pdPlan } : {}) });
   const scraper = new MetricsScraper({
     registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),

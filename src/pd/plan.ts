@@ -11,7 +11,8 @@ import type { KvIndex, Overlap } from "../kv/indexer.ts";
 import type { Router } from "../router/index.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { aggregatedPlan, type LegRunner, type PinnedEnd, type PlanBuilder, type PlanInput } from "../request/plan.ts";
-import type { PdCandidate } from "./choose.ts";
+import { type Choice, chooseDecode, choosePrefill, type PdCandidate, uncachedTokens } from "./choose.ts";
+import { type DisaggDecision, decideDisagg } from "./decider.ts";
 import { pdModels } from "./launch.ts";
 import { type LegExecutor, type LegOutcome, type PdObserver, type PdTrace, runPd } from "./orchestrator.ts";
 
@@ -32,11 +33,11 @@ export interface PdPlanDeps {
 const NONE: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 
 /** Ready workers of `model` as the chooser sees them: overlap for this prompt, herd's load, scraped KV. */
-export function pdCandidates(d: PdPlanDeps, input: PlanInput): PdCandidate[] {
-  const hashes = input.route.blockHashes;
+export function pdCandidates(d: PdPlanDeps, route: PlanInput["route"]): PdCandidate[] {
+  const hashes = route.blockHashes;
   const overlaps = hashes && d.kvIndex ? d.kvIndex.findMatches(hashes) : new Map<string, Overlap>();
   return d.registry
-    .ofModel(input.route.model)
+    .ofModel(route.model)
     .filter((w) => w.state === "ready")
     .map((w) => {
       const pre = d.router.prefilling(w.id);
@@ -99,7 +100,7 @@ export function pdPlanBuilder(d: PdPlanDeps): PlanBuilder {
         const r = await runPd(
           {
             exec: executor(runner, input),
-            candidates: () => pdCandidates(d, input),
+            candidates: () => pdCandidates(d, input.route),
             pd: d.config.pd,
             knobs,
             rng: d.rng.fork(),
@@ -124,4 +125,26 @@ export function pdPlanBuilder(d: PdPlanDeps): PlanBuilder {
       },
     };
   };
+}
+
+/** What /admin/route/explain shows for a P/D model: the decision and the terms that would choose each leg. */
+export interface PdExplain {
+  flow: "vllm";
+  decision: DisaggDecision;
+  prefill: Choice | null;
+  decode: Choice;
+}
+
+/** The P/D choice this route would get now, without running it (a fork of the rng: nothing advances). */
+export function explainPd(d: PdPlanDeps, route: PlanInput["route"]): PdExplain | null {
+  if (!pdModels(d.config).has(route.model)) return null;
+  const cands = pdCandidates(d, route);
+  const req = { promptTokens: route.promptTokens, blockSize: route.blockSize ?? d.config.models.find((m) => m.name === route.model)?.block_size ?? 16 };
+  const rng = d.rng.fork();
+  const local = chooseDecode(cands, req, new Set(), rng, ["decode", "aggregated"]);
+  const queue = cands.filter((c) => c.role === "prefill").map((c) => c.waiting);
+  const decision = decideDisagg({ uncachedTokens: uncachedTokens(local.pick, req), prefillQueue: queue }, d.config.pd);
+  if (!decision.disaggregate) return { flow: "vllm", decision, prefill: null, decode: local };
+  const knobs = { prefillLoadScale: d.config.router.kv.prefill_load_scale, credit: d.config.router.kv.overlap_credit };
+  return { flow: "vllm", decision, prefill: choosePrefill(cands, req, knobs, new Set(), rng), decode: chooseDecode(cands, req, new Set(), rng) };
 }

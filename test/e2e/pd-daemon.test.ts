@@ -7,7 +7,11 @@
 //   pdf  both prefill engines answer every prefill leg 500: retry on the other prefill worker, then
 //        local prefill on a decode worker; the client gets a full answer;
 //   pdt  every KV pull is cut off halfway, decode engines run kv_load_failure_policy recompute: the
-//        decode recomputes the prompt and answers in full.
+//        decode recomputes the prompt and answers in full;
+//   pdx  the same cut-off pulls, decode engines with kv_load_failure_policy fail (their own
+//        --kv-transfer-config, which wins over herd's): each decode answers 200 and then an error
+//        event first; herd takes that for a failure before the first token, retries the other
+//        decode worker, redoes the prefill once, and then gives the client a clean 502.
 // Every request has a client timeout and every test a bound: a hang fails, it never waits.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { join } from "node:path";
@@ -23,6 +27,7 @@ const metricsText = async () => (await fetch(`${url}/metrics`)).text();
 const client = () => new OpenAI({ baseURL: `${url}/v1`, apiKey: "none", maxRetries: 0, timeout: 15_000 });
 /** ~300 prompt tokens by herd's estimate (chars / 4): above min_prefill_tokens 64. */
 const LONG = `Summarise this: ${"the quick brown fox jumps over the lazy dog ".repeat(28)}`;
+const FAIL_POLICY = JSON.stringify({ kv_connector: "NixlConnector", kv_role: "kv_both", kv_load_failure_policy: "fail" });
 const SIM = ["--time-scale", "4", "--output-len", "0", "--kv-bytes-per-block", "4096"];
 
 const entries = (model: string, prefillArgs: string[], decodeArgs: string[]) => `
@@ -51,14 +56,14 @@ frontend: { drain_timeout_ms: 2000, first_token_timeout_ms: 8000, idle_timeout_m
 router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
 supervisor: { port_range_start: ${portBase()}, health_interval_ms: 100, health_timeout_ms: 300 }
 pd: { min_prefill_tokens: 64, nixl_metadata: herd, kv_load_failure_policy: recompute }
-models: [{ name: pd }, { name: pdf }, { name: pdt }]
-engines:${entries("pd", [], [])}${entries("pdf", ["--pd-prefill-fail-rate", "1"], [])}${entries("pdt", ["--kv-transfer-fail-rate", "1"], [])}
+models: [{ name: pd }, { name: pdf }, { name: pdt }, { name: pdx }]
+engines:${entries("pd", [], [])}${entries("pdf", ["--pd-prefill-fail-rate", "1"], [])}${entries("pdt", ["--kv-transfer-fail-rate", "1"], [])}${entries("pdx", ["--kv-transfer-fail-rate", "1"], ["--kv-transfer-config", FAIL_POLICY])}
 `,
   );
   url = herd.url;
-  await waitFor("all 12 workers ready", async () => {
+  await waitFor("all 16 workers ready", async () => {
     const ws = (await cluster()).workers;
-    return ws.length === 12 && ws.every((w: any) => w.state === "ready");
+    return ws.length === 16 && ws.every((w: any) => w.state === "ready");
   }, 30_000, herd.log);
 }, 45_000);
 
@@ -73,8 +78,8 @@ describe("P/D through herd run", () => {
     expect(log).toMatch(/P\/D pde2e\/sim-0: NIXL side channel \d+/);
     expect(log).toMatch(/NIXL metadata service \(NIXL_TCPSTORE_ENDPOINT\): 127\.0\.0\.1:\d+/);
     const ports = [...log.matchAll(/NIXL side channel (\d+)/g)].map((m) => Number(m[1]));
-    expect(ports.length).toBe(12);
-    expect(new Set(ports).size).toBe(12);
+    expect(ports.length).toBe(16);
+    expect(new Set(ports).size).toBe(16);
   });
 
   test("non-streaming and streaming answers run prefill then decode; the decode uses the pulled blocks", async () => {
@@ -102,6 +107,18 @@ describe("P/D through herd run", () => {
     let served = 0;
     for (const w of await workersOf("pd", "prefill")) served += await simMetric(w.url, "sim_kv_transfers_served_total", 'result="ok"');
     expect(served).toBe(2);
+    // Explain shows both legs' terms (a fresh prompt: a decode engine that holds a prompt's blocks
+    // makes its uncached part short, and the decider then keeps it local); the traces show the two
+    // legs each request ran.
+    const fresh = "Explain: " + "lorem ipsum dolor sit amet ".repeat(40);
+    const ex: any = await (await fetch(`${url}/admin/route/explain`, { method: "POST", body: JSON.stringify({ model: "pd", messages: [{ role: "user", content: fresh }] }) })).json();
+    expect(ex.policy).toBe("pd");
+    expect(ex.pd.decision.reason).toBe("disaggregated");
+    expect(ex.pd.prefill.explain.map((e: any) => e.worker).length).toBe(2);
+    expect(ex.pd.decode.explain.length).toBe(2);
+    const { traces }: any = await (await fetch(`${url}/admin/pd/traces`)).json();
+    const last = traces.at(-1).trace;
+    expect(last.legs.map((l: any) => `${l.name}:${l.outcome}`)).toEqual(["prefill:done", "decode:committed"]);
   }, 20_000);
 
   test("a short prompt skips the prefill pool (decider), visible in metrics", async () => {
@@ -128,6 +145,28 @@ describe("P/D through herd run", () => {
     let failed = 0;
     for (const w of await workersOf("pdt", "prefill")) failed += await simMetric(w.url, "sim_kv_transfers_served_total", 'result="failed"');
     expect(failed).toBe(1);
+  }, 15_000);
+
+  test("decode engines with kv_load_failure_policy fail: an error event first is a failure; retry, redo, then a clean 502", async () => {
+    const before = await metricsText();
+    const t0 = performance.now();
+    let status = 0;
+    try {
+      const s = await client().chat.completions.create({ model: "pdx", messages: [{ role: "user", content: LONG }], max_tokens: 5, stream: true });
+      for await (const _ of s) {
+        // nothing may arrive: no leg committed
+      }
+    } catch (e) {
+      status = (e as { status?: number }).status ?? -1;
+    }
+    expect(status).toBe(502);
+    expect(performance.now() - t0).toBeLessThan(10_000);
+    const m = await metricsText();
+    const delta = (labels: string) => counter(m, "herd_pd_fallbacks_total", labels) - counter(before, "herd_pd_fallbacks_total", labels);
+    expect(delta('reason="decode_retry"')).toBe(2);
+    expect(delta('reason="decode_redo_prefill"')).toBe(1);
+    const { traces }: any = await (await fetch(`${url}/admin/pd/traces`)).json();
+    expect(traces.at(-1).trace.legs.map((l: any) => `${l.name}:${l.outcome}`)).toEqual(["prefill:done", "decode:failed", "decode:failed", "prefill:done", "decode:failed", "decode:failed"]);
   }, 15_000);
 
   test("a client disconnect mid-stream aborts the decode leg; nothing stays in flight", async () => {
