@@ -53,7 +53,12 @@ export interface Entrypoints {
   preflight?(config: Config, lineOf?: (path: string) => number): Promise<import("./engine/preflight.ts").Preflight>;
 }
 
-const realPreflight = async (config: Config, lineOf?: (path: string) => number) => (await import("./engine/preflight.ts")).preflight(config, lineOf);
+const realPreflight = async (config: Config, lineOf?: (path: string) => number) => {
+  const { applyPdLaunch } = await import("./pd/launch.ts");
+  // The metadata service's port is only known once herd runs (it binds port 0).
+  const nixl = () => `${config.node.advertise}:<port bound at start>`;
+  return (await import("./engine/preflight.ts")).preflight(config, lineOf, undefined, (plans) => applyPdLaunch(config, plans, { nixlEndpoint: nixl }));
+};
 
 /** The config result with the engine checks added (a config with an engine error is unusable). */
 async function withEngineChecks(result: ConfigResult, entry: Entrypoints) {

@@ -10,7 +10,7 @@ import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { Router } from "../router/index.ts";
+import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
@@ -31,6 +31,10 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   undrain?(workerId: string): boolean;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
   cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
+  /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
+  pdExplain?(route: RouteRequest): unknown | null;
+  /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
+  pdTraces?(): unknown[];
 }
 
 export interface AdminOptions {
@@ -124,6 +128,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
+    // A P/D model (prefill + decode workers) is not routed by the policy: show the P/D choice.
+    const pd = o.backend?.pdExplain?.(req) ?? null;
+    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", pd });
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
     const none = { gpu: 0, cpu: 0, disk: 0 };
@@ -145,6 +152,11 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       predicted_cached_tokens: decision.predictedCachedTokens ?? null,
       timings_ms: { ...(kv ? kv.timings : {}), ...(decision.timings ?? {}) },
     });
+  });
+
+  app.get("/pd/traces", (c) => {
+    const traces = o.backend?.pdTraces?.();
+    return traces ? c.json({ traces }) : json(err(501, "invalid_request_error", "no P/D models in this herd", "not_implemented"));
   });
 
   app.get("/workers/:id{.+}/logs", (c) => {

@@ -29,7 +29,7 @@ import type { Frontend } from "../frontend/app.ts";
 import { bodyBackstopBytes } from "../frontend/server.ts";
 import { systemdNotifier, type Notifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
-import { HerdNode } from "./node.ts";
+import { HerdNode, type PdTraceEntry } from "./node.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -60,6 +60,8 @@ export interface Daemon {
   metrics: HerdMetrics;
   /** Membership, leader and the other nodes' workers (src/cluster); a one-node file cluster by default. */
   cluster: ClusterNode;
+  /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
+  pdTraces: readonly PdTraceEntry[];
   /** Resolves when at least one worker is ready. */
   firstReady: Promise<void>;
   /** Drain and stop everything; resolves with the exit code. Idempotent. `force` skips the drain wait. */
@@ -121,7 +123,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     get router() {
       return node.router; // a getter: a reload may replace it
     },
-    supervisor: node.supervisor, kv: node.kv, prompts: node.prompts, frontend: node.frontend, metrics: node.metrics,
+    supervisor: node.supervisor, kv: node.kv, prompts: node.prompts, frontend: node.frontend, metrics: node.metrics, pdTraces: node.pdTraces,
     firstReady: node.readiness.firstReady, shutdown: stop.shutdown, done: stop.done,
   };
 }

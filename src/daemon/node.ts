@@ -41,6 +41,22 @@ import type { Notifier } from "./notify.ts";
 import { Readiness } from "./readiness.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { kvIngestService, peerAddress, preprocessService, supervisorService } from "./parts.ts";
+import type { EnginePlan } from "../engine/types.ts";
+import { canListen } from "../engine/plan.ts";
+import type { RouteRequest } from "../router/index.ts";
+import { applyPdLaunch, hasPdRoles, pdModels } from "../pd/launch.ts";
+import { NixlMetadataService } from "../pd/nixl-metadata.ts";
+import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
+import { PdMetrics } from "../pd/metrics.ts";
+import type { PdTrace } from "../pd/orchestrator.ts";
+import type { PlanBuilder } from "../request/plan.ts";
+
+/** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
+export interface PdTraceEntry {
+  requestId: string;
+  trace: PdTrace;
+}
+const PD_TRACES_MAX = 256;
 
 export interface NodeOptions {
   configPath: string | null;
@@ -66,6 +82,11 @@ export class HerdNode {
   readonly frontend: Frontend;
   readonly scraper: MetricsScraper;
   readonly readiness: Readiness;
+  /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
+  readonly nixl: NixlMetadataService | null;
+  /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
+  readonly pdTraces: PdTraceEntry[] = [];
+  private pd: PdPlanDeps | null = null;
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -83,7 +104,12 @@ export class HerdNode {
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
-    this.supervisor = new Supervisor({ config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w) });
+    // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
+    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
+    this.supervisor = new Supervisor({
+      config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
+      plan: { finish: (plans) => this.finishPlans(plans) },
+    });
     this.tier = new TierService({ config, clock });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
@@ -128,6 +154,10 @@ export class HerdNode {
         this.frontend.close();
       }),
       this.cluster,
+      // Before the supervisor: engines get its endpoint in their environment. A departed worker's
+      // agent metadata goes when its connection closes (orphan grace): herd does not know the NIXL
+      // agent names (vLLM names its agent by engine id), so dropAgent is not called here.
+      ...(this.nixl ? [this.nixl] : []),
       supervisorService(config, this.supervisor, this.registry, log),
       preprocessService(this.prompts, () => ({ needs: policyNeedsPrompt(this.router), policy: this.router.policy.name })),
       kvIngestService(config, this.kv, this.supervisor),
@@ -187,8 +217,10 @@ export class HerdNode {
   private buildFrontend(localUpstream: HttpUpstream): Frontend {
     const { config, registry, router, metrics, prompts, planner, cluster } = this;
     const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
+    const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
+      ...(pdPlan ? { plan: pdPlan } : {}),
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
     });
@@ -215,7 +247,35 @@ export class HerdNode {
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),
+      ...(this.pd ? { pdExplain: (route: RouteRequest) => explainPd(this.pd!, route), pdTraces: () => [...this.pdTraces] } : {}),
     };
+  }
+
+  /** Models with prefill and decode engines run the P/D plan (src/pd); the others today's one leg. */
+  private pdPlan(): PlanBuilder | null {
+    if (pdModels(this.config).size === 0) return null;
+    const node = this;
+    this.pd = {
+      config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,
+      rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
+      get router() {
+        return node.router; // a getter: a reload may replace it
+      },
+      onTrace: (requestId, trace) => {
+        this.pdTraces.push({ requestId, trace });
+        if (this.pdTraces.length > PD_TRACES_MAX) this.pdTraces.shift();
+      },
+    };
+    return pdPlanBuilder(this.pd);
+  }
+
+  /** Role flags and side-channel ports after the engine ports are fixed (src/pd/launch.ts). */
+  private finishPlans(plans: EnginePlan[]): void {
+    const listenPort = parseListen(this.config.frontend.listen).port;
+    const lines = applyPdLaunch(this.config, plans, {
+      isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+    });
+    for (const line of lines) this.o.log.info(`P/D ${line}`);
   }
 
   private listen(): void {

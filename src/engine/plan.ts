@@ -15,6 +15,11 @@ export interface PlanOptions {
   isPortFree?: (host: string, port: number) => boolean;
   /** The host's GPUs, for entries without `gpus` (default: detected once, see gpus.ts). */
   hostGpus?: HostGpus;
+  /**
+   * Completes the plans once every HTTP and KV-event port is fixed (P/D side-channel ports and role
+   * flags: src/pd/launch.ts, which this layer may not import). May change specs in place.
+   */
+  finish?: (plans: EnginePlan[]) => void;
 }
 
 let detected: HostGpus | null = null;
@@ -129,5 +134,6 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
       plans.push(plan);
     }
   });
+  opts.finish?.(plans);
   return plans;
 }

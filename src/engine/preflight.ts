@@ -6,6 +6,7 @@ import { checkEngines } from "./check.ts";
 import { renderDryRun } from "./dry-run.ts";
 import { detectGpus, type GpuProbe, type HostGpus } from "./gpus.ts";
 import { planEngines } from "./plan.ts";
+import type { EnginePlan } from "./types.ts";
 
 export interface Preflight {
   host: HostGpus;
@@ -14,11 +15,17 @@ export interface Preflight {
   dryRun(): string;
 }
 
-export function preflight(config: Config, lineOf?: (path: string) => number, probe?: GpuProbe): Preflight {
+/** `finish` completes the plans (P/D flags) and returns lines the dry run prints after them. */
+export function preflight(config: Config, lineOf?: (path: string) => number, probe?: GpuProbe, finish?: (plans: EnginePlan[]) => string[]): Preflight {
   const host = detectGpus(probe);
   return {
     host,
     findings: checkEngines(config, host, lineOf),
-    dryRun: () => renderDryRun(config, planEngines(config, { hostGpus: host }), host),
+    dryRun: () => {
+      let extra: string[] = [];
+      const plans = planEngines(config, { hostGpus: host, ...(finish ? { finish: (ps) => void (extra = finish(ps)) } : {}) });
+      const text = renderDryRun(config, plans, host);
+      return extra.length ? `${text}\n\n## P/D ports\n${extra.join("\n")}` : text;
+    },
   };
 }

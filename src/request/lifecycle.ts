@@ -19,6 +19,7 @@ import { nonStreamingHeadersBoundMs } from "./bounds.ts";
 import type { Leg, Plan } from "./plan.ts";
 import { clientText, relay, type RelayEnd, type RelaySource } from "./relay.ts";
 import { AbortCause, type Ticket } from "./ticket.ts";
+import { runOrchestrated } from "./orchestrated.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 
 export interface LifecycleDeps<C> {
@@ -40,13 +41,13 @@ export type Answer<C> =
 /** Non-streaming answers up to this size (declared by Content-Length) are read whole; larger ones are piped. */
 export const SMALL_ANSWER_BYTES = 1 << 20;
 
-type Result<C> =
+export type Result<C> =
   | { kind: "answer"; answer: Answer<C> }
   /** A leg with a successor finished: its whole answer. */
   | { kind: "leg_done"; text: string }
   | { kind: "retryable"; reason: UpstreamErrorKind; message: string; failure: Failure };
 
-interface LastFailure {
+export interface LastFailure {
   reason: UpstreamErrorKind;
   message: string;
   worker: string;
@@ -54,6 +55,7 @@ interface LastFailure {
 
 /** Run a request's plan; `done` gets the answer exactly once (possibly synchronously). */
 export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, requestId: string, done: (a: Answer<C>) => void): void {
+  if (plan.orchestrate) return runOrchestrated(d, t, plan, requestId, done);
   runLeg(d, t, plan, plan.first, requestId, done);
 }
 
@@ -101,7 +103,7 @@ function nextLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, text: 
   done(upstreamFailure(t, { reason: "eof", message: `leg ${leg.name} answered nothing usable`, worker }));
 }
 
-const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
+export const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
 
 const REFUSAL_REASON: Record<number, RejectReason> = { 400: "invalid", 404: "not_found", 413: "too_large", 503: "no_worker" };
 
@@ -112,7 +114,7 @@ export function refusal<C>(t: Ticket, e: unknown): Answer<C> {
   return { kind: "error", error };
 }
 
-function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
+export function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
   // herd's words only: an "HTTP 503" herd saw, never the runtime's or the engine's error text.
   const what = f.reason === "status_5xx" ? /^HTTP \d+/.exec(f.message)?.[0] ?? clientText(f.reason) : clientText(f.reason);
   const error = new HerdError(502, "server_error", `upstream worker ${f.worker} failed: ${what}`, `upstream_${f.reason}`);
@@ -120,8 +122,10 @@ function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
   return { kind: "error", error };
 }
 
-interface AttemptCtx<C> {
+export interface AttemptCtx<C> {
   d: LifecycleDeps<C>;
+  /** A pinned leg of an orchestrated plan: its own commit bound, and timeouts are retryable failures. */
+  pinned?: { commitTimeoutMs: number | null };
   t: Ticket;
   leg: Leg;
   /** This leg answers the client (no successor). */
@@ -131,14 +135,14 @@ interface AttemptCtx<C> {
 }
 
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
-function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
+export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
   const { d, t, leg } = x;
   const ac = t.beginAttempt(workerId, lease, predicted);
   const startedAtMs = d.clock.now();
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
   // generation-sized bound of bounds.ts.
-  const boundMs = leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null);
+  const boundMs = x.pinned?.commitTimeoutMs ?? (leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
   const what = leg.stream ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
   const headersTimer = d.clock.setTimer(boundMs, () => ac.abort(new AbortCause("first_token_timeout", what)));
   const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb };
@@ -184,7 +188,7 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
     });
   }
   if (!r.body) return failed(s, new Error("empty response body"), "eof");
-  if (x.leg.stream && x.last) return readFirst(s, r.body, r.contentType);
+  if (x.leg.stream && x.last) return x.pinned ? readFirstToken(s, r.body, r.contentType) : readFirst(s, r.body, r.contentType);
   if (!x.last || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
   commit(s, r.body, null, r.contentType);
 }
@@ -194,6 +198,10 @@ function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, 
   const { t, d } = s.x;
   const cause = s.ac.signal.reason;
   t.endAttempt();
+  if (s.x.pinned && cause instanceof AbortCause && (cause.kind === "first_token_timeout" || cause.kind === "idle_timeout")) {
+    // A pinned leg's timeout goes back to its plan, which retries it elsewhere (P/D rules).
+    return settle(s, { kind: "retryable", reason: cause.kind, message: cause.message, failure: failureOf("first_token_timeout") });
+  }
   if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down") {
     const answer = finalAbort<C>(t, s.workerId, cause);
     return settle(s, { kind: "answer", answer });
@@ -251,6 +259,37 @@ function readFirst<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
     if (r.done) return failed(s, new Error("upstream closed the stream before any data"), "eof");
     commit(s, body, r.value, contentType);
   });
+}
+
+/**
+ * A pinned stream (P/D client leg): read until the first token before committing, so a stream whose
+ * first event is the worker's error event (vLLM's kv_load_failure_policy fail: 200, then
+ * `data: {"error": …}`) is a failure before the first token that its plan may retry. Buffered
+ * chunks are bounded by SMALL_ANSWER_BYTES; the headers timer (commit bound) still runs.
+ */
+function readFirstToken<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: string | null): void {
+  const fmt = s.x.d.upstream.format;
+  const scan = fmt.scanner();
+  const chunks: C[] = [];
+  let size = 0;
+  const next = (): void =>
+    body.read((r) => {
+      if ("error" in r) return failed(s, r.error, "reset");
+      if (r.done) {
+        if (chunks.length === 0) return failed(s, new Error("upstream closed the stream before any data"), "eof");
+        return commit(s, body, fmt.concat(chunks, size), contentType);
+      }
+      chunks.push(r.value);
+      size += fmt.size(r.value);
+      scan.push(r.value);
+      if (!scan.sawToken && scan.sawError === true) {
+        body.cancel();
+        return failed(s, new Error("the stream's first event is an error event"), "status_5xx");
+      }
+      if (scan.sawToken || scan.ended || size > SMALL_ANSWER_BYTES) return commit(s, body, fmt.concat(chunks, size), contentType);
+      next();
+    });
+  next();
 }
 
 /**

@@ -28,6 +28,43 @@ export interface Plan {
   next(leg: Leg, answer: string): Leg | null;
   /** Whether `leg` has a successor (known before it runs, so it is not relayed to the client). */
   hasNext(leg: Leg): boolean;
+  /**
+   * An orchestrated plan (P/D, src/pd/plan.ts) chooses each leg's worker and its retries itself:
+   * the lifecycle then runs `orchestrate` instead of first/next, sending each leg through `runner`
+   * (same Upstream, ticket, commit point and relay). Resolves with how the plan ended; when no leg
+   * answered the client, the lifecycle turns that end into herd's error.
+   */
+  orchestrate?(runner: LegRunner, requestId: string, signal: AbortSignal): Promise<PinnedEnd>;
+}
+
+/** A leg sent to the worker the plan chose (no routing: the plan picked it and retries itself). */
+export interface PinnedLeg extends Leg {
+  workerId: string;
+  workerUrl: string;
+  /** The answer goes to the client (commit point: first token, or the whole 200 answer). */
+  toClient: boolean;
+  /**
+   * Bound on reaching the commit point (a leg not for the client: its whole answer); null = the
+   * lifecycle's own bounds. Unlike a routed leg's, this timeout is a failure the plan may retry
+   * (issue 13: "prefill fails or times out → retry"), never a final 504.
+   */
+  commitTimeoutMs: number | null;
+}
+
+/**
+ * How a pinned leg ended. `failed`: before the commit point (refused, 5xx, reset, timeout, or a
+ * stream whose first event is an error event — vLLM's kv_load_failure_policy fail answers 200 and
+ * then `data: {"error": …}`). `aborted`: the request is over (client gone, shutdown, or an answer
+ * already went to the client from a leg that was not meant to answer it, e.g. an engine's 400).
+ */
+export type PinnedEnd =
+  | { kind: "done"; text: string }
+  | { kind: "committed" }
+  | { kind: "failed"; reason: string; status: number | null }
+  | { kind: "aborted" };
+
+export interface LegRunner {
+  run(leg: PinnedLeg, signal: AbortSignal, cb: (end: PinnedEnd) => void): void;
 }
 
 /** What a plan builder gets: the checked request as the frontend (or simulate) prepared it. */

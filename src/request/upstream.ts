@@ -71,6 +71,8 @@ export interface ChunkScanner<C> {
   readonly ended: boolean;
   /** usage…cached_tokens the worker reported, null when none seen. */
   readonly cachedTokens: number | null;
+  /** The worker sent its own error event (optional: formats without error events omit it). */
+  readonly sawError?: boolean;
 }
 
 /**

@@ -5,7 +5,7 @@
 // scorers → picker, ./pipeline/types.ts), run by PipelinePolicy (./pipeline/runner.ts).
 import type { Rng } from "../core/rng.ts";
 import type { Worker } from "../workers/worker.ts";
-import type { RouterConfig } from "../config/types.ts";
+import type { Role, RouterConfig } from "../config/types.ts";
 import type { KvIndex } from "../kv/indexer.ts";
 import type { PrefillLoad } from "./lease.ts";
 import type { Filter, Needs } from "./pipeline/types.ts";
@@ -34,6 +34,13 @@ export interface RouteRequest {
   blockHashPairs?: Uint32Array;
   /** Block size (tokens) the hashes were cut with: the model's block_size. Default 16. */
   blockSize?: number;
+  /**
+   * The role(s) a worker must have for this request (P/D: a prefill leg needs `prefill`, a decode
+   * leg `decode`). Absent: `aggregated`, today's only role for a whole request.
+   */
+  role?: Role | readonly Role[];
+  /** Only this worker may take the request (a P/D leg whose worker the orchestrator chose). */
+  worker?: string;
 }
 
 export interface RouteCtx {

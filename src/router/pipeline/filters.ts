@@ -1,5 +1,5 @@
 // Every filter, defined once. The Router runs BASE_FILTERS on every request (model → state `ready`
-// → role `aggregated` → not excluded after a failure; each removal listed in `decision.filtered`,
+// → role (`aggregated` unless the request names one) → pinned worker → not excluded after a failure; each removal listed in `decision.filtered`,
 // nothing left = 503); a pipeline's configured filters (router.pipeline.filters) then run as
 // guards, each skipped when it would drop every worker. `healthy` is the state filter under its
 // pipeline name. `overload` is SGLang's imbalance guard (routers.md §6) as a filter: the cluster is
@@ -32,8 +32,17 @@ export const modelFilter = perWorker("model", {}, (w, f) => w.model === f.req.mo
 export const stateFilter = perWorker("state", {}, (w) => w.state === "ready");
 export const healthyFilter: Filter = { ...stateFilter, type: "healthy" };
 
-/** Until P/D disaggregation lands, requests go to aggregated workers only. */
-export const roleFilter = perWorker("role", { role: true }, (w) => w.role === "aggregated");
+/**
+ * A request goes to workers of the role it needs (RouteRequest.role): aggregated unless a P/D leg
+ * asks for prefill or decode workers.
+ */
+export const roleFilter = perWorker("role", { role: true }, (w, f) => {
+  const want = f.req.role ?? "aggregated";
+  return typeof want === "string" ? w.role === want : want.includes(w.role);
+});
+
+/** A request pinned to one worker (RouteRequest.worker) goes nowhere else. */
+export const pinnedFilter = perWorker("pinned", {}, (w, f) => f.req.worker === undefined || w.id === f.req.worker);
 
 /** A retry never goes back to a worker that already failed this request. */
 export const excludedFilter = perWorker("excluded", {}, (w, f) => !f.req.exclude.has(w.id));
@@ -56,4 +65,4 @@ export function overloadFilter(cfg: OverloadGuardConfig): Filter {
 }
 
 /** The model filter comes first so `decision.filtered` lists only the model's own workers. */
-export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, excludedFilter];
+export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, pinnedFilter, excludedFilter];
