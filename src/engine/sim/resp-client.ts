@@ -1,0 +1,154 @@
+// A minimal pipelined RESP2 client for the sim engine's KV offload (herd's tier speaks RESP2; the
+// sim must not depend on src/tier). Commands are written at once and answered in order; replies are
+// parsed incrementally. Bounded: at most `maxInFlight` commands wait for a reply — beyond that a
+// command is refused at once (the caller counts it), never queued without limit. A closed or failed
+// connection fails every waiting command; the caller reconnects.
+
+import type { Socket } from "bun";
+
+export type RespReply = string | number | Uint8Array | null | Error;
+
+interface Waiter {
+  resolve(r: RespReply): void;
+}
+
+/** `resp://[:password@]host:port` or `redis://…` → host, port, password. */
+export function parseRespUrl(url: string): { host: string; port: number; password: string | null } {
+  const m = /^(?:resp|redis):\/\/(?:(?:[^:@/]*):([^@/]*)@)?(\[[^\]]+\]|[^:/@]+):(\d{1,5})\/?$/.exec(url);
+  if (!m) throw new Error(`expected resp://HOST:PORT, got ${JSON.stringify(url)}`);
+  const port = Number(m[3]);
+  if (port < 1 || port > 65535) throw new Error(`port out of range in ${url}`);
+  return { host: m[2]!.replace(/^\[|\]$/g, ""), port, password: m[1] !== undefined ? decodeURIComponent(m[1]) : null };
+}
+
+export function encodeCommand(args: readonly (string | Uint8Array)[]): Uint8Array {
+  const enc = new TextEncoder();
+  const parts: Uint8Array[] = [enc.encode(`*${args.length}\r\n`)];
+  for (const a of args) {
+    const b = typeof a === "string" ? enc.encode(a) : a;
+    parts.push(enc.encode(`$${b.length}\r\n`), b, enc.encode("\r\n"));
+  }
+  return Buffer.concat(parts);
+}
+
+/** Parse one reply at `buf[at..]`; null when incomplete. Arrays are not needed (GET/SET/EXISTS/AUTH). */
+export function parseReply(buf: Buffer, at: number): { reply: RespReply; next: number } | null {
+  const eol = buf.indexOf("\r\n", at, "latin1");
+  if (eol < 0) return null;
+  const line = buf.toString("latin1", at + 1, eol);
+  switch (String.fromCharCode(buf[at]!)) {
+    case "+":
+      return { reply: line, next: eol + 2 };
+    case "-":
+      return { reply: new Error(line), next: eol + 2 };
+    case ":":
+      return { reply: Number(line), next: eol + 2 };
+    case "$": {
+      const n = Number(line);
+      if (n < 0) return { reply: null, next: eol + 2 };
+      if (buf.length < eol + 2 + n + 2) return null;
+      return { reply: new Uint8Array(buf.subarray(eol + 2, eol + 2 + n)), next: eol + 2 + n + 2 };
+    }
+    default:
+      throw new Error(`unexpected RESP reply type ${JSON.stringify(String.fromCharCode(buf[at]!))}`);
+  }
+}
+
+export class RespClient {
+  private readonly waiting: Waiter[] = [];
+  private buf: Buffer = Buffer.alloc(0);
+  private closed = false;
+  /** Bytes the socket did not take yet (written on drain); bounded by maxInFlight commands. */
+  private out: Uint8Array[] = [];
+
+  private constructor(
+    private readonly sock: Socket<undefined>,
+    readonly maxInFlight: number,
+  ) {}
+
+  static async connect(url: string, maxInFlight = 1024): Promise<RespClient> {
+    const { host, port, password } = parseRespUrl(url);
+    let client!: RespClient;
+    const sock = await Bun.connect<undefined>({
+      hostname: host,
+      port,
+      socket: {
+        data: (_s, d) => client.onData(d),
+        drain: () => client.flush(),
+        close: () => client.fail("connection closed"),
+        error: (_s, e) => client.fail(e.message),
+      },
+    });
+    client = new RespClient(sock, maxInFlight);
+    if (password !== null) {
+      const r = await client.command(["AUTH", password]);
+      if (r instanceof Error) {
+        client.close();
+        throw new Error(`AUTH refused: ${r.message}`);
+      }
+    }
+    return client;
+  }
+
+  get inFlight(): number {
+    return this.waiting.length;
+  }
+
+  get open(): boolean {
+    return !this.closed;
+  }
+
+  /** Send a command; resolves with its reply (an Error for -ERR, a refused or failed command). */
+  command(args: readonly (string | Uint8Array)[]): Promise<RespReply> {
+    if (this.closed) return Promise.resolve(new Error("not connected"));
+    if (this.waiting.length >= this.maxInFlight) return Promise.resolve(new Error("too many commands in flight"));
+    return new Promise((resolve) => {
+      this.waiting.push({ resolve });
+      this.out.push(encodeCommand(args));
+      if (this.out.length === 1) this.flush();
+    });
+  }
+
+  /** Write queued bytes until the socket stops taking them (Bun writes partially under pressure). */
+  flush(): void {
+    while (this.out.length > 0 && !this.closed) {
+      const head = this.out[0]!;
+      const n = this.sock.write(head);
+      if (n < head.length) {
+        this.out[0] = head.subarray(Math.max(0, n));
+        return;
+      }
+      this.out.shift();
+    }
+  }
+
+  close(): void {
+    if (!this.closed) this.sock.end();
+    this.fail("closed");
+  }
+
+  private onData(d: Uint8Array): void {
+    this.buf = this.buf.length === 0 ? Buffer.from(d) : Buffer.concat([this.buf, d]);
+    let at = 0;
+    try {
+      for (;;) {
+        if (at >= this.buf.length) break;
+        const r = parseReply(this.buf, at);
+        if (r === null) break;
+        at = r.next;
+        this.waiting.shift()?.resolve(r.reply);
+      }
+    } catch (e) {
+      this.sock.end();
+      this.fail(e instanceof Error ? e.message : String(e));
+      return;
+    }
+    this.buf = at >= this.buf.length ? Buffer.alloc(0) : this.buf.subarray(at);
+  }
+
+  private fail(why: string): void {
+    this.closed = true;
+    this.out = [];
+    for (const w of this.waiting.splice(0)) w.resolve(new Error(why));
+  }
+}
