@@ -4,7 +4,8 @@
 // workers; the engine reports the offloaded blocks as KV events with medium "CPU" (vLLM's shape).
 import { afterAll, expect, test } from "bun:test";
 import { spawn } from "node:child_process";
-import { resolve } from "node:path";
+import { writeFileSync } from "node:fs";
+import { join, resolve } from "node:path";
 import { RealClock } from "../../src/core/clock.ts";
 import { parseConfigText } from "../../src/config/index.ts";
 import type { KvEvent } from "../../src/engine/sim/blocks.ts";
@@ -23,9 +24,10 @@ const seq = (from: number, n: number) => Array.from({ length: n }, (_, i) => fro
 const A = seq(10, 100);
 const B = seq(300, 100);
 
-async function tierService(index: BlockIndex) {
+async function tierService(index: BlockIndex, passwordFile = "") {
   const { shm, disk } = tempDirs();
-  const cfg = parseConfigText(`node: { data_dir: ${disk} }\nkv_tier:\n  cpu: { size: 4MiB, path: ${shm} }\n  resp: { listen: 127.0.0.1:0 }\n`, "herd.yaml", { hostname: "h", dataDir: disk }).config!;
+  const pw = passwordFile ? `, password_file: ${passwordFile}` : "";
+  const cfg = parseConfigText(`node: { data_dir: ${disk} }\nkv_tier:\n  cpu: { size: 4MiB, path: ${shm} }\n  resp: { listen: 127.0.0.1:0${pw} }\n`, "herd.yaml", { hostname: "h", dataDir: disk }).config!;
   const svc = new TierService({ config: cfg, clock: new RealClock(), bootId: "b1", onChange: tierIndexFeed(index, (m) => (m === "doc" ? ["w1", "w2"] : ["other"])) });
   await svc.start();
   return svc;
@@ -117,6 +119,35 @@ test("a real `herd sim-engine` process with --kv-offload-* flags uses the tier",
   } finally {
     child.kill("SIGTERM");
     await new Promise((r) => child.once("exit", r));
+    await svc.stop();
+  }
+});
+
+test("AUTH: --kv-offload-password-file authenticates; a wrong password leaves the engine serving without the tier", async () => {
+  const { disk } = tempDirs();
+  const good = join(disk, "pw");
+  const bad = join(disk, "bad");
+  writeFileSync(good, "s3cret\n");
+  writeFileSync(bad, "nope\n");
+  const svc = await tierService(new BlockIndex(), good);
+  const url = `resp://127.0.0.1:${svc.resp!.port}`;
+  const ok = await startSimEngine({ port: 0, model: "doc", zeroDelay: true, blockSize: 16, kvBlocks: 8, kvOffloadUrl: url, kvOffloadPasswordFile: good, kvOffloadBytesPerBlock: 4096 });
+  const wrong = await startSimEngine({ port: 0, model: "doc", zeroDelay: true, blockSize: 16, kvBlocks: 8, kvOffloadUrl: url, kvOffloadPasswordFile: bad, kvOffloadBytesPerBlock: 4096 });
+  try {
+    expect(ok.offload!.connected).toBe(true);
+    expect(wrong.offload!.connected).toBe(false);
+    expect(wrong.offload!.counters.connectFailures).toBe(1);
+    await cached(ok.url, A);
+    await cached(ok.url, B);
+    await until("offloads", () => ok.offload!.counters.stored === 5);
+    expect(await cached(ok.url, A)).toBe(96);
+    await cached(wrong.url, A);
+    await cached(wrong.url, B);
+    expect(await cached(wrong.url, A)).toBe(16);
+    expect(wrong.offload!.counters.dropped).toBe(10); // A's blocks 1..5, then B's when A came back
+  } finally {
+    await ok.stop();
+    await wrong.stop();
     await svc.stop();
   }
 });

@@ -20,6 +20,8 @@ import type { SchedulerOffload } from "./scheduler.ts";
 
 export interface OffloadOptions {
   url: string;
+  /** AUTH password (from --kv-offload-password-file); null = none or the URL's. */
+  password: string | null;
   model: string;
   blockSize: number;
   bytesPerBlock: number;
@@ -82,7 +84,7 @@ export class SimOffload implements SchedulerOffload {
   async start(): Promise<void> {
     if (this.stopped) return;
     try {
-      this.client = await RespClient.connect(this.o.url, this.o.queueMax);
+      this.client = await RespClient.connect(this.o.url, this.o.queueMax, this.o.password);
     } catch {
       this.counters.connectFailures++;
       this.clock.setTimer(RECONNECT_MS, () => void this.start());

@@ -79,6 +79,8 @@ export interface SimEngineOptions {
   disaggregationBootstrapPort: number;
   /** Sim only: herd's KV tier (`resp://host:port`) to offload evicted blocks to; null = no offload. */
   kvOffloadUrl: string | null;
+  /** File holding the tier's AUTH password (kv_tier.resp.password_file); null = none. */
+  kvOffloadPasswordFile: string | null;
   /** Bytes stored per offloaded block; null = --kv-bytes-per-block. */
   kvOffloadBytesPerBlock: number | null;
   /** Host→GPU load rate of offloaded blocks, GB/s (10^9 B/s). */
@@ -133,6 +135,7 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   disaggregationMode: null,
   disaggregationBootstrapPort: 8998,
   kvOffloadUrl: null,
+  kvOffloadPasswordFile: null,
   kvOffloadBytesPerBlock: null,
   kvOffloadLoadGbPerS: KV_OFFLOAD_LOAD_GB_PER_S,
   kvOffloadQueueMax: 4096,
@@ -265,6 +268,7 @@ export const FLAGS: Record<string, Flag> = {
   "disaggregation-bootstrap-port": { kind: "int", help: "SGLang prefill bootstrap port (8998)", set: (o, v) => void (o.disaggregationBootstrapPort = v as number) },
   "disaggregation-transfer-backend": { kind: "str", help: "SGLang transfer backend (accepted; the sim always uses its own TCP transfer)", set: () => {} },
   "kv-offload-url": { kind: "str", help: "herd KV tier to offload evicted blocks to, resp://[:password@]host:port (none)", set: (o, v) => void (o.kvOffloadUrl = offloadUrl(v as string)) },
+  "kv-offload-password-file": { kind: "str", help: "file with the tier's AUTH password (none)", set: (o, v) => void (o.kvOffloadPasswordFile = v as string) },
   "kv-offload-bytes-per-block": { kind: "int", help: "bytes stored per offloaded block (--kv-bytes-per-block)", set: (o, v) => void (o.kvOffloadBytesPerBlock = v as number) },
   "kv-offload-load-gb-per-s": { kind: "num", help: `load rate of offloaded blocks back to the GPU, GB/s (${KV_OFFLOAD_LOAD_GB_PER_S})`, set: (o, v) => void (o.kvOffloadLoadGbPerS = v as number) },
   "kv-offload-queue-max": { kind: "int", help: "tier commands in flight at most; offloads beyond are dropped (4096)", set: (o, v) => void (o.kvOffloadQueueMax = v as number) },

@@ -66,8 +66,10 @@ export class RespClient {
     readonly maxInFlight: number,
   ) {}
 
-  static async connect(url: string, maxInFlight = 1024): Promise<RespClient> {
-    const { host, port, password } = parseRespUrl(url);
+  /** `password` (e.g. read from a file) overrides one in the URL. */
+  static async connect(url: string, maxInFlight = 1024, passwordOverride: string | null = null): Promise<RespClient> {
+    const { host, port, password: inUrl } = parseRespUrl(url);
+    const password = passwordOverride ?? inUrl;
     let client!: RespClient;
     const sock = await Bun.connect<undefined>({
       hostname: host,

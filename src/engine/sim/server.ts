@@ -3,6 +3,7 @@
 // delay has passed) and then prints vLLM's readiness lines, ending with uvicorn's
 // "Application startup complete.".
 
+import { readFileSync } from "node:fs";
 import { type Clock, RealClock } from "../../core/clock.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
@@ -122,7 +123,7 @@ function newOffload(o: SimEngineOptions, scheduler: SimScheduler, clock: Clock, 
   const emit = opts.onKvEvents ?? (() => {});
   const off = new SimOffload(
     {
-      url: o.kvOffloadUrl!, model: o.model, blockSize: o.blockSize, bytesPerBlock: o.kvOffloadBytesPerBlock ?? o.kvBytesPerBlock,
+      url: o.kvOffloadUrl!, password: o.kvOffloadPasswordFile === null ? null : readFileSync(o.kvOffloadPasswordFile, "utf8").replace(/\r?\n$/, ""), model: o.model, blockSize: o.blockSize, bytesPerBlock: o.kvOffloadBytesPerBlock ?? o.kvBytesPerBlock,
       loadGbPerS: o.kvOffloadLoadGbPerS, queueMax: o.kvOffloadQueueMax, timeScale: o.timeScale,
     },
     clock,
