@@ -90,9 +90,8 @@ export interface SimEngineOptions {
 }
 
 /**
- * Default load rate of offloaded KV: a PCIe Gen4 x16 link moves ~25 GB/s host→device in practice
- * (32 GB/s raw); vLLM's offloading connector copies CPU→GPU blocks over it (docs/ in vLLM's blog
- * "Inside vLLM's New KV Offloading Connector", 2025, measures transfers at this order).
+ * Default load rate of offloaded KV back to the GPU: PCIe 4.0 x16 carries 32 GB/s raw per direction
+ * (PCI-SIG 4.0 spec); pinned host→device copies reach ~25 GB/s of it. Set it per host (PCIe 5: ~50).
  */
 export const KV_OFFLOAD_LOAD_GB_PER_S = 25;
 
