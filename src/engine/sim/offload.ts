@@ -96,6 +96,11 @@ export class SimOffload implements SchedulerOffload {
     this.client?.close();
   }
 
+  /** No tier command is waiting for its reply (tests and benches wait for offloads to land). */
+  inFlightSettled(): boolean {
+    return (this.client?.inFlight ?? 0) === 0;
+  }
+
   get connected(): boolean {
     return this.client?.open === true;
   }

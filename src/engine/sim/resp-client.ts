@@ -54,9 +54,21 @@ export function parseReply(buf: Buffer, at: number): { reply: RespReply; next: n
   }
 }
 
+/** Total bytes a partial reply needs, when its header says (a bulk string); 0 when not known yet. */
+export function bytesNeeded(buf: Buffer): number {
+  if (buf.length === 0 || buf[0] !== 0x24) return 0;
+  const eol = buf.indexOf("\r\n", 0, "latin1");
+  if (eol < 0) return 0;
+  const n = Number(buf.toString("latin1", 1, eol));
+  return n < 0 ? 0 : eol + 2 + n + 2;
+}
+
 export class RespClient {
   private readonly waiting: Waiter[] = [];
-  private buf: Buffer = Buffer.alloc(0);
+  private chunks: Buffer[] = [];
+  private have = 0;
+  /** Bytes the partial reply at the head of `chunks` needs before it can parse (0 = unknown). */
+  private need = 0;
   private closed = false;
   /** Bytes the socket did not take yet (written on drain); bounded by maxInFlight commands. */
   private out: Uint8Array[] = [];
@@ -129,13 +141,19 @@ export class RespClient {
     this.fail("closed");
   }
 
+  /**
+   * Input is kept as a list of chunks and joined only once the reply being read can be complete
+   * (`need` bytes, known from a bulk header): joining on every chunk made a 64 KiB GET cost O(n²).
+   */
   private onData(d: Uint8Array): void {
-    this.buf = this.buf.length === 0 ? Buffer.from(d) : Buffer.concat([this.buf, d]);
+    this.chunks.push(Buffer.from(d));
+    this.have += d.length;
+    if (this.have < this.need) return;
+    const buf = this.chunks.length === 1 ? this.chunks[0]! : Buffer.concat(this.chunks, this.have);
     let at = 0;
     try {
-      for (;;) {
-        if (at >= this.buf.length) break;
-        const r = parseReply(this.buf, at);
+      while (at < buf.length) {
+        const r = parseReply(buf, at);
         if (r === null) break;
         at = r.next;
         this.waiting.shift()?.resolve(r.reply);
@@ -145,7 +163,10 @@ export class RespClient {
       this.fail(e instanceof Error ? e.message : String(e));
       return;
     }
-    this.buf = at >= this.buf.length ? Buffer.alloc(0) : this.buf.subarray(at);
+    const rest = buf.subarray(at);
+    this.chunks = rest.length > 0 ? [rest] : [];
+    this.have = rest.length;
+    this.need = bytesNeeded(rest);
   }
 
   private fail(why: string): void {

@@ -1,7 +1,7 @@
 // The sim engine's RESP2 client (offload to herd's tier): replies parsed however the bytes are split,
 // pipelined commands answered in order against a real redis-server, the in-flight bound, URLs.
 import { expect, test } from "bun:test";
-import { RespClient, encodeCommand, parseReply, parseRespUrl } from "../../../src/engine/sim/resp-client.ts";
+import { RespClient, bytesNeeded, encodeCommand, parseReply, parseRespUrl } from "../../../src/engine/sim/resp-client.ts";
 import { peer } from "../../helpers/peers.ts";
 import { startRedis } from "../../tier/resp-helpers.ts";
 
@@ -25,6 +25,7 @@ test("parseReply: every reply type, incomplete input waits, at every split point
     expect(got).toEqual(all.slice(0, got.length));
     if (cut === wire.length) expect(got.length).toBe(6);
   }
+  expect([bytesNeeded(Buffer.from("$5\r\nab")), bytesNeeded(Buffer.from("$5")), bytesNeeded(Buffer.from("$-1\r\n")), bytesNeeded(Buffer.from("+O"))]).toEqual([10, 0, 0, 0]);
   expect(Buffer.from(encodeCommand(["SET", "k", new Uint8Array([0, 13, 10])])).toString("latin1")).toBe("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\n\x00\r\n\r\n");
 });
 
