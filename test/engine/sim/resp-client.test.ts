@@ -25,7 +25,7 @@ test("parseReply: every reply type, incomplete input waits, at every split point
     expect(got).toEqual(all.slice(0, got.length));
     if (cut === wire.length) expect(got.length).toBe(6);
   }
-  expect([bytesNeeded(Buffer.from("$5\r\nab")), bytesNeeded(Buffer.from("$5")), bytesNeeded(Buffer.from("$-1\r\n")), bytesNeeded(Buffer.from("+O"))]).toEqual([10, 0, 0, 0]);
+  expect([bytesNeeded(Buffer.from("$5\r\nab")), bytesNeeded(Buffer.from("$5")), bytesNeeded(Buffer.from("$-1\r\n")), bytesNeeded(Buffer.from("+O"))]).toEqual([11, 0, 0, 0]); // "$5\r\n" + 5 + "\r\n"
   expect(Buffer.from(encodeCommand(["SET", "k", new Uint8Array([0, 13, 10])])).toString("latin1")).toBe("*3\r\n$3\r\nSET\r\n$1\r\nk\r\n$3\r\n\x00\r\n\r\n");
 });
 
