@@ -13,7 +13,7 @@ import { startSimEngine } from "../../src/engine/sim/server.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { TierService } from "../../src/tier/service.ts";
-import { tierIndexFeed } from "../../src/tier/tier-key.ts";
+import { tierIndexFeed, tierIndexReplay } from "../../src/tier/tier-key.ts";
 import { cleanupDirs, tempDirs } from "./helpers.ts";
 
 afterAll(cleanupDirs);
@@ -66,6 +66,10 @@ test("in-process engine: evicted blocks land in the tier, come back as cached, f
     const cpu = events.filter((x) => x.type === "BlockStored" && x.medium === "CPU");
     expect(cpu.length).toBe(5);
     expect(cpu[0]).toMatchObject({ parentBlockHash: null, tokenIds: [], blockSize: 16 });
+    // A restarted daemon's empty index learns the same from the catalog.
+    const replayed = new BlockIndex();
+    tierIndexReplay(replayed, svc.tier!.entries(), (m) => (m === "doc" ? ["w1"] : []));
+    for (const h of herdA.slice(1, 6)) expect(replayed.holds("w1", h, "cpu")).toBe(true);
     // GPU hit 1 block + 5 loaded from the tier.
     expect(await cached(e.url, A)).toBe(96);
     expect(e.offload!.counters).toMatchObject({ loadedBlocks: 5, loadedBytes: 5 * 4096, dropped: 0, storeFailed: 0 });
