@@ -139,6 +139,8 @@ export interface RunOptions {
   warmup_s?: number;
   replicas?: number;
   kvBlocks?: number;
+  /** The host's CPU KV tier in blocks (herd simulate --kv-tier-blocks); absent = none. */
+  kvTierBlocks?: number;
 }
 
 /** One (scenario, variant, seed) in virtual time. */
@@ -149,7 +151,7 @@ export async function runOne(s: Scenario, v: Variant, seed: number, o: RunOption
   const run = simulateRun(
     {
       model: "sim", replicas: o.replicas ?? REPLICAS, policy: v.policy, router: v.router, frontend: base.frontend,
-      engine: engineOptions(seed, o.kvBlocks), kvEventDelayMs: 0, seed,
+      engine: engineOptions(seed, o.kvBlocks), kvEventDelayMs: 0, seed, kvTierBlocks: o.kvTierBlocks ?? 0,
     },
     {
       workload: s.workload, arrivals: { kind: "poisson", rate }, limit: { requests: o.requests ?? s.requests, duration_s: null },

@@ -45,6 +45,10 @@ Cluster:
   --slo-share X        a run meets the SLO when this share of requests is good (default 0.99)
   --config FILE        take router.* and frontend.* from a herd YAML config (default: built-in defaults)
   --kv-event-delay-ms N  KV events reach the router's index this late (default 0)
+  --kv-tier-blocks N   a CPU KV tier of N blocks on the host (herd's kv_tier): evicted prompt blocks go
+                       there, prefix misses load them back (--kv-offload-load-gb-per-s, default 25;
+                       --kv-offload-bytes-per-block, default Qwen3-8B's 2.25 MiB); the router's index
+                       credits them as cpu (default 0 = no tier)
   --tokenizer DIR      the model's tokenizer.json dir (default: the built-in tokenizer, as sim engines)
 Engine (herd sim-engine's flags; defaults model Qwen3-8B on one H100):
   --kv-blocks --block-size --max-num-seqs --max-num-batched-tokens --max-waiting --max-model-len
@@ -56,11 +60,11 @@ Calibration:
 
 const VALUE = new Set([
   "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "ignore-eos", "json", "replicas", "policy",
-  "slo-share", "config", "kv-event-delay-ms", "tokenizer", "cost", "calibrate", "save",
+  "slo-share", "config", "kv-event-delay-ms", "tokenizer", "cost", "calibrate", "save", "kv-tier-blocks",
 ]);
 const ENGINE_VALUE = new Set([
   "kv-blocks", "block-size", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len", "output-len", "step-ms",
-  "weights-ms", "token-ms", "pair-ms", "kv-token-ms", "request-ms", "time-scale",
+  "weights-ms", "token-ms", "pair-ms", "kv-token-ms", "request-ms", "time-scale", "kv-offload-bytes-per-block", "kv-offload-load-gb-per-s",
 ]);
 
 function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engineArgs: string[] } | "help" {
@@ -118,6 +122,8 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
   const searchMax = search?.[1] !== undefined ? Number(search[1]) : 64;
   const delayMs = flags.has("kv-event-delay-ms") ? Number(flags.get("kv-event-delay-ms")) : 0;
   if (!(delayMs >= 0)) throw new BenchInputError("--kv-event-delay-ms: a number ≥ 0");
+  const kvTierBlocks = flags.has("kv-tier-blocks") ? Number(flags.get("kv-tier-blocks")) : 0;
+  if (!(Number.isInteger(kvTierBlocks) && kvTierBlocks >= 0)) throw new BenchInputError("--kv-tier-blocks: an integer ≥ 0");
 
   let base: Config = defaultConfig({ hostname: "sim", dataDir: "/tmp/herd-simulate" });
   if (flags.has("config")) {
@@ -139,7 +145,7 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
     for (const policy of policies) {
       const runOne = (replicas: number): SimEntry => {
         const run = simulateRun(
-          { model: "sim", replicas, policy, router: base.router, frontend: base.frontend, engine, kvEventDelayMs: delayMs, seed },
+          { model: "sim", replicas, policy, router: base.router, frontend: base.frontend, engine, kvEventDelayMs: delayMs, seed, kvTierBlocks },
           { workload, arrivals, limit, concurrency: load.concurrency, duration_s: load.concurrency !== null ? duration_s : null, ordered: workload.kind === "multi-turn" || workload.kind === "trace", ignoreEos },
           encoder, vocab,
         );
@@ -159,7 +165,7 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
     const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
     const config = {
       workload: workloadConfig, ...loadLists(loads), duration_s, requests, seed, warmup_s, slo, slo_share: targetShare,
-      policies, replicas: replicaList ?? `search:${searchMax}`, kv_event_delay_ms: delayMs, tokenizer: flags.get("tokenizer") ?? null, engine,
+      policies, replicas: replicaList ?? `search:${searchMax}`, kv_event_delay_ms: delayMs, kv_tier_blocks: kvTierBlocks, tokenizer: flags.get("tokenizer") ?? null, engine,
       router: base.router, frontend: { max_in_flight: base.frontend.max_in_flight, first_token_timeout_ms: base.frontend.first_token_timeout_ms },
     };
     await Bun.write(jsonFile, JSON.stringify({ herd_simulate: 1, config, runs: entries, answers: ans, wall_s: (performance.now() - wall0) / 1000 }, null, 1) + "\n");

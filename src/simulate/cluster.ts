@@ -12,6 +12,8 @@ import { SimScheduler } from "../engine/sim/scheduler.ts";
 import type { SimEngineOptions } from "../engine/sim/options.ts";
 import { Router } from "../router/router.ts";
 import { SimKv } from "./kv.ts";
+import { VirtualTier } from "../tier/virtual-tier.ts";
+import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../engine/sim/options.ts";
 
 export interface ClusterConfig {
   /** Served model name (routing only; any string). */
@@ -30,6 +32,12 @@ export interface ClusterConfig {
   /** KV events reach the router's index this late (0 = at once). */
   kvEventDelayMs: number;
   seed: number;
+  /**
+   * The host's CPU KV tier in blocks (src/tier/virtual-tier.ts), shared by all replicas (one host);
+   * 0/absent = none. Block bytes: the engine's --kv-offload-bytes-per-block, else Qwen3-8B's 2.25 MiB;
+   * load rate: --kv-offload-load-gb-per-s.
+   */
+  kvTierBlocks?: number;
 }
 
 export interface Replica {
@@ -50,6 +58,8 @@ export class SimCluster {
   readonly replicas: Replica[] = [];
   private readonly byId = new Map<string, Replica>();
   scrapes = 0;
+  /** The host's KV tier (cfg.kvTierBlocks > 0). */
+  readonly tier: VirtualTier | null = null;
 
   constructor(readonly cfg: ClusterConfig) {
     const e = cfg.engine;
@@ -67,6 +77,8 @@ export class SimCluster {
         this.clock,
         this.kv.sink(id),
       );
+      if (this.tier === null && (cfg.kvTierBlocks ?? 0) > 0) this.tier = this.newTier(cfg);
+      if (this.tier !== null) scheduler.attachOffload(this.tier.engine());
       const r: Replica = { id, scheduler, routed: 0, loadSum: 0, loadPeak: 0 };
       this.replicas.push(r);
       this.byId.set(id, r);
@@ -77,6 +89,19 @@ export class SimCluster {
       clock: this.clock,
       rng: new SeededRng(cfg.seed * 7919 + 17),
       kvIndex: this.kv.routerIndex,
+    });
+  }
+
+  /** The tier's contents reach the index as medium cpu for every replica (all on this one host). */
+  private newTier(cfg: ClusterConfig): VirtualTier {
+    const e = cfg.engine;
+    const opts = { capacityBlocks: cfg.kvTierBlocks!, bytesPerBlock: e.kvOffloadBytesPerBlock ?? QWEN3_8B_KV_BYTES_PER_BLOCK, loadGbPerS: e.kvOffloadLoadGbPerS, timeScale: e.timeScale };
+    return new VirtualTier(opts, this.clock, (kind, hash) => {
+      const ev = { kind, medium: "cpu" as const, hashes: [hash] };
+      for (let i = 0; i < cfg.replicas; i++) {
+        this.kv.truth.apply(`sim-${i}`, ev);
+        if (this.kv.routerIndex !== this.kv.truth) this.kv.routerIndex.apply(`sim-${i}`, ev);
+      }
     });
   }
 

@@ -137,6 +137,11 @@ export class KvTier implements TierStore {
     return data;
   }
 
+  /** Every object's key and tier (from the catalog): index replay at start (tier-key.ts tierIndexReplay). */
+  *entries(): Generator<{ key: string; tier: TierName }> {
+    for (const row of this.cat.rows()) yield { key: row.key, tier: row.tier };
+  }
+
   has(key: string): boolean {
     return this.cat.get(key) !== undefined;
   }

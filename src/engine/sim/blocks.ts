@@ -19,8 +19,10 @@ export type KvEvent =
       loraName?: string;
       /** vLLM's extra_keys, one entry per block: [lora_name?, cache_salt? (block 0 only)] or null. */
       extraKeys?: (string[] | null)[];
+      /** Where the block is held; absent = "GPU". "CPU" = offloaded to the KV tier (offload.ts). */
+      medium?: string;
     }
-  | { type: "BlockRemoved"; blockHashes: BlockHash[] }
+  | { type: "BlockRemoved"; blockHashes: BlockHash[]; medium?: string }
   | { type: "AllBlocksCleared" };
 
 export interface Block {

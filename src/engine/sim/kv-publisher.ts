@@ -95,18 +95,19 @@ export function isBindEndpoint(ep: string): boolean {
 /**
  * The block pool's events as vLLM's KVEventBatch events, with the fields of the newest capture
  * (vLLM v0.26.0, volcano-sh/kthena#1535): medium "GPU", lora_name, extra_keys (one entry per
- * block), group_idx 0, kv_cache_spec_kind "full_attention"; BlockRemoved with group_idx 0.
+ * block), group_idx 0, kv_cache_spec_kind "full_attention"; BlockRemoved with group_idx 0. Offloaded
+ * blocks (offload.ts) carry medium "CPU" instead, as vLLM's offloading connector reports them.
  */
 export function toWireEvents(events: readonly SimKvEvent[]): KvEvent[] {
   return events.map((e): KvEvent => {
     switch (e.type) {
       case "BlockStored":
         return blockStored({
-          blockHashes: e.blockHashes, parentBlockHash: e.parentBlockHash, tokenIds: e.tokenIds, blockSize: e.blockSize, medium: "GPU",
+          blockHashes: e.blockHashes, parentBlockHash: e.parentBlockHash, tokenIds: e.tokenIds, blockSize: e.blockSize, medium: e.medium ?? "GPU",
           loraName: e.loraName ?? null, extraKeys: e.extraKeys ?? e.blockHashes.map(() => null), groupIdx: 0, kvCacheSpecKind: "full_attention",
         });
       case "BlockRemoved":
-        return { ...blockRemoved(e.blockHashes, "GPU"), groupIdx: 0 } as KvEvent;
+        return { ...blockRemoved(e.blockHashes, e.medium ?? "GPU"), groupIdx: 0 } as KvEvent;
       case "AllBlocksCleared":
         return { type: "AllBlocksCleared" };
     }

@@ -5,6 +5,7 @@
 import { DEFAULT_COST, ZERO_COST, type CostParams } from "./cost.ts";
 import { type KvEventsConfig, parseKvEventsConfig } from "./kv-publisher.ts";
 import { type KvTransferConfig, parseKvTransferConfig } from "./kv-transfer-config.ts";
+import { parseRespUrl } from "./resp-client.ts";
 
 export interface SimEngineOptions {
   host: string;
@@ -76,7 +77,23 @@ export interface SimEngineOptions {
   disaggregationMode: "prefill" | "decode" | null;
   /** SGLang's --disaggregation-bootstrap-port (prefill side; 0 = ephemeral, for tests). */
   disaggregationBootstrapPort: number;
+  /** Sim only: herd's KV tier (`resp://host:port`) to offload evicted blocks to; null = no offload. */
+  kvOffloadUrl: string | null;
+  /** File holding the tier's AUTH password (kv_tier.resp.password_file); null = none. */
+  kvOffloadPasswordFile: string | null;
+  /** Bytes stored per offloaded block; null = --kv-bytes-per-block. */
+  kvOffloadBytesPerBlock: number | null;
+  /** Host→GPU load rate of offloaded blocks, GB/s (10^9 B/s). */
+  kvOffloadLoadGbPerS: number;
+  /** RESP commands in flight at most (offloads beyond it are dropped, lookups miss). */
+  kvOffloadQueueMax: number;
 }
+
+/**
+ * Default load rate of offloaded KV back to the GPU: PCIe 4.0 x16 carries 32 GB/s raw per direction
+ * (PCI-SIG 4.0 spec); pinned host→device copies reach ~25 GB/s of it. Set it per host (PCIe 5: ~50).
+ */
+export const KV_OFFLOAD_LOAD_GB_PER_S = 25;
 
 export const DEFAULT_OPTIONS: SimEngineOptions = {
   host: "127.0.0.1",
@@ -116,6 +133,11 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvTransferTimeoutMs: 30_000,
   disaggregationMode: null,
   disaggregationBootstrapPort: 8998,
+  kvOffloadUrl: null,
+  kvOffloadPasswordFile: null,
+  kvOffloadBytesPerBlock: null,
+  kvOffloadLoadGbPerS: KV_OFFLOAD_LOAD_GB_PER_S,
+  kvOffloadQueueMax: 4096,
 };
 
 /** Qwen3-8B's KV per 16-token block: 36 layers × 8 KV heads × 128 dims × 2 (K,V) × 2 B = 144 KiB per token. */
@@ -244,16 +266,30 @@ export const FLAGS: Record<string, Flag> = {
   },
   "disaggregation-bootstrap-port": { kind: "int", help: "SGLang prefill bootstrap port (8998)", set: (o, v) => void (o.disaggregationBootstrapPort = v as number) },
   "disaggregation-transfer-backend": { kind: "str", help: "SGLang transfer backend (accepted; the sim always uses its own TCP transfer)", set: () => {} },
+  "kv-offload-url": { kind: "str", help: "herd KV tier to offload evicted blocks to, resp://[:password@]host:port (none)", set: (o, v) => void (o.kvOffloadUrl = offloadUrl(v as string)) },
+  "kv-offload-password-file": { kind: "str", help: "file with the tier's AUTH password (none)", set: (o, v) => void (o.kvOffloadPasswordFile = v as string) },
+  "kv-offload-bytes-per-block": { kind: "int", help: "bytes stored per offloaded block (--kv-bytes-per-block)", set: (o, v) => void (o.kvOffloadBytesPerBlock = v as number) },
+  "kv-offload-load-gb-per-s": { kind: "num", help: `load rate of offloaded blocks back to the GPU, GB/s (${KV_OFFLOAD_LOAD_GB_PER_S})`, set: (o, v) => void (o.kvOffloadLoadGbPerS = v as number) },
+  "kv-offload-queue-max": { kind: "int", help: "tier commands in flight at most; offloads beyond are dropped (4096)", set: (o, v) => void (o.kvOffloadQueueMax = v as number) },
   "startup-delay-ms": { kind: "int", help: "load time: refuse connections this long before listening (0)", set: (o, v) => void (o.startupDelayMs = v as number) },
   "realistic-startup": { kind: "bool", help: `load time of Qwen3-8B on an H100 (${REALISTIC_STARTUP_MS / 1000} s) unless --startup-delay-ms`, set: (o) => void (o.startupDelayMs = REALISTIC_STARTUP_MS) },
 };
+
+function offloadUrl(v: string): string {
+  try {
+    parseRespUrl(v);
+  } catch (e) {
+    throw new UsageError(`--kv-offload-url: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  return v;
+}
 
 function rate(name: string, v: string | number | boolean): number {
   if ((v as number) > 1) throw new UsageError(`--${name}: must be at most 1, got ${v}`);
   return v as number;
 }
 
-const POSITIVE = new Set(["kv-transfer-timeout-ms", "block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
+const POSITIVE = new Set(["kv-offload-queue-max", "kv-offload-bytes-per-block", "kv-transfer-timeout-ms", "block-size", "kv-blocks", "max-num-seqs", "max-num-batched-tokens", "max-waiting", "max-model-len"]);
 
 function parseValue(name: string, kind: Kind, raw: string): string | number {
   if (kind === "str") return raw;

@@ -9,6 +9,7 @@
 
 import type { Clock, TimerHandle } from "../../core/clock.ts";
 import { HerdError, badRequest } from "../../core/errors.ts";
+import { blockHashes as herdBlockHashes } from "../../kv/hash.ts";
 import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlockOf } from "./blocks.ts";
 import { type CostParams, chunkPairs, stepCostMs } from "./cost.ts";
 
@@ -41,6 +42,17 @@ function blockSeed(seed: bigint, sub: SubmitRequest, i: number): bigint {
   if (sub.lora) s ^= BigInt(Bun.hash.xxHash3(`lora:${sub.lora}`));
   if (i === 0 && sub.cacheSalt) s ^= BigInt(Bun.hash.xxHash3(`salt:${sub.cacheSalt}`));
   return s;
+}
+
+/**
+ * A KV tier below the GPU prefix cache (offload.ts). The scheduler hands it the blocks its cache
+ * evicts and asks it, before a request queues, how many of the prompt's blocks after the GPU hit it
+ * can load; `done` may be called later (an asynchronous lookup plus the load time) or at once.
+ * Blocks are named by herd's sequence hashes (kv/hash.ts) of the prompt's full blocks.
+ */
+export interface SchedulerOffload {
+  offloadEvicted(engineHash: BlockHash, herdHash: bigint): void;
+  lookup(herdHashes: readonly bigint[], fromBlock: number, done: (loadedBlocks: number) => void): void;
 }
 
 export interface FinishInfo {
@@ -110,6 +122,9 @@ interface Req {
   outputs: number;
   cachedTokens: number;
   counted: boolean; // prefix-cache query recorded
+  tierFrom: number; // with an offload tier: blocks [tierFrom, tierTo) of the prompt were loaded from it
+  tierTo: number;
+  herd: bigint[] | null; // herd sequence hashes of the prompt's full blocks (only with an offload tier)
   arrivalMs: number;
   scheduledMs: number | undefined;
   firstTokenMs: number | undefined;
@@ -117,6 +132,12 @@ interface Req {
 }
 
 const seqLen = (r: Req) => r.promptLen + r.out.length;
+
+/** Herd's sequence hashes of a request's full prompt blocks (kv/hash.ts), computed once. */
+function herdHashes(r: Req, bs: number): bigint[] {
+  r.herd ??= herdBlockHashes(r.prompt, bs, { lora: r.sub.lora ?? null, cacheSalt: r.sub.cacheSalt ?? null });
+  return r.herd;
+}
 
 /** Token ids of the i-th block of a request's sequence (prompt ‖ outputs). */
 function blockTokens(r: Req, i: number, bs: number): number[] {
@@ -138,6 +159,9 @@ export class SimScheduler {
   private stepTimer: TimerHandle | null = null;
   /** Set while a step is in flight (stepTimer may be null when it continues via `immediate`). */
   private stepping = false;
+  private offload: SchedulerOffload | null = null;
+  /** With an offload tier: herd hash of each cached prompt block, by engine hash (bounded by the pool). */
+  private readonly herdOf = new Map<BlockHash, bigint>();
   private kick: TimerHandle | null = null;
   private counters = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0, steps: 0 };
 
@@ -175,17 +199,46 @@ export class SimScheduler {
     if (this.reqs.has(sub.id)) throw badRequest(`duplicate request id ${sub.id}`, "request_id");
     const r: Req = {
       sub, prompt: sub.promptTokens, promptLen: n, out: [], sched: 0, numComputed: 0, blocks: [], hashes: [], numStored: 0, outputs: 0,
-      cachedTokens: 0, counted: false, arrivalMs: this.clock.now(), scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
+      cachedTokens: 0, counted: false, tierFrom: 0, tierTo: 0, herd: null, arrivalMs: this.clock.now(), scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
     };
     this.reqs.set(sub.id, r);
     this.arriving++;
     // The API server's own time (tokenize, template) passes before the engine core sees the request.
     this.clock.setTimer(this.cfg.cost.requestMs / this.cfg.timeScale, () => {
-      this.arriving--;
-      if (r.state !== "arriving") return; // aborted meanwhile
-      r.state = "waiting";
-      this.waiting.push(r);
-      this.wake();
+      if (r.state !== "arriving") return void this.arriving--; // aborted meanwhile
+      if (this.offload === null) return this.enqueue(r);
+      this.lookupTier(r, this.offload);
+    });
+  }
+
+  private enqueue(r: Req): void {
+    this.arriving--;
+    if (r.state !== "arriving") return; // aborted meanwhile
+    r.state = "waiting";
+    this.waiting.push(r);
+    this.wake();
+  }
+
+  /** Use a KV tier below the prefix cache (sim `--kv-offload-url`). */
+  attachOffload(offload: SchedulerOffload): void {
+    this.offload = offload;
+  }
+
+  /** Ask the tier for the prompt blocks after the current GPU hit; the request queues when it answers. */
+  private lookupTier(r: Req, offload: SchedulerOffload): void {
+    const bs = this.cfg.blockSize;
+    const maxBlocks = Math.floor((r.promptLen - 1) / bs);
+    this.extendHashes(r, maxBlocks);
+    const from = this.pool.matchPrefix(r.hashes, maxBlocks).length;
+    if (from >= maxBlocks) return this.enqueue(r);
+    const herd = herdHashes(r, bs).slice(0, maxBlocks);
+    let answered = false;
+    offload.lookup(herd, from, (n) => {
+      if (answered) return;
+      answered = true;
+      r.tierFrom = from;
+      r.tierTo = from + Math.max(0, Math.min(n, maxBlocks - from));
+      this.enqueue(r);
     });
   }
 
@@ -333,7 +386,9 @@ export class SimScheduler {
     while (!preempted && budget > 0 && this.waiting.length > 0 && this.running.length < this.cfg.maxNumSeqs) {
       const r = this.waiting[0]!;
       const hit = this.prefixHit(r);
-      const cached = hit.length * bs;
+      // Blocks loaded from the tier continue the GPU hit when it still reaches where the load began.
+      const loaded = hit.length >= r.tierFrom && r.tierTo > hit.length ? r.tierTo - hit.length : 0;
+      const cached = (hit.length + loaded) * bs;
       const n = Math.min(seqLen(r) - cached, budget);
       const need = Math.ceil((cached + n) / bs) - hit.length;
       let hitFree = 0;
@@ -344,7 +399,9 @@ export class SimScheduler {
       r.blocks = hit; // a fresh array from matchPrefix
       for (const b of this.pool.allocate(need)!) hit.push(b);
       r.numComputed = cached;
-      r.numStored = cached / bs;
+      r.numStored = cached / bs - loaded;
+      r.tierTo = 0; // a preempted request recomputes (its loaded copy is not kept)
+      if (loaded > 0) this.storeFullBlocks(r); // the loaded blocks enter the prefix cache (BlockStored GPU)
       if (!r.counted) {
         r.counted = true;
         r.cachedTokens = cached;
@@ -422,7 +479,19 @@ export class SimScheduler {
     const entries = [];
     for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: blockTokens(r, i, bs) });
     this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!, r.numStored, r.sub.lora ?? null, r.sub.cacheSalt ?? null);
+    if (this.offload !== null) this.noteHerdHashes(r, r.numStored, full);
     r.numStored = full;
+  }
+
+  /** Remember the herd hashes of newly cached prompt blocks, so an eviction can name them in the tier. */
+  private noteHerdHashes(r: Req, from: number, to: number): void {
+    const promptBlocks = Math.floor(r.promptLen / this.cfg.blockSize);
+    if (from >= promptBlocks) return; // output blocks are not offloaded
+    const herd = herdHashes(r, this.cfg.blockSize);
+    for (let i = from; i < Math.min(to, promptBlocks); i++) {
+      const b = r.blocks[i]!;
+      if (b.hash === r.hashes[i]) this.herdOf.set(r.hashes[i]!, herd[i]!);
+    }
   }
 
   private finishRunning(r: Req, reason: FinishReason): void {
@@ -462,6 +531,22 @@ export class SimScheduler {
 
   private flushEvents(): void {
     const ev = this.pool.takeEvents();
-    if (ev.length > 0) this.onKvEvents(ev);
+    if (ev.length === 0) return;
+    if (this.offload !== null) this.offloadEvictions(ev, this.offload);
+    this.onKvEvents(ev);
+  }
+
+  /** Evicted prompt blocks go to the tier (vLLM's offloading keeps what the GPU drops). */
+  private offloadEvictions(ev: readonly KvEvent[], offload: SchedulerOffload): void {
+    for (const e of ev) {
+      if (e.type === "AllBlocksCleared") this.herdOf.clear();
+      if (e.type !== "BlockRemoved") continue;
+      for (const h of e.blockHashes) {
+        const herd = this.herdOf.get(h);
+        if (herd === undefined) continue;
+        this.herdOf.delete(h);
+        offload.offloadEvicted(h, herd);
+      }
+    }
   }
 }

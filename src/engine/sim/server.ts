@@ -3,6 +3,7 @@
 // delay has passed) and then prints vLLM's readiness lines, ending with uvicorn's
 // "Application startup complete.".
 
+import { readFileSync } from "node:fs";
 import { type Clock, RealClock } from "../../core/clock.ts";
 import { loadTokenizer, type Tokenizer } from "../../tokenizer/index.ts";
 import type { KvEvent } from "./blocks.ts";
@@ -12,6 +13,7 @@ import { ZERO_COST } from "./cost.ts";
 import { DEFAULT_OPTIONS, type SimEngineOptions, VLLM_VERSION } from "./options.ts";
 import { OutputVocabulary } from "./output.ts";
 import { SimScheduler } from "./scheduler.ts";
+import { SimOffload } from "./offload.ts";
 import { type SimEngineStats, SimRoutes, ts } from "./routes.ts";
 
 export type { SimEngineStats } from "./routes.ts";
@@ -37,6 +39,8 @@ export interface SimEngine {
   readonly tokenizer: Tokenizer;
   /** The P/D connector (with --kv-transfer-config): engine id, side-channel port, held blocks. */
   readonly pd: SimPd | null;
+  /** The KV tier offload (with --kv-offload-url): counters, connection state. */
+  readonly offload: SimOffload | null;
   stats(): SimEngineStats;
   stop(): Promise<void>;
 }
@@ -57,6 +61,8 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
   const metrics = new SimMetrics(o.model, scheduler.stats.bind(scheduler), { blockSize: o.blockSize, numBlocks: o.kvBlocks });
   const vocab = new OutputVocabulary(tokenizer);
   const pd = newPd(o, scheduler, clock, metrics);
+  const offload = o.kvOffloadUrl === null ? null : newOffload(o, scheduler, clock, opts, log);
+  await offload?.start();
   let server: ReturnType<typeof Bun.serve> | null = null;
   const die = () => (opts.onCrash ?? (() => void server?.stop(true)))();
   const routes = new SimRoutes({ o, maxModelLen, log, clock, tokenizer, scheduler, metrics, vocab, pd, die });
@@ -82,9 +88,11 @@ export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<
     scheduler,
     tokenizer,
     pd,
+    offload,
     stats: () => routes.stats(),
     async stop() {
       pd?.stop();
+      offload?.stop();
       routes.endAll();
       await server?.stop(true);
       server = null;
@@ -108,6 +116,22 @@ function newScheduler(o: SimEngineOptions, maxModelLen: number, clock: Clock, op
     opts.onKvEvents,
     (fn) => void setImmediate(fn),
   );
+}
+
+/** The KV tier offload: evicted prompt blocks go to herd's RESP server, prefix misses look there. */
+function newOffload(o: SimEngineOptions, scheduler: SimScheduler, clock: Clock, opts: StartSimEngineOptions, log: (l: string) => void): SimOffload {
+  const emit = opts.onKvEvents ?? (() => {});
+  const off = new SimOffload(
+    {
+      url: o.kvOffloadUrl!, password: o.kvOffloadPasswordFile === null ? null : readFileSync(o.kvOffloadPasswordFile, "utf8").replace(/\r?\n$/, ""), model: o.model, blockSize: o.blockSize, bytesPerBlock: o.kvOffloadBytesPerBlock ?? o.kvBytesPerBlock,
+      loadGbPerS: o.kvOffloadLoadGbPerS, queueMax: o.kvOffloadQueueMax, timeScale: o.timeScale,
+    },
+    clock,
+    emit,
+  );
+  scheduler.attachOffload(off);
+  log(`INFO ${ts()} [offloading_connector.py] KV offload to ${o.kvOffloadUrl!.replace(/\/\/[^@/]*@/, "//")} (${o.kvOffloadBytesPerBlock ?? o.kvBytesPerBlock} B per block, load ${o.kvOffloadLoadGbPerS} GB/s)`);
+  return off;
 }
 
 /** The P/D connector: with --kv-transfer-config, or SGLang mode (bootstrap server on the engine's own host and bootstrap port). */
