@@ -57,7 +57,11 @@ const realPreflight = async (config: Config, lineOf?: (path: string) => number) 
   const { applyPdLaunch } = await import("./pd/launch.ts");
   // The metadata service's port is only known once herd runs (it binds port 0).
   const nixl = () => `${config.node.advertise}:<port bound at start>`;
-  return (await import("./engine/preflight.ts")).preflight(config, lineOf, undefined, (plans) => applyPdLaunch(config, plans, { nixlEndpoint: nixl }));
+  const { applyTierLaunch, tierPassword } = await import("./tier/launch.ts");
+  return (await import("./engine/preflight.ts")).preflight(config, lineOf, undefined, (plans) => [
+    ...applyPdLaunch(config, plans, { nixlEndpoint: nixl }),
+    ...applyTierLaunch(config, plans, () => tierPassword(config, true)),
+  ]);
 };
 
 /** The config result with the engine checks added (a config with an engine error is unusable). */

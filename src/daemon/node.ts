@@ -28,6 +28,8 @@ import { ClusterNode } from "../cluster/node.ts";
 import { RemoteUpstream } from "../cluster/forward.ts";
 import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
 import { TierService, tierAdminRoutes } from "../tier/service.ts";
+import { tierIndexFeed, tierIndexReplay } from "../tier/tier-key.ts";
+import { applyTierLaunch, tierPassword } from "../tier/launch.ts";
 import { PlannerService } from "../planner/service.ts";
 import { plannerGate } from "../planner/gate.ts";
 import { plannerAdminRoutes } from "../planner/status.ts";
@@ -110,7 +112,9 @@ export class HerdNode {
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
       plan: { finish: (plans) => this.finishPlans(plans) },
     });
-    this.tier = new TierService({ config, clock });
+    // What the tier holds is credited in the index to this node's workers of the block's model.
+    const localWorkersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
+    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, localWorkersOf) });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream();
@@ -161,7 +165,15 @@ export class HerdNode {
       supervisorService(config, this.supervisor, this.registry, log),
       preprocessService(this.prompts, () => ({ needs: policyNeedsPrompt(this.router), policy: this.router.policy.name })),
       kvIngestService(config, this.kv, this.supervisor),
-      service("kv-tier", () => this.tier.start(), () => this.tier.stop()),
+      service(
+        "kv-tier",
+        async () => {
+          await this.tier.start();
+          const workersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
+          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), workersOf);
+        },
+        () => this.tier.stop(),
+      ),
       service("scraper", () => this.scraper.start(), () => this.scraper.stop()),
       ...(this.planner ? [this.planner] : []),
       this.readiness,
@@ -276,6 +288,7 @@ export class HerdNode {
       isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
     });
     for (const line of lines) this.o.log.info(`P/D ${line}`);
+    for (const line of applyTierLaunch(this.config, plans, () => tierPassword(this.config))) this.o.log.info(line);
   }
 
   private listen(): void {

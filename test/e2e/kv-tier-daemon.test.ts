@@ -34,6 +34,9 @@ kv_tier:
     expect(cli("SET", "lmcache:block:1", "x".repeat(4096))).toBe("OK");
     expect(cli("GET", "lmcache:block:1")).toBe("x".repeat(4096));
     expect(cli("EXISTS", "lmcache:block:1", "nope")).toBe("1");
+    // The sim engine herd started offloads to this tier (its command line names the RESP server).
+    const dry = Bun.spawnSync([process.execPath, "src/cli.ts", "run", "--config", herd.configPath, "--dry-run"], { cwd: join(import.meta.dir, "../.."), stdout: "pipe", stderr: "pipe" });
+    expect(dry.stdout.toString()).toContain(`--kv-offload-url resp://127.0.0.1:${port}`);
     const metrics = await (await fetch(`${herd.url}/metrics`)).text();
     expect(metrics).toMatch(/herd_kv_tier_objects\{tier="cpu"\} 1/);
     const fig = (await (await fetch(`${herd.url}/admin/kv-tier`)).json()) as { tiers: { tier: string; objects: number; capacity_bytes: number }[] };
