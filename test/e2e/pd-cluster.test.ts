@@ -10,7 +10,9 @@
 //   - explain on the entry node lists the remote prefill workers' terms;
 //   - pa dies (herd and its engines, no goodbye): requests entering pb are still answered in full,
 //     by a local prefill on a decode worker (first the remote prefill fails and is retried, then
-//     once pa's workers have left pb's registry the decider finds no prefill worker); never a hang.
+//     once pa's workers have left pb's registry the decider finds no prefill worker); never a hang;
+//   - pa restarts and pairs again; then pb dies: requests entering pa get a clean 502/503 (no
+//     worker can decode), never a hang, and no prefill runs once pb's workers are gone.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -151,4 +153,35 @@ describe("P/D across two nodes (prefill on pa, decode on pb)", () => {
     expect(t2.decision.reason).toBe("no_prefill_worker");
     expect(t2.legs.map((l: any) => `${l.name}@${l.node}:${l.outcome}`)).toEqual(["local@pb:committed"]);
   }, 20_000);
+
+  test("pa comes back and pairs again; then pb (every decode worker) dies: requests entering pa get a clean error, never a hang", async () => {
+    nodes.set("pa", await startHerd(join(dir, "pa"), config("pa"), { args: ["--listen", `127.0.0.1:${port("pa")}`], readyTimeoutMs: 15_000 }));
+    await waitFor("pb sees pa's prefill workers ready again", async () => (await workers("pb")).filter((w) => w.node === "pa" && w.state === "ready").length === 2);
+    await waitFor("pa sees pb's decode workers ready", async () => (await workers("pa")).filter((w) => w.node === "pb" && w.state === "ready").length === 2);
+    const r = await client("pa").chat.completions.create({ model: "m", messages: [{ role: "user", content: long("rejoined") }], max_tokens: 3 });
+    expect(r.usage!.completion_tokens).toBe(3);
+    expect((await lastTrace("pa")).legs.map((l: any) => `${l.name}@${l.node}:${l.outcome}`)).toEqual(["prefill@pa:done", "decode@pb:committed"]);
+
+    const pids: number[] = (await workers("pb")).filter((w) => w.node === "pb" && w.pid).map((w) => w.pid);
+    expect(pids.length).toBe(2);
+    nodes.get("pb")!.proc.kill("SIGKILL");
+    for (const p of pids) process.kill(p, "SIGKILL");
+    const status = async (tag: string): Promise<number> => {
+      try {
+        await client("pa").chat.completions.create({ model: "m", messages: [{ role: "user", content: long(tag) }], max_tokens: 3 });
+        return 200;
+      } catch (e) {
+        return (e as { status?: number }).status ?? -1;
+      }
+    };
+    // pb's workers still in pa's view: the decode legs cannot reach pb, retried, redone, then 502.
+    const t0 = performance.now();
+    expect([502, 503]).toContain(await status("decode-gone-1"));
+    expect(performance.now() - t0).toBeLessThan(9_000);
+    // Once they are gone: no worker can decode, a 503 at once (no prefill leg runs).
+    await waitFor("pa drops pb's workers", async () => !(await workers("pa")).some((w) => w.node === "pb"), 8_000);
+    expect(await status("decode-gone-2")).toBe(503);
+    const t = await lastTrace("pa");
+    expect(t.legs).toEqual([]);
+  }, 30_000);
 });
