@@ -62,12 +62,16 @@ export function pdCandidates(d: PdPlanDeps, route: PlanInput["route"]): PdCandid
     .filter((w) => w.state === "ready")
     .map((w) => {
       const pre = d.router.prefilling(w.id);
+      // herd's bookings are only the requests that entered this node; another node's worker also
+      // serves its own node's and the rest of the cluster's, which its owner's scrape (published in
+      // its advert) counts. The larger of the two keeps the decider's saturation check cluster-wide.
+      const remoteWaiting = w.node !== d.config.node.name ? (w.load.waiting ?? 0) : 0;
       return {
         id: w.id, node: w.node, url: w.url, kind: w.kind, role: w.role,
         overlap: overlaps.get(w.id) ?? NONE,
         activePrefillTokens: pre.tokens,
         activeBlocks: d.router.activeBlocks(w.id),
-        waiting: pre.requests,
+        waiting: Math.max(pre.requests, remoteWaiting),
         kvUsage: w.load.kv_usage,
         numBlocks: null,
         // SGLang workers are not orchestrated through herd run yet (pdModels): no bootstrap port.
