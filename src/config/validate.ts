@@ -56,14 +56,15 @@ function checkKvTier(config: Config, add: Add): void {
 }
 
 // P/D (issue 13): herd configures the transfer for vllm, sglang and sim engines (src/pd/engine-flags.ts);
-// a prefill engine needs a decode engine of the same model, or nothing ever reads its KV.
+// a prefill engine needs a decode engine of the same model, here or on another cluster node (the
+// P/D plan pairs workers across nodes), or nothing ever reads its KV.
 const PD_KINDS = ["vllm", "sglang", "sim", "external"];
 function checkPd(config: Config, add: Add): void {
   config.engines.forEach((e, i) => {
     if (e.role === "aggregated") return;
     if (!PD_KINDS.includes(e.kind)) add("warning", `engines[${i}].role`, `herd sets no P/D flags for kind ${e.kind}: pass them in args (herd still routes it as a ${e.role} worker)`);
     if (e.role === "prefill" && !config.engines.some((d) => d.model === e.model && d.role === "decode")) {
-      add("warning", `engines[${i}].role`, `no decode engine serves ${JSON.stringify(e.model)}: prefill workers get no traffic until one exists`);
+      add("warning", `engines[${i}].role`, `no decode engine on this node serves ${JSON.stringify(e.model)}: prefill workers get no traffic until a decode worker of it exists here or on another cluster node`);
     }
   });
 }

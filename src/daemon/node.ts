@@ -46,7 +46,7 @@ import { kvIngestService, peerAddress, preprocessService, supervisorService } fr
 import type { EnginePlan } from "../engine/types.ts";
 import { canListen } from "../engine/plan.ts";
 import type { RouteRequest } from "../router/index.ts";
-import { applyPdLaunch, hasPdRoles, pdModels } from "../pd/launch.ts";
+import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
@@ -232,7 +232,7 @@ export class HerdNode {
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
-      ...(pdPlan ? { plan: pdPlan } : {}),
+      plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
     });
@@ -263,9 +263,13 @@ export class HerdNode {
     };
   }
 
-  /** Models with prefill and decode engines run the P/D plan (src/pd); the others today's one leg. */
-  private pdPlan(): PlanBuilder | null {
-    if (pdModels(this.config).size === 0) return null;
+  /**
+   * Models with prefill and decode workers run the P/D plan (src/pd); the others today's one leg.
+   * Built on every node: which models are P/D is decided per request from the cluster-wide
+   * registry (pdServes), so a node without P/D engines still splits a request over other nodes'
+   * prefill and decode workers, and a decode-only node can pair with a remote prefill node.
+   */
+  private pdPlan(): PlanBuilder {
     const node = this;
     this.pd = {
       config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,

@@ -155,6 +155,9 @@ export async function runPd(deps: PdDeps, input: PdInput, signal: AbortSignal): 
   const obs = deps.observer ?? NOOP;
   obs.decision(decision);
   const r: Run = { deps, input, signal, obs, cands, trace: { flow: input.flow, decision, legs: [], fallbacks: [] } };
+  // No worker can decode (in a cluster: the decode node is gone): a prefill would only hold blocks
+  // nobody pulls, so the request fails at once with a clean 503.
+  if (bestDecode === null) return { outcome: noWorker("decode"), trace: r.trace };
   const outcome = !decision.disaggregate ? await runLocal(r, new Set()) : input.flow === "vllm" ? await runVllm(r) : await runSglang(r);
   return { outcome, trace: r.trace };
 }

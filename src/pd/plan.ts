@@ -1,5 +1,7 @@
-// The P/D plan (issue 13): the PlanBuilder the daemon gives the Frontend when the config has prefill
-// and decode engines for a model. For such a model a request runs `runPd` (orchestrator.ts) over a
+// The P/D plan (issue 13): the PlanBuilder the daemon gives the Frontend. A model is P/D when this
+// node's config has prefill and decode engines for it (pdModels), or — decided per request, since
+// other nodes' workers come and go — when the cluster-wide worker registry holds prefill or decode
+// workers of it (pdServes). For such a model a request runs `runPd` (orchestrator.ts) over a
 // LegExecutor that sends each leg through the request lifecycle's LegRunner (same Upstream, ticket,
 // commit point and relay as any request; plan.ts in src/request). Every other model keeps
 // `aggregatedPlan` unchanged, so an aggregated request takes exactly today's path.
@@ -32,6 +34,25 @@ export interface PdPlanDeps {
 
 const NONE: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 
+/**
+ * Whether `model` runs the P/D plan now: this node's config says so (pdModels, fixed), or the
+ * registry (local and remote workers) holds a prefill or decode worker of it and every prefill
+ * worker speaks vLLM's NixlConnector contract (the SGLang flow is not orchestrated: see launch.ts).
+ * Decode workers alone still count: the orchestrator then prefills locally on one (decider reason
+ * `no_prefill_worker`) — what a decode node does when the prefill node is gone; prefill workers
+ * alone give a clean "no decode worker" error instead of an aggregated route that has no worker.
+ */
+export function pdServes(configured: ReadonlySet<string>, registry: WorkerRegistry, model: string): boolean {
+  if (configured.has(model)) return true;
+  let split = false;
+  for (const w of registry.ofModel(model)) {
+    if (w.role === "aggregated") continue;
+    if (w.role === "prefill" && w.kind !== "vllm" && w.kind !== "sim") return false;
+    split = true;
+  }
+  return split;
+}
+
 /** Ready workers of `model` as the chooser sees them: overlap for this prompt, herd's load, scraped KV. */
 export function pdCandidates(d: PdPlanDeps, route: PlanInput["route"]): PdCandidate[] {
   const hashes = route.blockHashes;
@@ -41,12 +62,16 @@ export function pdCandidates(d: PdPlanDeps, route: PlanInput["route"]): PdCandid
     .filter((w) => w.state === "ready")
     .map((w) => {
       const pre = d.router.prefilling(w.id);
+      // herd's bookings are only the requests that entered this node; another node's worker also
+      // serves its own node's and the rest of the cluster's, which its owner's scrape (published in
+      // its advert) counts. The larger of the two keeps the decider's saturation check cluster-wide.
+      const remoteWaiting = w.node !== d.config.node.name ? (w.load.waiting ?? 0) : 0;
       return {
         id: w.id, node: w.node, url: w.url, kind: w.kind, role: w.role,
         overlap: overlaps.get(w.id) ?? NONE,
         activePrefillTokens: pre.tokens,
         activeBlocks: d.router.activeBlocks(w.id),
-        waiting: pre.requests,
+        waiting: Math.max(pre.requests, remoteWaiting),
         kvUsage: w.load.kv_usage,
         numBlocks: null,
         // SGLang workers are not orchestrated through herd run yet (pdModels): no bootstrap port.
@@ -88,12 +113,12 @@ function executor(runner: LegRunner, input: PlanInput): LegExecutor {
 
 export function pdPlanBuilder(d: PdPlanDeps): PlanBuilder {
   const models = pdModels(d.config);
-  const blockSize = new Map(d.config.models.map((m) => [m.name, m.block_size]));
+  const blockSize = new Map(d.config.models.map((m) => [m.name, m.block_size])); // cluster-wide equal (model cards)
   const knobs = { prefillLoadScale: d.config.router.kv.prefill_load_scale, credit: d.config.router.kv.overlap_credit };
   const firstTokenMs = d.config.frontend.first_token_timeout_ms;
   return (input) => {
     const plan = aggregatedPlan(input);
-    if (!models.has(input.route.model)) return plan;
+    if (!pdServes(models, d.registry, input.route.model)) return plan;
     return {
       ...plan,
       orchestrate: async (runner, requestId, signal) => {
@@ -137,7 +162,7 @@ export interface PdExplain {
 
 /** The P/D choice this route would get now, without running it (a fork of the rng: nothing advances). */
 export function explainPd(d: PdPlanDeps, route: PlanInput["route"]): PdExplain | null {
-  if (!pdModels(d.config).has(route.model)) return null;
+  if (!pdServes(pdModels(d.config), d.registry, route.model)) return null;
   const cands = pdCandidates(d, route);
   const req = { promptTokens: route.promptTokens, blockSize: route.blockSize ?? d.config.models.find((m) => m.name === route.model)?.block_size ?? 16 };
   const rng = d.rng.fork();

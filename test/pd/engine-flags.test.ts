@@ -175,7 +175,7 @@ describe("pd config section (issue 13 public contract)", () => {
   test("warnings: a prefill pool with no decode engine; a role on a kind herd cannot configure", () => {
     const r = parseConfigText(yaml("", "  - { kind: sim, model: q, role: prefill }\n  - { kind: command, model: q, role: prefill, command: [x, '{port}'] }"));
     const w = r.findings.filter((f) => f.severity === "warning").map((f) => `${f.path}: ${f.message}`);
-    expect(w).toContain('engines[0].role: no decode engine serves "q": prefill workers get no traffic until one exists');
+    expect(w).toContain('engines[0].role: no decode engine on this node serves "q": prefill workers get no traffic until a decode worker of it exists here or on another cluster node');
     expect(w.some((x) => x.startsWith("engines[1].role: herd sets no P/D flags for kind command"))).toBe(true);
     const paired = parseConfigText(yaml("", "  - { kind: sim, model: q, role: prefill }\n  - { kind: sim, model: q, role: decode }"));
     expect(paired.findings).toEqual([]);

@@ -104,6 +104,16 @@ describe("vLLM flow", () => {
     expect(legs(sat.trace)).toEqual(["local@n2/d0:committed"]);
   });
 
+  test("no worker can decode (the decode node is gone): a clean 503 at once, no prefill leg holding blocks", async () => {
+    const pl = await pool();
+    pl.cands = pl.cands.filter((c) => c.role === "prefill");
+    const dp = deps(pl);
+    const r = await runPd(dp, input(), new AbortController().signal);
+    expect(r.outcome).toEqual({ kind: "failed", reason: "no decode worker available", status: 503 });
+    expect(dp.exec.sent).toEqual([]);
+    expect(r.trace.legs).toEqual([]);
+  });
+
   test("prefill fails → one retry on the other prefill worker", async () => {
     const pl = await pool({ p0: { pdPrefillFailRate: 1 } });
     const r = await runPd(deps(pl), input(), new AbortController().signal);
