@@ -5,7 +5,7 @@
 // retried once on another eligible worker, within the retry budget; after it, never (the client
 // already holds part of an answer). After the commit point a failure becomes an OpenAI error event
 // `data: {"error": …}` and then the stream closes — never a bare close, which the openai client
-// would take for a normal end (reliability.md §1.1).
+// would take for a normal end (docs/references.md#reliability-1.1).
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
