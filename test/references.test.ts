@@ -33,7 +33,7 @@ const files = SCOPE.flatMap((p) => [...textFiles(join(ROOT, p))])
 const NOTES = ["engines", "routers", "kv-tier", "reliability", "planner", "style-anchors", "cluster-peers",
   "zmtp-etcd-bun", "engine-launch-and-timing"];
 const noteFile = new RegExp(`([\\w./-]*?)\\b(${NOTES.join("|")})\\.md\\b`, "g");
-const notesFolder = new RegExp(`\\bstyle-anchors\\b|${["shared", "reference"].join("/")}|\\breference §|\\(§[AB]\\.\\d`);
+const notesFolder = new RegExp(`\\bstyle-anchors\\b|${["shared", "reference"].join("/")}|\\breference §|\\(§[AB]\\.\\d|references\\.md#.*§[AB]?\\d`);
 
 /** Citations of a note in `line`; `docs/<name>.md` is fine when this repository has that file. */
 function noteCitations(line: string): string[] {
