@@ -2,7 +2,7 @@
 // Access: loopback clients always; others only with `Authorization: Bearer <frontend.admin_token>`,
 // and never when no token is configured. Loopback callers must also send a loopback Host and no
 // foreign Origin: a browser page on another site cannot reach it through DNS rebinding or CSRF
-// (reliability.md §2, mitigation 4). No response carries a configured secret: workers are rendered
+// (docs/references.md#reliability-2, mitigation 4). No response carries a configured secret: workers are rendered
 // field by field from the registry, never by dumping config.
 import { Hono, type Context } from "hono";
 import { HerdError } from "../core/errors.ts";

@@ -3,8 +3,8 @@
 // compile-time check at the bottom keeps it identical to the Config contract in types.ts.
 //
 // Where a default comes from:
-// - timeouts and drain: reference/reliability.md (Dynamo, Envoy, llm-d figures), test plan R5–R7;
-// - startup: reference/engine-launch-and-timing.md §A.3 (vLLM waits 600 s for its engine cores, and a
+// - timeouts and drain: docs/references.md#reliability-1.3 (Dynamo, Envoy, llm-d figures), test plan #reliability-R5, #reliability-R6, #reliability-R7;
+// - startup: docs/references.md#timing-A.3 (vLLM waits 600 s for its engine cores, and a
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 

@@ -1,4 +1,4 @@
-// Startup warnings about what this node exposes beyond loopback (reliability.md §2, mitigations 2
+// Startup warnings about what this node exposes beyond loopback (docs/references.md#reliability-2, mitigations 2
 // and 10): an unauthenticated OpenAI API on a non-loopback listener, and engine side sockets (KV
 // events) bound on every interface — which vLLM and SGLang require for a ZMQ publisher that binds.
 // Pure: config + planned engines in, warning lines out; the daemon logs them.

@@ -25,7 +25,7 @@ export interface PlanOptions {
 let detected: HostGpus | null = null;
 const hostGpusOnce = (): HostGpus => (detected ??= detectGpus());
 
-/** Try to bind host:port for a moment. vLLM binds with SO_REUSEPORT (§A.3), so herd must choose. */
+/** Try to bind host:port for a moment. vLLM binds with SO_REUSEPORT (docs/references.md#timing-A.3), so herd must choose. */
 export function canListen(host: string, port: number): boolean {
   try {
     const s = Bun.listen({ hostname: host || "0.0.0.0", port, socket: { data() {} } });

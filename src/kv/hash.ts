@@ -1,6 +1,6 @@
 // Dynamo-style block hashing, so the index never depends on an engine's own hash function,
 // algorithm flag or PYTHONHASHSEED: engine events and incoming prompts are both hashed here from
-// token ids, and engine hashes serve only as ids for removals and parents (routers.md §1.5).
+// token ids, and engine hashes serve only as ids for removals and parents (docs/references.md#routers-1.5).
 //
 //   local_i = XXH3-64(u32le(tokens of block i), seed)     seed = 1337 (+ XXH3-64(lora, 0), wrapping)
 //   seq_0   = local_0

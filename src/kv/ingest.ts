@@ -2,7 +2,7 @@
 // socket, restart detection, and resync. Sockets are injected (KvEventSource, KvReplayer), time
 // through a Clock, so the whole state machine runs in tests on in-memory fakes and a VirtualClock.
 //
-// Rules (engines.md §1.2–§1.3, §8):
+// Rules (docs/references.md#engines-1.2, #engines-1.3, #engines-8):
 //  - seq == last+1: apply. seq <= last: a duplicate (dropped) unless the publisher restarted.
 //  - seq > last+1: a gap. Later messages wait in a bounded buffer while the replay endpoint is
 //    asked for [b"", u64be(last+1)]; replayed batches fill the hole.

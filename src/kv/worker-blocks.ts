@@ -3,7 +3,7 @@
 // sequence hashes of their tokens (hash.ts). This map remembers engine hash → herd hash and on
 // which media the worker holds it, so removals (which carry only engine hashes) and children
 // (whose parent is an engine hash) can be resolved. Filtering follows Dynamo's normalizer
-// (engines.md §7): REMOTE-locality events and non-main-attention KV groups are dropped.
+// (docs/references.md#engines-7): REMOTE-locality events and non-main-attention KV groups are dropped.
 import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.ts";
 import { BlockIndex } from "./block-index.ts";
 import { chainHashesU32, saltRoot } from "./hash.ts";

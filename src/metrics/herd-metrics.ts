@@ -1,7 +1,7 @@
 // herd's own Prometheus metrics, in a herd-owned Registry (never prom-client's global one, so two
 // daemons in one test process and the sim engine's vLLM metrics never collide). Label values are
 // bounded: models are the configured names (anything else is "unknown"), workers are registry ids,
-// statuses are HTTP codes; never a raw client string (reliability.md §2, PYSEC-2026-4325).
+// statuses are HTTP codes; never a raw client string (docs/references.md#reliability-2, PYSEC-2026-4325).
 import { Counter, Gauge, Histogram, Registry } from "prom-client";
 import type { Worker } from "../workers/worker.ts";
 import { WORKER_STATES } from "../workers/worker.ts";

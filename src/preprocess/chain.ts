@@ -1,6 +1,6 @@
 // Block hashes memoised along the prompt's pieces. Hashing a 32k-token prompt's 2,000 blocks costs
 // about as much as everything else in a warm routing decision (Dynamo cut 25 ms to 3 ms by hashing
-// once and reusing, routers.md §1.10), and prompts that share a prefix share their first pieces.
+// once and reusing, docs/references.md#routers-1.10), and prompts that share a prefix share their first pieces.
 // So the state after each piece — token count, last full block's sequence hash, the partial
 // block's tokens — is cached under a key naming the whole piece sequence so far; a warm prompt
 // resumes from the deepest known state and hashes only what follows.

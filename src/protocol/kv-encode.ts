@@ -1,4 +1,4 @@
-// Encode KV event batches the way vLLM does (engines.md §1.5, §1.6), for the simulated engine and
+// Encode KV event batches the way vLLM does (docs/references.md#engines-1.5, #engines-1.6), for the simulated engine and
 // for tests: "array" = positional events (vLLM ≤ 0.23; omit_defaults drops only trailing fields
 // equal to their default), "map" = events as maps with a "type" key (vLLM ≥ 0.24; defaulted
 // fields equal to None are absent). The envelope is always the positional [ts, events, rank].

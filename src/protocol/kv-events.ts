@@ -1,4 +1,4 @@
-// vLLM / SGLang KV cache event batches (engines.md §1, §6.2): the msgpack payload of frame 2 of
+// vLLM / SGLang KV cache event batches (docs/references.md#engines-1, #engines-6.2): the msgpack payload of frame 2 of
 // `[topic, u64be(seq), payload]`. Both encodings found in the wild are decoded:
 //   - positional: events are arrays whose element 0 is the type tag (vLLM ≤ 0.23, SGLang < #37482);
 //   - maps: events are maps with a "type" key (vLLM ≥ 0.24, SGLang ≥ #37482).
@@ -132,7 +132,7 @@ function decodeEvent(ev: unknown, out: KvEventBatch): void {
 
 class Invalid extends Error {}
 
-// Positional layouts (index 0 is the tag), engines.md §1.5/§1.6 and §6.2:
+// Positional layouts (index 0 is the tag), docs/references.md#engines-1.5, #engines-1.6 and #engines-6.2:
 //   BlockStored  [tag, hashes, parent, token_ids, block_size, lora_id, medium?, lora_name | {cache_salt}?,
 //                 extra_keys?, group_idx?, kv_cache_spec_kind?, kv_cache_spec_sliding_window?]
 //   BlockRemoved [tag, hashes, medium?, group_idx?]
@@ -304,7 +304,7 @@ export function hashValue(v: unknown): bigint {
   }
   if (v instanceof Uint8Array) {
     // VLLM_KV_EVENTS_USE_INT_BLOCK_HASHES=0 sends the raw digest; the int form vLLM would have sent
-    // is int.from_bytes(h, "big") & (2**64 - 1), i.e. the last 8 bytes (engines.md §1.7).
+    // is int.from_bytes(h, "big") & (2**64 - 1), i.e. the last 8 bytes (docs/references.md#engines-1.7).
     if (v.length === 0) throw new Invalid();
     let x = 0n;
     for (let i = Math.max(0, v.length - 8); i < v.length; i++) x = (x << 8n) | BigInt(v[i]!);

@@ -1,4 +1,4 @@
-// Framing around KV event payloads (engines.md §1.2, §1.3, §6.2):
+// Framing around KV event payloads (docs/references.md#engines-1.2, #engines-1.3, #engines-6.2):
 //   live (PUB → SUB):     [topic, u64be(seq), payload]
 //   replay request:       DEALER sends [b"", u64be(start_seq)] to the engine's ROUTER
 //   replay reply, per batch with seq >= start, then an end marker whose seq frame is ff×8:

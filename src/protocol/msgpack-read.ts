@@ -3,7 +3,7 @@
 // over every batch cost ~1.5× the decode; this reader checks as it goes at the library's speed.
 // It refuses, with MsgpackRejected:
 //   - extension types (ext8/16/32, fixext): code-capable decoding is this ecosystem's most common
-//     vulnerability (SGLang's msgpack-wrapped pickle, reliability.md §2); herd's formats use none;
+//     vulnerability (SGLang's msgpack-wrapped pickle, docs/references.md#reliability-2); herd's formats use none;
 //   - any declared length the remaining bytes cannot back (a str32/array32 header claiming 4 GiB
 //     in a 20-byte payload), so a declared length never drives an allocation;
 //   - nesting deeper than maxDepth (recursion is bounded by it), the reserved byte 0xc1, map keys

@@ -4,7 +4,7 @@
 // which validates the rest exactly as it would without herd.
 //
 // Internal fields are STRIPPED, not refused: herd alone decides where a request goes and what
-// disaggregation metadata it carries (llm-d's SSRF via x-prefiller-host-port, reliability.md §2 #5),
+// disaggregation metadata it carries (llm-d's SSRF via x-prefiller-host-port, docs/references.md#reliability-2, mitigation 5),
 // and ordinary clients that forward unknown extra_body keys keep working. Request-supplied chat
 // templates are stripped too (PYSEC-2026-4349: template render DoS).
 import { badRequest } from "../core/errors.ts";

@@ -1,4 +1,4 @@
-// Active KV blocks per worker from herd's own bookings (Dynamo's ActiveSequences, routers.md §1.3):
+// Active KV blocks per worker from herd's own bookings (Dynamo's ActiveSequences, docs/references.md#routers-1.3):
 // the decode term of the KV-aware cost. Blocks are counted by sequence hash with a reference
 // count, so a prefix shared by several in-flight requests on one worker counts once (Dynamo's
 // "assume KV reuse"). Added at dispatch, removed when the request ends.

@@ -1,5 +1,5 @@
-// The KV-aware cost, written once (Dynamo's form, routers.md §1.1), and the two ways of choosing by
-// cost (§1.2). Pure functions: explain output and policies call the same code, so a decision can
+// The KV-aware cost, written once (Dynamo's form, docs/references.md#routers-1.1), and the two ways of choosing by
+// cost (docs/references.md#routers-1.2). Pure functions: explain output and policies call the same code, so a decision can
 // always be re-derived from its printed terms.
 //
 //   credit_blocks   = gpu·overlap_gpu + cpu·(overlap_cpu − overlap_gpu)⁺ + disk·(overlap_disk − max(gpu, cpu))⁺

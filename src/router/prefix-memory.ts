@@ -1,7 +1,7 @@
 // What the router itself sent where: the `prefix` policy's stand-in for engine KV events, and the
 // `kv` policy's short-lived "predicted" entries that cover the gap between a decision and the
 // engine's BlockStored events (Dynamo's predict-on-route, llm-d's speculative indexing;
-// routers.md §1.7, §8 lesson 5).
+// docs/references.md#routers-1.7, #routers-8 (lesson 5)).
 //
 // Bounded twice: a block counts only for `ttlMs` after the last request that sent it, and each
 // worker remembers at most `maxBlocksPerWorker` tracked hashes (sampling.ts: every block of a

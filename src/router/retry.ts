@@ -1,4 +1,4 @@
-// Retry rules for failures before the first byte reached the client (reliability.md R3).
+// Retry rules for failures before the first byte reached the client (docs/references.md#reliability-R3).
 // - retryable(): which failures may be retried on another worker at all.
 // - RetryBudget: Envoy-style budget so retries cannot multiply load during an outage: over a sliding
 //   window, retries ≤ max(min_retries_per_window, budget_ratio × requests). Pure core on the Clock:

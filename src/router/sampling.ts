@@ -1,6 +1,6 @@
 // Which of a prompt's block hashes the router's own bookkeeping tracks (prefix memory, active
 // blocks): every one of the first EXACT_BLOCKS, then every STRIDE-th (Dynamo's
-// --router-active-sequence-stride, routers.md §1.3). A block's sequence hash names its whole prefix,
+// --router-active-sequence-stride, docs/references.md#routers-1.3). A block's sequence hash names its whole prefix,
 // so a tracked hash at position p stands for blocks 0..p; short prompts stay exact while a
 // 32k-token prompt's 2,000 blocks cost ~300 map entries instead of 2,000 (a cold prompt's
 // bookkeeping otherwise takes milliseconds of event loop).

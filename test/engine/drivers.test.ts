@@ -1,5 +1,5 @@
 // Generated command lines, environments, ports and ids, checked against the flags in
-// shared/reference/engine-launch-and-timing.md §A and engines.md §1.4 / §6.1.
+// docs/references.md#timing-A and docs/references.md#engines-1.4, #engines-6.1.
 import { describe, expect, test } from "bun:test";
 import { planEngines, PortAllocator } from "../../src/engine/plan.ts";
 import type { EnginePlan, LaunchSpec } from "../../src/engine/types.ts";

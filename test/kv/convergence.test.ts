@@ -1,4 +1,4 @@
-// R11: drops, duplicates, reordering and publisher restarts converge to the engine's true cache.
+// R11 (docs/references.md#reliability-R11): drops, duplicates, reordering and publisher restarts converge to the engine's true cache.
 // Several modelled vLLM engines publish through faulty links into one BlockIndex; the index is
 // compared with the engines' real caches (herd hashes per medium).
 import { describe, expect, test } from "bun:test";

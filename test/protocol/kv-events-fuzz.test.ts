@@ -1,4 +1,4 @@
-// R13/R17 for the msgpack event decoder: thousands of seeded mutations never crash it (only
+// R13/R17 (docs/references.md#reliability-R13, #reliability-R17) for the msgpack event decoder: thousands of seeded mutations never crash it (only
 // KvDecodeError escapes), extension types are rejected wherever they appear, and declared lengths
 // never drive an allocation.
 import { describe, expect, test } from "bun:test";

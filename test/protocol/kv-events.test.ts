@@ -61,7 +61,7 @@ describe.skipIf(!hasMsgpack)("KV event vectors from python3-msgpack", () => {
 });
 
 describe("KV event decoding", () => {
-  test("decodes the reference's hand-encoded msgspec bytes (engines.md §1.8)", () => {
+  test("decodes the hand-encoded msgspec bytes (docs/references.md#engines-1.8)", () => {
     const b = decodeKvEventBatch(hex("93 cb 41d954fc40200000 91 94 ac 426c6f636b52656d6f766564 91 cf dab89baa7b5857c0 a3 475055 00 00"));
     expect(b.ts).toBe(1700000000.5);
     expect(b.dpRank).toBe(0);

@@ -1,4 +1,4 @@
-// Real-looking /metrics bodies (shapes from engines.md §3 and §6.3: prometheus_client output with
+// Real-looking /metrics bodies (shapes from docs/references.md#engines-3 and #engines-6.3: prometheus_client output with
 // HELP/TYPE lines, `model_name` and `engine` labels, _total counters, histogram buckets).
 const M = 'model_name="Qwen/Qwen3-8B"';
 

@@ -1,4 +1,4 @@
-// Safe by default (issue 6, R15; reliability.md §2 mitigations 2-4): every /admin route of a running
+// Safe by default (issue 6, docs/references.md#reliability-R15; docs/references.md#reliability-2 mitigations 2-4): every /admin route of a running
 // daemon, enumerated from the hono route table (so a route added later is covered without editing
 // this test), refuses an unauthenticated call from a non-loopback address — 403 when no admin token
 // is configured, 401 without or with a wrong bearer (the API key is not an admin token) — and a

@@ -1,4 +1,4 @@
-// Safe by default (issue 6, R15): with the shipped example config (what install.sh installs as
+// Safe by default (issue 6, docs/references.md#reliability-R15): with the shipped example config (what install.sh installs as
 // /etc/herd/herd.yaml) every socket herd and its engines listen on is on loopback — the frontend
 // (which also serves /admin and /metrics), each sim engine's HTTP port and its two KV event sockets
 // (PUB + replay ROUTER, which follow vLLM's `tcp://*` unless herd asks the sim for loopback).

@@ -1,4 +1,4 @@
-// The step-cost model of the simulated engine (engine-launch-and-timing.md §B.5, "recommended default
+// The step-cost model of the simulated engine (docs/references.md#timing-B.5, "recommended default
 // parameter set", Qwen3-8B BF16 on one H100-80GB under vLLM V1):
 //
 //   step_ms = t_step + max(t_weights, c_lin · T) + c_pair · P + c_kv · K
@@ -8,9 +8,9 @@
 // tokens read by the decoding sequences. Pure: no clock, no state.
 
 export interface CostParams {
-  /** Per-step CPU/launch overhead (ms). 7.38 ms measured TPOT − 5.9 ms weight read [gpuS1]. */
+  /** Per-step CPU/launch overhead (ms). 7.38 ms measured TPOT − 5.9 ms weight read (GPUStack perf-lab, docs/references.md#timing-B.5). */
   stepMs: number;
-  /** Floor of a step: reading the BF16 weights once, 16.4 GB at 2.8 TB/s (ms) [blis-hw]. */
+  /** Floor of a step: reading the BF16 weights once, 16.4 GB at 2.8 TB/s (ms) (docs/references.md#timing-B.5). */
   weightsMs: number;
   /** Matmul time per token in the step (ms): 13.9 GFLOP at 600 TFLOP/s. */
   linearMsPerToken: number;

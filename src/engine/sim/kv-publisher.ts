@@ -1,4 +1,4 @@
-// The simulated engine's KV event publisher, shaped like vLLM's ZmqEventPublisher (engines.md §1):
+// The simulated engine's KV event publisher, shaped like vLLM's ZmqEventPublisher (docs/references.md#engines-1):
 //   - PUB on `endpoint` (bound when it contains `*` or `::`, else connected out, as vLLM decides),
 //     one 3-frame message per scheduler step that produced events: [topic, u64be(seq), msgpack batch];
 //   - ROUTER on `replay_endpoint` answering [b"", u64be(start)] with every buffered batch whose
@@ -87,7 +87,7 @@ export interface SimKvPublisherStats {
   invalidReplayRequests: number;
 }
 
-/** vLLM binds when the endpoint holds a wildcard, and connects out otherwise (engines.md §1.1). */
+/** vLLM binds when the endpoint holds a wildcard, and connects out otherwise (docs/references.md#engines-1.1). */
 export function isBindEndpoint(ep: string): boolean {
   return ep.includes("*") || ep.includes("::");
 }

@@ -1,4 +1,4 @@
-// vLLM's Prometheus metrics for the simulated engine (engines.md §3), on a private prom-client Registry
+// vLLM's Prometheus metrics for the simulated engine (docs/references.md#engines-3), on a private prom-client Registry
 // (herd's own metrics live in the same process in tests). Labels: model_name (served name) and engine
 // ("0": one engine core behind the API server). Counters carry the `_total` suffix that Python's
 // prometheus_client adds on export. Histogram buckets follow vLLM's.

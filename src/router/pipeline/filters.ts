@@ -2,7 +2,7 @@
 // → role (`aggregated` unless the request names one) → pinned worker → not excluded after a failure; each removal listed in `decision.filtered`,
 // nothing left = 503); a pipeline's configured filters (router.pipeline.filters) then run as
 // guards, each skipped when it would drop every worker. `healthy` is the state filter under its
-// pipeline name. `overload` is SGLang's imbalance guard (routers.md §6) as a filter: the cluster is
+// pipeline name. `overload` is SGLang's imbalance guard (docs/references.md#routers-6) as a filter: the cluster is
 // imbalanced when (max − min) > abs AND max > rel × min (load in requests, ../load.ts); here each
 // worker is judged against the least loaded one by the same two tests, and dropped when it fails
 // both. The least loaded worker always passes, so the guard never empties the set; a hot prefix

@@ -4,7 +4,7 @@
 // from the stages' own words, and only then, outside a dry run, lets the stages commit (the
 // round-robin counter, session bindings, the blocks sent to the worker).
 // The runner owns validation and timing: a non-finite cost names its scorer and worker, a picker
-// row out of range names its picker (style-anchors §1.3); `timings` = {match_ms, score_ms}.
+// row out of range names its picker (docs/references.md#style-1.3); `timings` = {match_ms, score_ms}.
 import { invariant } from "../../core/errors.ts";
 import type { Worker } from "../../workers/worker.ts";
 import type { CandidateExplain, LoadView, Pick, Policy, RouteCtx, RouteRequest } from "../types.ts";

@@ -5,7 +5,7 @@
 // kv (precise): overlap per medium from the event-fed block index (src/kv), raised by "predicted"
 //   entries — the blocks of this router's own recent decisions, remembered for
 //   router.kv.predicted_ttl_ms, so a burst of requests sharing a new prefix does not scatter before
-//   the engine's BlockStored events arrive (Dynamo's --router-predicted-ttl-secs, routers.md §1.7).
+//   the engine's BlockStored events arrive (Dynamo's --router-predicted-ttl-secs, docs/references.md#routers-1.7).
 //   A prediction is dropped as soon as the index reports the engine removed one of its blocks.
 // prefix (approximate): no engine events. The router remembers which block hashes it sent to which
 //   worker (router.prefix: TTL after the last send, per-worker capacity, least recently sent

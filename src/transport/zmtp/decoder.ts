@@ -198,7 +198,7 @@ export class ZmtpDecoder {
   private headerLength(): number {
     if (this.hdrLen < 2) return 2;
     const flags = this.hdr[0]!;
-    // libzmq 4.3.4 bug (reference §1.11): a SUBSCRIBE of a 246-255 byte topic is sent with flags
+    // libzmq 4.3.4 bug (docs/references.md#zmtp-1.11): a SUBSCRIBE of a 246-255 byte topic is sent with flags
     // 04 (no LONG) but an 8-byte size. A short command of size 0 is impossible (the name needs a
     // byte), so a 00 there means that 8-byte size starts at this byte.
     if ((flags & FLAG_LONG) !== 0 || ((flags & FLAG_COMMAND) !== 0 && this.hdr[1] === 0)) return 9;

@@ -1,6 +1,6 @@
 // ZMTP 3.0/3.1 wire constants and encoders (NULL mechanism only). Pure functions over bytes; the
 // incremental decoder lives in decoder.ts, sockets in connection.ts. Layouts follow RFC 23/37 and
-// what libzmq 4.3.4 actually sends (see shared/reference/zmtp-etcd-bun.md Part 1).
+// what libzmq 4.3.4 actually sends (see docs/references.md#zmtp-1).
 
 export const GREETING_BYTES = 64;
 export const FLAG_MORE = 0x01;
@@ -41,7 +41,7 @@ MECHANISM_NULL.set([0x4e, 0x55, 0x4c, 0x4c]); // "NULL" + 16 zero bytes
 
 /**
  * Our full 64-byte greeting, sent in one write on connect/accept: libzmq sends its own in steps and
- * waits for ours, so waiting for the peer's 64 bytes first would deadlock (reference §1.1).
+ * waits for ours, so waiting for the peer's 64 bytes first would deadlock (docs/references.md#zmtp-1.1).
  */
 export function buildGreeting(minor = 1): Uint8Array {
   const g = new Uint8Array(GREETING_BYTES);
@@ -190,7 +190,7 @@ export function encodePong(ctx: Uint8Array): Uint8Array {
 
 /**
  * A (un)subscription in the form the peer's version expects: a SUBSCRIBE/CANCEL command for 3.1+,
- * a `01`/`00`-prefixed message for 3.0 (reference §1.2).
+ * a `01`/`00`-prefixed message for 3.0 (docs/references.md#zmtp-1.2).
  */
 export function encodeSubscription(topic: Uint8Array, subscribe: boolean, peerMinor: number): Uint8Array {
   if (peerMinor >= 1) return encodeCommand(subscribe ? "SUBSCRIBE" : "CANCEL", topic);

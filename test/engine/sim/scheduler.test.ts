@@ -194,15 +194,15 @@ describe("SimScheduler", () => {
     expect(b.finish?.cachedTokens).toBe(0);
   });
 
-  test("the cost model reproduces the reference's derived figures", () => {
-    // §B.4: batch 1 at 1k context ≈ 7.5 ms; batch 8 at 8k ≈ 10.9 ms; batch 256 at 1k ≈ 21.3 ms.
+  test("the cost model reproduces the derived figures (docs/references.md#timing-B.4)", () => {
+    // docs/references.md#timing-B.4: batch 1 at 1k context ≈ 7.5 ms; batch 8 at 8k ≈ 10.9 ms; batch 256 at 1k ≈ 21.3 ms.
     expect(stepCostMs(DEFAULT_COST, { tokens: 1, prefillPairs: 0, decodeContextTokens: 1000 })).toBeCloseTo(7.45, 2);
     expect(stepCostMs(DEFAULT_COST, { tokens: 8, prefillPairs: 0, decodeContextTokens: 8 * 8000 })).toBeCloseTo(10.79, 1);
     expect(stepCostMs(DEFAULT_COST, { tokens: 256, prefillPairs: 0, decodeContextTokens: 256 * 1000 })).toBeCloseTo(21.0, 0);
   });
 });
 
-describe("timing against the reference's derived curves (§B.4)", () => {
+describe("timing against the derived curves (docs/references.md#timing-B.4)", () => {
   const ttft = (prompt: number) => {
     const h = harness({ blockSize: 16, numBlocks: 30000, maxNumBatchedTokens: 8192, maxModelLen: 40960 });
     const t = h.submit("a", seq(1, prompt), 1);
