@@ -7,7 +7,7 @@
 // retried once on another eligible worker, within router.allowRetry (attempts and budget); after
 // it, never (the client already holds part of an answer): it becomes an OpenAI error event
 // `data: {"error": …}` and the stream closes — never a bare close, which the openai client would
-// take for a normal end (docs/reliability.md §1.1). A timeout before the commit point is a 504 and
+// take for a normal end (docs/references.md#reliability-1.1). A timeout before the commit point is a 504 and
 // is not retried (a slow prefill or decode would just be repeated elsewhere). Non-streaming bounds:
 // bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged.
 import type { Clock, TimerHandle } from "../core/clock.ts";
