@@ -17,6 +17,7 @@ import type { Logger } from "../core/log.ts";
 import { readBodyLimited } from "../http/body.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
+import { readerSource } from "../request/http-upstream.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { PEER_API_PREFIX } from "./client.ts";
 
@@ -37,21 +38,6 @@ export interface RemoteUpstreamOptions {
   /** The cluster token (read when the cluster service starts). */
   token(): string;
   fetch?: FetchFn;
-}
-
-/** A fetch body as a ChunkSource (kept here so only the Upstream port is shared with src/request). */
-function bodySource(reader: ReadableStreamDefaultReader<Uint8Array>): ChunkSource<Uint8Array> {
-  return {
-    read(cb) {
-      reader.read().then(
-        (r) => cb(r.done ? { done: true } : { done: false, value: r.value }),
-        (error: unknown) => cb({ done: false, error }),
-      );
-    },
-    cancel() {
-      void reader.cancel().catch(() => {});
-    },
-  };
 }
 
 export class RemoteUpstream implements Upstream<Uint8Array> {
@@ -88,7 +74,7 @@ export class RemoteUpstream implements Upstream<Uint8Array> {
           status: res.status,
           contentType: res.headers.get("content-type"),
           contentLength: declared === null ? null : Number(declared),
-          body: res.body ? bodySource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
+          body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
         });
       },
       (error: unknown) => reply({ error }),
