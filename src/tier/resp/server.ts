@@ -5,10 +5,14 @@
 // `inputMaxBytes`); a client whose queue passes `outputHardBytes` is closed, like Redis'
 // client-output-buffer-limit. Connections beyond `maxClients` are closed on accept.
 // HTTP-looking input ("GET / HTTP/1.1", POST, Host:) closes the connection without a reply.
+// With a `remote` source (peer fetch, issue 14: the daemon wires src/cluster/peer-tier.ts), a GET or
+// EXISTS that misses locally asks it asynchronously: only that connection waits (its later commands
+// stay queued so replies keep their order), other clients go on; at most `remoteMax` such lookups run
+// at once and a lookup over the bound, or one that fails, is a miss ($-1 / :0), never an error.
 
 import type { Socket, TCPSocketListener } from "bun";
 import type { TierStore } from "../store.ts";
-import { type CommandContext, HTTP_COMMANDS, type Reply, type Session, err, execute } from "./commands.ts";
+import { type CommandContext, HTTP_COMMANDS, type Reply, type Session, bulk, err, execute, int } from "./commands.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
 
 export interface RespServerOptions {
@@ -20,7 +24,20 @@ export interface RespServerOptions {
   maxClients?: number;
   outputSoftBytes?: number;
   outputHardBytes?: number;
+  /** Where a local miss is looked up (other nodes' tiers); it stores what it finds into `store` itself. */
+  remote?: RemoteTierSource;
+  /** Remote lookups in flight across all clients (default REMOTE_LOOKUPS_MAX); over it a miss is a miss. */
+  remoteMax?: number;
 }
+
+export interface RemoteTierSource {
+  /** False when there is nobody to ask (the command then runs synchronously, as without a source). */
+  available(): boolean;
+  /** The object or null (a miss); never rejects. */
+  get(key: string): Promise<Uint8Array | null>;
+}
+
+export const REMOTE_LOOKUPS_MAX = 64;
 
 export interface RespStats {
   connections: number;
@@ -32,6 +49,10 @@ export interface RespStats {
   rejected_clients: number;
   /** Most output ever queued for one client (bounded by the soft limit plus one reply). */
   output_peak_bytes: number;
+  /** Local misses looked up remotely, those found, and those refused over `remoteMax`. */
+  remote_lookups: number;
+  remote_hits: number;
+  remote_rejected: number;
 }
 
 interface Conn extends Session {
@@ -39,12 +60,16 @@ interface Conn extends Session {
   out: Uint8Array[];
   outBytes: number;
   closing: boolean;
+  /** A remote lookup for this connection's current command is running. */
+  waiting: boolean;
 }
 
+const NIL: Reply = { chunks: [new TextEncoder().encode("$-1\r\n")] };
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
 
 export class RespServer {
-  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0 };
+  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0, remote_lookups: 0, remote_hits: 0, remote_rejected: 0 };
+  private remoteInFlight = 0;
   private listener: TCPSocketListener<Conn> | undefined;
   private readonly limits: RespLimits;
   private readonly ctx: CommandContext;
@@ -75,7 +100,8 @@ export class RespServer {
         open: (s) => this.open(s),
         data: (s, d) => this.data(s, d),
         drain: (s) => this.drain(s),
-        close: () => {
+        close: (s) => {
+          s.data.closing = true;
           this.stats.clients--;
         },
         error: () => {},
@@ -97,6 +123,7 @@ export class RespServer {
       out: [],
       outBytes: 0,
       closing: false,
+      waiting: false,
     };
     conn.reader = new RespReader(this.limits, () => !conn.authed);
     s.data = conn;
@@ -117,7 +144,7 @@ export class RespServer {
 
   private run(s: Socket<Conn>): void {
     const c = s.data;
-    while (!c.closing && c.outBytes <= this.soft) {
+    while (!c.closing && !c.waiting && c.outBytes <= this.soft) {
       const p = c.reader.next();
       if (!p) return;
       if ("error" in p) {
@@ -131,10 +158,47 @@ export class RespServer {
         return this.close(s);
       }
       this.stats.commands++;
+      if (this.lookupRemote(s, name, p.args)) return;
       const r = execute(p.args, c, this.ctx);
       this.reply(s, r);
       if (r.close) return this.close(s);
     }
+  }
+
+  /** GET/EXISTS with local misses and a remote source: look them up, reply when done. False: run it locally. */
+  private lookupRemote(s: Socket<Conn>, name: string, args: Uint8Array[]): boolean {
+    const remote = this.opts.remote;
+    const c = s.data;
+    if (!remote || !c.authed || (name !== "get" && name !== "exists") || args.length < 2 || (name === "get" && args.length !== 2)) return false;
+    const keys = args.slice(1).map(latin1);
+    const missing = [...new Set(keys.filter((k) => !this.opts.store.has(k)))];
+    if (missing.length === 0 || !remote.available()) return false;
+    if (this.remoteInFlight + missing.length > (this.opts.remoteMax ?? REMOTE_LOOKUPS_MAX)) {
+      this.stats.remote_rejected++;
+      return false;
+    }
+    this.remoteInFlight += missing.length;
+    this.stats.remote_lookups += missing.length;
+    c.waiting = true;
+    void Promise.all(missing.map((k) => remote.get(k).catch(() => null))).then((found) => {
+      this.remoteInFlight -= missing.length;
+      const got = new Map<string, Uint8Array>();
+      found.forEach((v, i) => {
+        if (v) got.set(missing[i]!, v);
+      });
+      this.stats.remote_hits += got.size;
+      c.waiting = false;
+      if (c.closing) return;
+      if (name === "get") {
+        const local = this.opts.store.get(keys[0]!);
+        const v = local ?? got.get(keys[0]!);
+        this.reply(s, v ? bulk(v) : NIL);
+      } else {
+        this.reply(s, int(keys.filter((k) => got.has(k) || this.opts.store.has(k)).length));
+      }
+      this.run(s);
+    });
+    return true;
   }
 
   private reply(s: Socket<Conn>, r: Reply): void {
