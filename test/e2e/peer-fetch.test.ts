@@ -67,7 +67,9 @@ cluster:
     const b = await admin("b", "kv-tier");
     expect(b.tiers.find((t: any) => t.tier === "cpu").objects).toBe(1);
     expect(b.resp).toMatchObject({ remote_hits: 1 });
-    expect(b.resp.remote_lookups).toBeGreaterThanOrEqual(2);
+    expect(b.resp.remote_misses).toBeGreaterThanOrEqual(2); // EXISTS some-other-key, GET nobody-has-this-key
+    const metrics = await (await fetch(`http://127.0.0.1:${port("b")}/metrics`)).text();
+    expect(metrics).toMatch(/herd_kv_tier_resp_remote_lookups_total\{result="hit"\} 1/);
     console.log(`peer fetch: GET of a 3000-byte block on b via a took ${fetchMs.toFixed(1)} ms (redis-cli process included)`);
   }, 30_000);
 });

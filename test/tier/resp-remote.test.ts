@@ -59,7 +59,7 @@ describe("RESP server with a remote source", () => {
     const r = await waiting;
     expect(r.bytes.toString()).toBe("$12\r\nremote-bytes\r\n$-1\r\n:2\r\n+PONG\r\n");
     expect(g.source.asked).toEqual(["far", "nobody", "nobody"]);
-    expect(server!.stats).toMatchObject({ remote_lookups: 3, remote_hits: 1, remote_rejected: 0 });
+    expect(server!.stats).toMatchObject({ remote_lookups: 3, remote_hits: 1, remote_misses: 2, remote_rejected: 0 });
     expect(store.get("far")).toEqual(new TextEncoder().encode("remote-bytes")); // the next read is local
   });
 

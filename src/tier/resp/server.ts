@@ -49,9 +49,10 @@ export interface RespStats {
   rejected_clients: number;
   /** Most output ever queued for one client (bounded by the soft limit plus one reply). */
   output_peak_bytes: number;
-  /** Local misses looked up remotely, those found, and those refused over `remoteMax`. */
+  /** Local misses looked up remotely (counted when asked), found, not found, and refused over `remoteMax`. */
   remote_lookups: number;
   remote_hits: number;
+  remote_misses: number;
   remote_rejected: number;
 }
 
@@ -68,7 +69,7 @@ const NIL: Reply = { chunks: [new TextEncoder().encode("$-1\r\n")] };
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
 
 export class RespServer {
-  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0, remote_lookups: 0, remote_hits: 0, remote_rejected: 0 };
+  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0, remote_lookups: 0, remote_hits: 0, remote_misses: 0, remote_rejected: 0 };
   private remoteInFlight = 0;
   private listener: TCPSocketListener<Conn> | undefined;
   private readonly limits: RespLimits;
@@ -187,6 +188,7 @@ export class RespServer {
         if (v) got.set(missing[i]!, v);
       });
       this.stats.remote_hits += got.size;
+      this.stats.remote_misses += missing.length - got.size;
       c.waiting = false;
       if (c.closing) return;
       if (name === "get") {
