@@ -54,7 +54,7 @@ cluster:
   });
 
   test("a block SET on a is read on b (fetched from a, then local); a key nobody has is nil", async () => {
-    const key = "llama@1@0@00c0ffee@bfloat16";
+    const key = "llama@1@0@00c0/ffee%2F@bfloat16"; // "/" and "%" travel in one URL path segment
     const value = Array.from({ length: 3000 }, (_, i) => String.fromCharCode(97 + (i % 26))).join("");
     expect(cli("a", "SET", key, value).out).toBe("OK");
     expect(cli("b", "EXISTS", "some-other-key").out).toBe("0");
