@@ -116,7 +116,7 @@ export class HerdNode {
     // What the tier holds is credited in the index to this node's workers of the block's model.
     const localWorkersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
-    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), sink: { put: (k, d) => this.tier.put(k, d) } });
+    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
     this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, localWorkersOf), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
