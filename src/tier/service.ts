@@ -109,9 +109,11 @@ export class TierService {
     return { data: copy, crc32: this.tier!.describe(key)?.crc ?? crc32(copy) };
   }
 
-  /** Store an object fetched from another node; false when the tier is off or it does not fit. */
+  /** Store an object fetched from another node unless one was stored here meanwhile (a local SET is
+   * newer than a copy fetched from a peer); false when the tier is off or it does not fit. */
   put(key: string, data: Uint8Array): boolean {
-    return this.tier?.put(key, data) ?? false;
+    if (!this.tier) return false;
+    return this.tier.has(key) || this.tier.put(key, data);
   }
 
   /** GET /admin/kv-tier. */
