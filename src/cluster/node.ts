@@ -25,6 +25,7 @@ import { clusterRoutes } from "./routes.ts";
 import { forwardHandler } from "./forward.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { httpPeerClient } from "./client.ts";
+import type { PeerRef, PeerTierSource } from "./peer-tier.ts";
 import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
 /** Registry changes within this window become one advert (a restart storm is one heartbeat payload). */
@@ -50,6 +51,8 @@ export interface ClusterNodeOptions {
   draining?: () => boolean;
   /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
   kvIndex?: RelayIndex;
+  /** This node's KV tier as peers see it (GET /cluster/v1/tier/<key>, peer-tier.ts); absent: 404 there. */
+  tierSource?: PeerTierSource;
   /** Test seams. */
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
@@ -114,6 +117,7 @@ export class ClusterNode {
     await this.svc.start();
     this.app = clusterRoutes(this.svc, {
       forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward") }, this.forwards),
+      ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
     this.unsubs.push(
@@ -163,6 +167,12 @@ export class ClusterNode {
     const forwarded = { ...this.forwards };
     if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, nodes: [], forwarded };
     return { discovery: v.discovery, leader: v.leader, term: v.term, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
+  }
+
+  /** The other nodes not known dead, with their peer API address (whom a KV tier miss asks, peer-tier.ts). */
+  livePeers(): PeerRef[] {
+    if (!this.svc || this.stopped) return [];
+    return this.svc.members().filter((m) => m.name !== this.self && m.state !== "dead" && m.address !== "").map((m) => ({ name: m.name, address: m.address }));
   }
 
   /** The peer API base of a worker's node when the worker is remote; null for a local (or unknown) worker. */

@@ -7,6 +7,7 @@ import { Hono, type Context } from "hono";
 import { PEER_API_PREFIX } from "./client.ts";
 import { PeersBackend } from "./peers.ts";
 import type { ClusterService } from "./service.ts";
+import { tierResponse, type PeerTierSource } from "./peer-tier.ts";
 
 /** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused before parsing. */
 export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
@@ -18,6 +19,8 @@ export interface ClusterRouteOptions {
   forward?: (req: Request) => Promise<Response>;
   /** POST /cluster/v1/kv: this node's KV index updates after a reader's cursor (kv-relay.ts). */
   kv?: (cursor: { epoch: string; seq: number }) => unknown;
+  /** GET /cluster/v1/tier/<url-encoded key>: an object of this node's KV tier for a peer (peer-tier.ts). */
+  tier?: PeerTierSource;
 }
 
 export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions = {}): Hono<Env> {
@@ -39,6 +42,20 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       const epoch = typeof body?.epoch === "string" ? body.epoch : "";
       const seq = Number.isSafeInteger(body?.seq) ? (body!.seq as number) : 0;
       return c.json(kv({ epoch, seq }) as object);
+    });
+
+  const tier = opts.tier;
+  if (tier)
+    app.get(`${PEER_API_PREFIX}/tier/*`, (c) => {
+      // From the raw URL: the key is one percent-encoded segment and may itself contain "/" or "%".
+      const raw = new URL(c.req.url).pathname.slice(`${PEER_API_PREFIX}/tier/`.length);
+      let key = "";
+      try {
+        key = decodeURIComponent(raw);
+      } catch {
+        return c.json({ error: { message: "bad key encoding", type: "invalid_request_error" } }, 400);
+      }
+      return tierResponse(tier, key);
     });
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>

@@ -227,6 +227,8 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
         pattern: "^(\\[[0-9A-Fa-f:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$",
       }),
       password_file: str("File holding the AUTH password; \"\" = no AUTH (loopback only).", ""),
+      peer_fetch_max: int("Local GET/EXISTS misses looked up on other cluster nodes at once (peer fetch); beyond it a miss is answered at once; 0 = never ask.", 64, { min: 0, max: 4096 }),
+      peer_fetch_timeout_ms: ms("How long one other node may take to answer a peer fetch before it counts as a miss.", 500, 60_000),
     }),
     "RESP server; null = none.",
   ),

@@ -25,6 +25,7 @@ import { Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
 import { HttpUpstream } from "../request/http-upstream.ts";
 import { ClusterNode } from "../cluster/node.ts";
+import { PeerFetcher } from "../cluster/peer-tier.ts";
 import { RemoteUpstream } from "../cluster/forward.ts";
 import { RelayIndex, relayEpoch } from "../cluster/kv-relay.ts";
 import { TierService, tierAdminRoutes } from "../tier/service.ts";
@@ -114,12 +115,14 @@ export class HerdNode {
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
     const localWorkersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
-    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, localWorkersOf) });
+    // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
+    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
+    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, localWorkersOf), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream();
     this.cluster = new ClusterNode({
-      config, registry: this.registry, clock, log, localUpstream, kvIndex,
+      config, registry: this.registry, clock, log, localUpstream, kvIndex, tierSource: { get: (k) => this.tier.peerGet(k) },
       rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
       address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
       maxBodyBytes: () => this.running.frontend.max_body_bytes,

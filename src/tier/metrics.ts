@@ -36,6 +36,7 @@ export const TIER_METRIC = {
   respClients: "herd_kv_tier_resp_clients",
   respCommandsTotal: "herd_kv_tier_resp_commands_total",
   respRejectedTotal: "herd_kv_tier_resp_rejected_total",
+  respRemoteTotal: "herd_kv_tier_resp_remote_lookups_total",
 } as const;
 
 /** Register the tier's metrics on `registry`; `figures` is read at every scrape. */
@@ -113,6 +114,23 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       const v = figures().resp?.commands ?? 0;
       if (v > cmdSeen) this.inc(v - cmdSeen);
       cmdSeen = Math.max(cmdSeen, v);
+    },
+  });
+  const remoteSeen = new Map<string, number>();
+  new Counter({
+    name: TIER_METRIC.respRemoteTotal,
+    help: "Local RESP misses looked up on other nodes (peer fetch), by result: hit, miss, rejected (over the in-flight bound: answered as a miss).",
+    labelNames: ["result"],
+    registers,
+    collect() {
+      const r = figures().resp;
+      if (!r) return;
+      const by = { hit: r.remote_hits, miss: r.remote_misses, rejected: r.remote_rejected };
+      for (const [result, v] of Object.entries(by)) {
+        const before = remoteSeen.get(result) ?? 0;
+        if (v > before) this.inc({ result }, v - before);
+        remoteSeen.set(result, Math.max(before, v));
+      }
     },
   });
   const rejSeen = new Map<string, number>();

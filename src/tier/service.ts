@@ -11,10 +11,10 @@ import { parseHostPort, parseSize } from "../config/checks.ts";
 import type { Config } from "../config/types.ts";
 import { Catalog } from "./catalog.ts";
 import { type KvTierFigures, registerTierMetrics } from "./metrics.ts";
-import { RespServer } from "./resp/server.ts";
+import { type RemoteTierSource, RespServer } from "./resp/server.ts";
 import { SharedDir } from "./shared-dir.ts";
 import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
-import { KvTier } from "./tier.ts";
+import { KvTier, crc32 } from "./tier.ts";
 import type { TierChange } from "./index-feed.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
 
@@ -30,6 +30,8 @@ export interface TierServiceDeps {
   bootId?: string;
   /** Tier changes, e.g. index-feed.ts feedIndex(...) to tell the router what the tier holds. */
   onChange?: (c: TierChange) => void;
+  /** Where the RESP server looks up local misses (the daemon: other nodes' tiers, src/cluster/peer-tier.ts). */
+  remote?: RemoteTierSource;
 }
 
 export class TierService {
@@ -80,7 +82,7 @@ export class TierService {
       const hp = parseHostPort(t.resp.listen)!;
       const password = t.resp.password_file ? readFileSync(t.resp.password_file, "utf8").replace(/\r?\n$/, "") : undefined;
       if (password === "") throw new Error(`kv_tier.resp.password_file ${t.resp.password_file} is empty`);
-      this.resp = new RespServer({ host: hp.host, port: hp.port, store: this.tier, ...(password ? { password } : {}) });
+      this.resp = new RespServer({ host: hp.host, port: hp.port, store: this.tier, ...(password ? { password } : {}), ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}) });
       this.resp.start();
     }
   }
@@ -97,6 +99,21 @@ export class TierService {
     this.shared = [];
     if (this.lockPath && existsSync(this.lockPath)) unlinkSync(this.lockPath);
     this.lockPath = undefined;
+  }
+
+  /** An object for another node (the peer API's GET /cluster/v1/tier/<key>): a copy and its stored CRC-32, or null. */
+  peerGet(key: string): { data: Uint8Array; crc32: number } | null {
+    const data = this.tier?.get(key);
+    if (!data) return null;
+    const copy = data.slice(); // get() may return a view into shared memory, valid until the next call
+    return { data: copy, crc32: this.tier!.describe(key)?.crc ?? crc32(copy) };
+  }
+
+  /** Store an object fetched from another node unless one was stored here meanwhile (a local SET is
+   * newer than a copy fetched from a peer); false when the tier is off or it does not fit. */
+  put(key: string, data: Uint8Array): boolean {
+    if (!this.tier) return false;
+    return this.tier.has(key) || this.tier.put(key, data);
   }
 
   /** GET /admin/kv-tier. */

@@ -28,9 +28,9 @@ const ONE = simple(":1\r\n");
 const NIL = simple("$-1\r\n");
 const PONG = simple("+PONG\r\n");
 export const err = (msg: string, close = false): Reply => ({ chunks: [enc.encode(`-${msg}\r\n`)], ...(close ? { close } : {}) });
-const int = (n: number): Reply => (n === 0 ? ZERO : n === 1 ? ONE : simple(`:${n}\r\n`));
+export const int = (n: number): Reply => (n === 0 ? ZERO : n === 1 ? ONE : simple(`:${n}\r\n`));
 const CRLF = enc.encode("\r\n");
-const bulk = (b: Uint8Array): Reply => ({ chunks: [enc.encode(`$${b.length}\r\n`), b, CRLF] });
+export const bulk = (b: Uint8Array): Reply => ({ chunks: [enc.encode(`$${b.length}\r\n`), b, CRLF] });
 
 /** Redis arity: n > 0 exact, n < 0 at least -n (the command name counts). */
 const ARITY: Record<string, number> = { auth: -2, ping: -1, get: 2, set: -3, exists: -2, del: -2, select: 2, quit: -1 };
