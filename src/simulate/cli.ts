@@ -12,6 +12,7 @@ import { summarize } from "../workload/stats.ts";
 import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList } from "../workload/flags.ts";
 import { calibrateMain } from "./calibrate-cli.ts";
 import { isPlannerRun, plannerMain } from "./planner-cli.ts";
+import { isPdRun, pdSimMain } from "./pd-cli.ts";
 import { PromptEncoder } from "./prompts.ts";
 import { answers, renderAnswers, renderSimTable, type SimEntry, sloText, toEntry } from "./report.ts";
 import { simulateRun } from "./run.ts";
@@ -93,6 +94,7 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engi
 export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
   try {
     if (isPlannerRun(argv)) return plannerMain(argv, io);
+    if (isPdRun(argv)) return pdSimMain(argv, io);
     const parsed = parseFlags(argv);
     if (parsed === "help") {
       io.out(SIMULATE_HELP);

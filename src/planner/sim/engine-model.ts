@@ -20,6 +20,8 @@ export interface ModelRequest {
   isl: number;
   osl: number;
   arrivalMs: number;
+  /** Prompt tokens whose KV is already here (a P/D decode with transferred blocks); default 0. */
+  cachedTokens?: number;
   onFirstToken(nowMs: number): void;
   onFinish(nowMs: number): void;
 }
@@ -137,7 +139,8 @@ export class EngineModel {
       this.waiting.shift();
       this.cached = null;
       this.kvUsed += need;
-      this.prefilling.push({ r, prefillLeft: r.isl, decoded: 0 });
+      // At least one token is computed even with the whole prompt cached (it samples the first token).
+      this.prefilling.push({ r, prefillLeft: Math.max(1, r.isl - (r.cachedTokens ?? 0)), decoded: 0 });
     }
   }
 }
