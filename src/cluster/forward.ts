@@ -17,7 +17,7 @@ import type { Logger } from "../core/log.ts";
 import { readBodyLimited } from "../http/body.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
-import { readerSource } from "../request/http-upstream.ts";
+import { legReply } from "../request/http-upstream.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { PEER_API_PREFIX } from "./client.ts";
 
@@ -68,15 +68,7 @@ export class RemoteUpstream implements Upstream<Uint8Array> {
     const token = this.o.token();
     if (token !== "") headers.authorization = `Bearer ${token}`;
     this.fetchFn(peer + FORWARD_PATH, { method: "POST", headers, body: leg.body, signal }).then(
-      (res) => {
-        const declared = res.headers.get("content-length");
-        reply({
-          status: res.status,
-          contentType: res.headers.get("content-type"),
-          contentLength: declared === null ? null : Number(declared),
-          body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
-        });
-      },
+      (res) => reply(legReply(res)),
       (error: unknown) => reply({ error }),
     );
   }

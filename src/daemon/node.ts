@@ -114,10 +114,9 @@ export class HerdNode {
       plan: { finish: (plans) => this.finishPlans(plans) },
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
-    const localWorkersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
     const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
-    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, localWorkersOf), remote: peerFetch });
+    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream();
@@ -139,6 +138,11 @@ export class HerdNode {
     // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
     const fromZero = this.planner !== null && config.engines.length > 0 && config.engines.every((_, i) => config.planner.pools.some((p) => p.engine === i && p.min === 0));
     this.readiness = new Readiness({ registry: this.registry, notify: o.notify, clock, log, url: () => this.url, readyWithoutWorkers: fromZero });
+  }
+
+  /** This node's workers of a model (what its KV tier holds is credited to them). */
+  private localWorkersOf(model: string): string[] {
+    return this.registry.list().filter((w) => w.node === this.config.node.name && w.model === model).map((w) => w.id);
   }
 
   get url(): string {
@@ -172,8 +176,7 @@ export class HerdNode {
         "kv-tier",
         async () => {
           await this.tier.start();
-          const workersOf = (model: string) => this.registry.list().filter((w) => w.node === config.node.name && w.model === model).map((w) => w.id);
-          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), workersOf);
+          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), (m) => this.localWorkersOf(m));
         },
         () => this.tier.stop(),
       ),

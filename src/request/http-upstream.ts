@@ -44,6 +44,17 @@ export function readerSource(reader: ReadableStreamDefaultReader<Uint8Array>): C
   };
 }
 
+/** A fetch Response as a leg's answer head and body (any Upstream that speaks HTTP). */
+export function legReply(res: Response): LegReply<Uint8Array> {
+  const declared = res.headers.get("content-length");
+  return {
+    status: res.status,
+    contentType: res.headers.get("content-type"),
+    contentLength: declared === null ? null : Number(declared),
+    body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
+  };
+}
+
 export class HttpUpstream implements Upstream<Uint8Array> {
   readonly format = BYTES_FORMAT;
   constructor(private readonly fetchFn: FetchFn = (url, init) => fetch(url, init)) {}
@@ -59,15 +70,7 @@ export class HttpUpstream implements Upstream<Uint8Array> {
       body: leg.body,
       signal,
     }).then(
-      (res) => {
-        const declared = res.headers.get("content-length");
-        reply({
-          status: res.status,
-          contentType: res.headers.get("content-type"),
-          contentLength: declared === null ? null : Number(declared),
-          body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
-        });
-      },
+      (res) => reply(legReply(res)),
       (error: unknown) => reply({ error }),
     );
   }
