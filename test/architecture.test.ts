@@ -120,6 +120,25 @@ describe("architecture", () => {
     expect(leaks).toEqual([]);
   });
 
+  test("an engine kind's name is tested only in its driver (everything else asks a capability)", () => {
+    // src/engine/driver.ts: a new kind is its driver file plus one registry line. config sits below
+    // engine and knows `external` only as the kind whose schema needs `url` (no port to claim).
+    const KIND_TEST = /\bkind\s*[!=]==?\s*["'](sim|vllm|sglang|trtllm|command|external)["']/;
+    const allowed = ["engine/drivers/", "engine/sim/"];
+    const known = new Set(["config/validate.ts: external"]);
+    const hits: string[] = [];
+    for (const file of files) {
+      const rel = relative(SRC, file);
+      if (allowed.some((a) => rel.startsWith(a))) continue;
+      stripComments(readFileSync(file, "utf8")).split("\n").forEach((line, i) => {
+        const m = KIND_TEST.exec(line);
+        if (m && !known.has(`${rel}: ${m[1]}`)) hits.push(`src/${rel}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(hits).toEqual([]);
+    expect(KIND_TEST.test(`if (e.kind !== "vllm") return;`)).toBe(true);
+  });
+
   test("the checker itself bites: an upward import and a cycle are caught", () => {
     // Self-test on a synthetic graph, so a broken regex cannot make the real checks vacuous.
     const code = `import { x } from "../daemon/daemon.ts";\nexport { y } from "./local.ts";\nconst m = await import("../cli.ts");`;

@@ -1,9 +1,10 @@
-// What the supervisor adds to an engine's launch so it uses this host's KV tier (the drivers call
-// these; pure, no I/O: the caller reads kv_tier.resp.password_file).
+// What the supervisor adds to an engine's launch so it uses this host's KV tier, per connector a
+// driver declares (`EngineDriver.tier`; launch.ts picks the builder; pure, no I/O: the caller reads
+// kv_tier.resp.password_file).
 //
-// - sim engines: `--kv-offload-url resp://HOST:PORT` (+ `--kv-offload-password-file`), see
+// - `sim-offload` (sim engines): `--kv-offload-url resp://HOST:PORT` (+ `--kv-offload-password-file`), see
 //   src/engine/sim/offload.ts.
-// - vLLM: LMCache's connector with the tier as its remote backend. Checked against LMCache's source
+// - `lmcache-vllm` (vLLM): LMCache's connector with the tier as its remote backend. Checked against LMCache's source
 //   (LMCache/LMCache, lmcache/v1/config.py _CONFIG_DEFINITIONS; env var = "LMCACHE_" + key upper-cased):
 //   `remote_url` (resp:// → RESPConnectorAdapter, lmcache/v1/storage_backend/connector/
 //   redis_adapter.py), `remote_serde` "naive" (the default, raw tensors), `save_unfull_chunk` which
