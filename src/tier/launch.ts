@@ -1,8 +1,9 @@
 // With `kv_tier.resp` set, the engines this node starts use the tier, by the connector their driver
 // declares (`EngineDriver.tier`, src/engine/driver.ts): `sim-offload` engines offload their evicted
 // blocks to it (src/engine/sim/offload.ts), `lmcache-vllm` engines get LMCache's connector with its
-// remote backend on the tier's RESP server (engine-flags.ts); other kinds run without the tier. Applied to the engine plan after the
-// ports are fixed, like the P/D flags, and before the entry's own args so an operator's wins.
+// remote backend on the tier's RESP server (engine-flags.ts); other kinds run without the tier.
+// Applied to the engine plan after the ports are fixed, like the P/D flags, and before the entry's
+// own args so an operator's wins.
 import { readFileSync } from "node:fs";
 import type { Config } from "../config/types.ts";
 import { driverFor } from "../engine/drivers/registry.ts";
