@@ -184,4 +184,3 @@ function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals,
 }
 
 // Moved to the engine drivers (drivers/<kind>.ts kvCapacity); re-exported for tests and tools.
-export { kvCapacityHint } from "../engine/drivers.ts";
