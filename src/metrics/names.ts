@@ -21,4 +21,3 @@ export const METRIC = {
   cachedTokensRatio: "herd_cached_tokens_prediction_ratio",
 } as const;
 
-export type MetricName = (typeof METRIC)[keyof typeof METRIC];

@@ -13,7 +13,7 @@ import type { WorkerState } from "../workers/worker.ts";
 import { loadConfigFile } from "../config/load.ts";
 import { hostDefaults } from "../config/host.ts";
 import { describeRuntime, liveRuntime, type RuntimeInfo } from "./runtime.ts";
-import { connectHost } from "../engine/drivers.ts";
+import { connectHost } from "../engine/drivers/common.ts";
 import type { KvStreamView } from "../kv/consumer.ts";
 
 export const DEFAULT_ADMIN_URL = "http://127.0.0.1:8000";

@@ -5,7 +5,7 @@
 // here, through PlanOptions.finish, which the daemon's supervisor and `herd run --dry-run` pass.
 import type { Config } from "../config/types.ts";
 import type { EnginePlan } from "../engine/types.ts";
-import { pdEngineFlags } from "./engine-flags.ts";
+import { pdEngineFlags, pdFlowOf } from "./engine-flags.ts";
 import { describePdPorts, planPdPorts } from "./ports.ts";
 
 /** Whether any engine entry has a P/D role. */
@@ -15,7 +15,7 @@ export function hasPdRoles(config: Config): boolean {
 
 /**
  * Models with both prefill and decode engines whose prefill side speaks vLLM's NixlConnector
- * contract (vllm, sim): the ones herd's P/D plan serves. SGLang's flow sends both legs at once,
+ * contract (driver `pdFlow` `vllm-nixl`: vllm, sim): the ones herd's P/D plan serves. SGLang's flow sends both legs at once,
  * which the request lifecycle's one-attempt-at-a-time ticket does not carry yet.
  */
 export function pdModels(config: Config): Set<string> {
@@ -23,7 +23,7 @@ export function pdModels(config: Config): Set<string> {
   for (const m of config.models) {
     const es = config.engines.filter((e) => e.model === m.name);
     const prefill = es.filter((e) => e.role === "prefill");
-    if (prefill.length > 0 && prefill.every((e) => e.kind === "vllm" || e.kind === "sim") && es.some((e) => e.role === "decode")) out.add(m.name);
+    if (prefill.length > 0 && prefill.every((e) => pdFlowOf(e.kind) === "vllm-nixl") && es.some((e) => e.role === "decode")) out.add(m.name);
   }
   return out;
 }

@@ -15,6 +15,7 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 import { aggregatedPlan, type LegRunner, type PinnedEnd, type PlanBuilder, type PlanInput } from "../request/plan.ts";
 import { type Choice, chooseDecode, choosePrefill, type PdCandidate, uncachedTokens } from "./choose.ts";
 import { type DisaggDecision, decideDisagg } from "./decider.ts";
+import { pdFlowOf } from "./engine-flags.ts";
 import { pdModels } from "./launch.ts";
 import { type LegExecutor, type LegOutcome, type PdObserver, type PdTrace, runPd } from "./orchestrator.ts";
 
@@ -47,7 +48,7 @@ export function pdServes(configured: ReadonlySet<string>, registry: WorkerRegist
   let split = false;
   for (const w of registry.ofModel(model)) {
     if (w.role === "aggregated") continue;
-    if (w.role === "prefill" && w.kind !== "vllm" && w.kind !== "sim") return false;
+    if (w.role === "prefill" && pdFlowOf(w.kind) !== "vllm-nixl") return false;
     split = true;
   }
   return split;

@@ -6,7 +6,7 @@
 // of those, and hands out the rest upwards from `start`, skipping ports something already holds.
 // Pure apart from the injected `isPortFree`.
 import type { EnginePlan } from "../engine/types.ts";
-import { type PdPorts, pdKindSupported } from "./engine-flags.ts";
+import { type PdPorts, pdFlowOf } from "./engine-flags.ts";
 
 export interface PdPortOptions {
   /** First port to try (e.g. supervisor.port_range_start, or vLLM's default 5600). */
@@ -66,8 +66,9 @@ export function planPdPorts(plans: readonly EnginePlan[], opts: PdPortOptions): 
   };
   const out = new Map<string, PdPorts>();
   for (const p of plans) {
-    if (p.spec === null || p.role === "aggregated" || !pdKindSupported(p.kind)) continue;
-    if (p.kind === "sglang") {
+    const flow = pdFlowOf(p.kind);
+    if (p.spec === null || p.role === "aggregated" || flow === null) continue;
+    if (flow === "sglang-bootstrap") {
       if (p.role === "prefill") out.set(p.id, { bootstrap: take(1) });
       continue;
     }

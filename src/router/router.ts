@@ -100,7 +100,9 @@ export class Router {
     else {
       const f = policyFactory(opts.config.policy);
       if (!f) {
-        const known = POLICY_FACTORIES.map((p) => p.name).join(", ");
+        // Only a hand-built config reaches this (the schema's enum is POLICIES, and every name in it
+        // has a factory or policies/index.ts does not compile).
+        const known = Object.keys(POLICY_FACTORIES).join(", ");
         throw new HerdError(500, "server_error", `unknown router.policy "${opts.config.policy}", expected one of: ${known}`, "config_error");
       }
       const loads = this.loads;

@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import { clusterRoutes } from "../../src/cluster/routes.ts";

@@ -5,7 +5,7 @@ import { existsSync, readFileSync } from "node:fs";
 import { join } from "node:path";
 import type { Worker } from "../../src/workers/worker.ts";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { isRunning } from "../../src/engine/procfs.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import { engine, fakeCommand, testConfig } from "../fixtures/engines/config.ts";

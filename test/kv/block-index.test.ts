@@ -1,6 +1,6 @@
 import { describe, expect, test } from "bun:test";
 import { BlockIndex } from "../../src/kv/block-index.ts";
-import { NaiveIndex } from "../../src/kv/naive-index.ts";
+import { NaiveIndex } from "../helpers/naive-index.ts";
 import { MEDIA, type KvIndex, type Medium } from "../../src/kv/indexer.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { SeededRng, type Rng } from "../../src/core/rng.ts";

@@ -6,7 +6,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { Registry } from "prom-client";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { Router } from "../../src/router/index.ts";

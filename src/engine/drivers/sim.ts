@@ -12,6 +12,11 @@ export const sim: EngineDriver = {
   usesGpus: false,
   // The simulated engine publishes KV events exactly like vLLM, so it takes the same JSON.
   wantsKvPorts: true,
+  pdFlow: "vllm-nixl",
+  tier: "sim-offload",
+  lora: true,
+  loadsModelPath: false,
+  builtinTokenizer: true,
   ownKeys: [],
   launch(input) {
     const { model, entry } = input;

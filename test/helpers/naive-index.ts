@@ -1,7 +1,7 @@
 // Obviously-correct reference index: nested Maps and Sets. Used as the oracle in differential
 // tests against BlockIndex; far too heavy for production (hundreds of bytes per block).
-import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "./indexer.ts";
-import { MEDIA } from "./indexer.ts";
+import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap } from "../../src/kv/indexer.ts";
+import { MEDIA } from "../../src/kv/indexer.ts";
 
 export class NaiveIndex implements KvIndex {
   /** hash → worker → media held */
