@@ -78,7 +78,12 @@ export function systemProbe(env: Record<string, string | undefined> = process.en
     async run(argv, timeoutMs) {
       const exe = which(argv[0] ?? "");
       if (exe === null) return null;
-      const p = Bun.spawn([exe, ...argv.slice(1)], { stdout: "pipe", stderr: "pipe", stdin: "ignore", env: env as Record<string, string> });
+      let p;
+      try {
+        p = Bun.spawn([exe, ...argv.slice(1)], { stdout: "pipe", stderr: "pipe", stdin: "ignore", env: env as Record<string, string> });
+      } catch (e) {
+        return { code: null, out: "", err: (e as Error).message }; // e.g. ENOEXEC: not a program
+      }
       const killer = AbortSignal.timeout(timeoutMs);
       const onAbort = () => p.kill("SIGKILL");
       killer.addEventListener("abort", onAbort);

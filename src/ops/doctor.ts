@@ -64,7 +64,7 @@ function findingResults(result: Pick<ConfigResult, "findings" | "file">, check =
   return result.findings.map((f) => ({
     check,
     status: f.severity === "error" ? "fail" : "warn",
-    message: renderFinding(f, result.file ?? null),
+    message: renderFinding(f, result.file ?? null).replace(/^warning: /, ""),
     fix: f.severity === "error" ? "correct the key the line names (herd config check shows the resolved config)" : "see the message; herd starts anyway",
   }));
 }
