@@ -17,15 +17,20 @@ import { readStat } from "./procfs.ts";
 export interface LeaseOwner {
   pid: number;
   startTicks: number;
+  /** Which PortLeases of that process (several supervisors in one process, e.g. tests): 0 by default. */
+  instance?: number;
 }
+
+let instances = 0;
 
 /** The directory every herd on this host shares for leases. */
 export function defaultLeaseDir(): string {
   return existsSync("/dev/shm") ? "/dev/shm/herd-ports" : join(tmpdir(), "herd-ports");
 }
 
+/** This process, as a fresh lease owner (each call a new instance, so two supervisors in one process never share a port). */
 export function selfOwner(): LeaseOwner {
-  return { pid: process.pid, startTicks: readStat(process.pid)?.startTicks ?? 0 };
+  return { pid: process.pid, startTicks: readStat(process.pid)?.startTicks ?? 0, instance: ++instances };
 }
 
 /** Whether the process that wrote a lease still runs (same pid and start time). */
@@ -35,8 +40,8 @@ export function ownerAlive(o: LeaseOwner): boolean {
 }
 
 export function parseLease(text: string): LeaseOwner | null {
-  const m = /^(\d+) (\d+)\s*$/.exec(text);
-  return m ? { pid: Number(m[1]), startTicks: Number(m[2]) } : null;
+  const m = /^(\d+) (\d+)(?: (\d+))?\s*$/.exec(text);
+  return m ? { pid: Number(m[1]), startTicks: Number(m[2]), instance: Number(m[3] ?? 0) } : null;
 }
 
 export class PortLeases {
@@ -81,7 +86,7 @@ export class PortLeases {
     if (this.mine.has(port)) return true;
     for (let attempt = 0; attempt < 2; attempt++) {
       try {
-        writeFileSync(this.path(port), `${this.owner.pid} ${this.owner.startTicks}\n`, { flag: "wx", mode: 0o644 });
+        writeFileSync(this.path(port), `${this.owner.pid} ${this.owner.startTicks} ${this.owner.instance ?? 0}\n`, { flag: "wx", mode: 0o644 });
         this.mine.add(port);
         return true;
       } catch (e) {
@@ -142,7 +147,7 @@ export class PortLeases {
   }
 
   private isSelf(o: LeaseOwner): boolean {
-    return o.pid === this.owner.pid && o.startTicks === this.owner.startTicks;
+    return o.pid === this.owner.pid && o.startTicks === this.owner.startTicks && (o.instance ?? 0) === (this.owner.instance ?? 0);
   }
 
   private read(port: number): LeaseOwner | null {

@@ -38,7 +38,7 @@ describe("port leases", () => {
     expect(a.claim(20000)).toBe(true);
     expect(a.claim(20000)).toBe(true); // already ours
     expect(b.claim(20000)).toBe(false);
-    expect(b.holder(20000)).toEqual({ pid: 1, startTicks: 10 });
+    expect(b.holder(20000)).toEqual({ pid: 1, startTicks: 10, instance: 0 });
     expect(a.holder(20000)).toBeNull(); // not "another" herd
     expect(b.claim(20001)).toBe(true);
     expect([...a.list().keys()].sort()).toEqual([20000, 20001]);
@@ -50,6 +50,17 @@ describe("port leases", () => {
     b.release([20001]);
     expect(readdirSync(dir)).toEqual(["20000"]);
     expect(b.held()).toEqual([20000]);
+  });
+
+  test("two supervisors in one process lease apart (one instance each)", () => {
+    const dir = leaseDir();
+    const a = new PortLeases(dir);
+    const b = new PortLeases(dir);
+    expect(a.claim(31000)).toBe(true);
+    expect(b.claim(31000)).toBe(false);
+    expect(b.holder(31000)?.pid).toBe(process.pid);
+    a.release();
+    expect(b.claim(31000)).toBe(true);
   });
 
   test("a recycled pid (other start time) does not keep a lease alive", () => {
