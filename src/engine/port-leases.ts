@@ -44,6 +44,16 @@ export function parseLease(text: string): LeaseOwner | null {
   return m ? { pid: Number(m[1]), startTicks: Number(m[2]), instance: Number(m[3] ?? 0) } : null;
 }
 
+/** The live owner of a lease on port in dir (read only: creates nothing), or null. */
+export function leaseHolderAt(dir: string, port: number, alive: (o: LeaseOwner) => boolean = ownerAlive): LeaseOwner | null {
+  try {
+    const o = parseLease(readFileSync(join(dir, String(port)), "utf8"));
+    return o && alive(o) ? o : null;
+  } catch {
+    return null;
+  }
+}
+
 export class PortLeases {
   private readonly mine = new Set<number>();
   private usable: boolean;

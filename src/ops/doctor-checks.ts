@@ -99,9 +99,15 @@ export function checkPorts(ctx: DoctorContext, host: HostGpus): CheckResult[] {
     if (!probe.portFree(f.host, f.port)) out.push(fail("ports", `${f.what}: ${f.host}:${f.port} is already in use`, `stop what holds it (ss -ltnp 'sport = :${f.port}') or choose another port in ${f.what}`));
   }
   let planned: number[] = [];
+  const herds = new Set<number>();
   try {
     const fixedPorts = new Set(fixed.map((f) => f.port));
-    const plans = planEngines(config, { self: ["herd"], hostGpus: host, isPortFree: (h, p) => !fixedPorts.has(p) && probe.portFree(h, p) });
+    const leasedFree = (p: number) => {
+      const pid = probe.portLeasedBy(p);
+      if (pid !== null) herds.add(pid);
+      return pid === null;
+    };
+    const plans = planEngines(config, { self: ["herd"], hostGpus: host, isPortFree: (h, p) => !fixedPorts.has(p) && leasedFree(p) && probe.portFree(h, p) });
     planned = plans.filter((p) => p.spec !== null && config.engines[p.entryIndex]!.port === 0).flatMap(portsOfPlan);
   } catch (e) {
     out.push(fail("ports", `the engine plan fails: ${(e as Error).message}`, "fix the engines[] entry it names"));
@@ -111,7 +117,7 @@ export function checkPorts(ctx: DoctorContext, host: HostGpus): CheckResult[] {
     const lo = Math.min(...planned);
     const hi = Math.max(...planned);
     const skipped = hi - lo + 1 - planned.length;
-    out.push(ok("ports", `${planned.length} engine ports would be planned in ${lo}-${hi} (supervisor.port_range_start ${config.supervisor.port_range_start}${skipped > 0 ? `; ${skipped} taken ones skipped` : ""})`));
+    out.push(ok("ports", `${planned.length} engine port${planned.length === 1 ? "" : "s"} would be planned ${lo === hi ? `at ${lo}` : `in ${lo}-${hi}`} (supervisor.port_range_start ${config.supervisor.port_range_start}${skipped > 0 ? `; ${skipped} taken ones skipped` : ""}${herds.size > 0 ? `; other herds on this host lease ports: pid ${[...herds].join(", ")}` : ""})`));
   }
   if (fixed.length > 0 && !out.some((r) => r.status === "fail")) out.push(ok("ports", `fixed ports free: ${fixed.map((f) => `${f.port} (${f.what})`).join(", ")}`));
   return out;

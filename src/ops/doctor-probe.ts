@@ -5,6 +5,7 @@ import { accessSync, constants, readdirSync, readFileSync, statSync } from "node
 import { delimiter, join } from "node:path";
 import { wallClockMs } from "../core/clock.ts";
 import { canListen } from "../engine/plan.ts";
+import { defaultLeaseDir, leaseHolderAt } from "../engine/port-leases.ts";
 import type { GpuProbe } from "../engine/gpus.ts";
 import { hostFacts, type SizingFacts, type SizingRequest } from "../tier/sizing.ts";
 
@@ -41,6 +42,8 @@ export interface DoctorProbe {
   http(url: string, init: { method?: string; headers?: Record<string, string>; body?: string; timeoutMs: number }): Promise<HttpAnswer>;
   /** Whether host:port can be bound now. */
   portFree(host: string, port: number): boolean;
+  /** pid of another live herd on this host leasing port (src/engine/port-leases.ts), or null. */
+  portLeasedBy(port: number): number | null;
   /** Free space at the tier paths and the memory limit (tier/sizing.ts). */
   tierFacts(req: SizingRequest): SizingFacts;
   /** /proc/driver/nvidia/gpus entries, or null. */
@@ -116,6 +119,7 @@ export function systemProbe(env: Record<string, string | undefined> = process.en
       return { status: res.status, text, dateMs: Number.isFinite(dateMs) ? dateMs : null, sentMs, receivedMs };
     },
     portFree: canListen,
+    portLeasedBy: (port) => leaseHolderAt(defaultLeaseDir(), port)?.pid ?? null,
     tierFacts: hostFacts,
     procGpus() {
       try {

@@ -60,12 +60,17 @@ function fileFactsOf(p: DoctorProbe): FileFacts {
   };
 }
 
-function findingResults(result: Pick<ConfigResult, "findings" | "file">, check = "config"): CheckResult[] {
+const FIX = {
+  config: "correct the key the line names (herd config check shows the resolved config)",
+  files: "create the file or directory, or correct the path the key names",
+} as const;
+
+function findingResults(result: Pick<ConfigResult, "findings" | "file">, check: "config" | "files" | "engines" = "config"): CheckResult[] {
   return result.findings.map((f) => ({
     check,
     status: f.severity === "error" ? "fail" : "warn",
     message: renderFinding(f, result.file ?? null).replace(/^warning: /, ""),
-    fix: f.severity === "error" ? "correct the key the line names (herd config check shows the resolved config)" : "see the message; herd starts anyway",
+    fix: f.severity === "error" ? (check === "files" ? FIX.files : FIX.config) : "see the message; herd starts anyway",
   }));
 }
 
@@ -85,7 +90,9 @@ export async function runDoctor(configPath: string | null, probe: DoctorProbe, l
   // The drivers' own rules (kind-specific keys, hash algorithms); GPU findings are the gpus lines above.
   const engineFindings = checkEngines(config, gpus.host, loaded.lineOf).filter((f) => !f.path.endsWith(".gpus"));
   out.push(...findingResults({ findings: engineFindings, file: configPath ?? undefined }, "engines"));
-  out.push(...(await checkEngineKinds(config, probe)));
+  // A `command` executable the file check already names is not reported twice.
+  const named = new Set(files.map((f) => f.path.replace(/\.command$/, "")));
+  out.push(...(await checkEngineKinds(config, probe)).filter((r) => !(r.status === "fail" && named.has(r.check))));
   out.push(...checkPorts(ctx, gpus.host));
   out.push(...(await checkTier(ctx)));
   out.push(...checkSecrets(ctx));

@@ -8,6 +8,7 @@ import { cardMismatches, clockOffsetMs } from "../../src/ops/doctor-cluster.ts";
 import { compareVersions, parseVersion } from "../../src/ops/doctor-engines.ts";
 import { doctorJson, renderDoctor, runDoctor } from "../../src/ops/doctor.ts";
 import { systemProbe, type DoctorProbe } from "../../src/ops/doctor-probe.ts";
+import { parseConfigText } from "../../src/config/index.ts";
 import { inlineSecretConfigProblem, secretFileModeProblem } from "../../src/config/secret-perms.ts";
 import { cleanup, herdCli, portBase, startHerd, tempDir, type HerdProc } from "./helpers.ts";
 
@@ -241,6 +242,15 @@ describe("pure parts", () => {
     expect(secretFileModeProblem(0o100604)).toBe("mode 0604 lets every user on the host read it");
     expect(inlineSecretConfigProblem(0o640)).toBeNull();
     expect(inlineSecretConfigProblem(0o644)).toContain("0644");
+  });
+
+  test("ports another herd on this host leases are skipped and named, as herd run skips them", async () => {
+    const base = portBase();
+    const yaml = `node: { name: lz, data_dir: ${JSON.stringify(join(dir, "lz"))} }\nsupervisor: { port_range_start: ${base} }\nmodels: [{ name: s }]\nengines: [{ kind: sim, model: s }]\n`;
+    const real = systemProbe({ PATH: "" });
+    const probe: DoctorProbe = { ...real, run: async () => null, procGpus: () => null, portFree: () => true, portLeasedBy: (p) => (p < base + 2 ? 4242 : null) };
+    const results = await runDoctor("lz.yaml", probe, async () => parseConfigText(yaml, "lz.yaml"));
+    expect(results.find((r) => r.check === "ports")!.message).toBe(`3 engine ports would be planned in ${base + 2}-${base + 4} (supervisor.port_range_start ${base}; other herds on this host lease ports: pid 4242)`);
   });
 
   test("runDoctor over a fake probe: the rendering and the JSON agree", async () => {
