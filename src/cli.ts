@@ -161,6 +161,16 @@ const COMMANDS: readonly Command[] = [
     },
   },
   {
+    name: "doctor",
+    summary: "check this host before starting herd: config, GPUs, engines, ports, KV tier, secrets, cluster",
+    args: "[FILE | --config FILE] [--json]",
+    help: "Run `herd doctor --help` for its options (--config, --json).",
+    passThrough: true,
+    async run(_parsed, io, { rawArgs }) {
+      return await (await import("./ops/doctor.ts")).doctorMain(rawArgs, io);
+    },
+  },
+  {
     name: "sim-engine",
     summary: "run a simulated engine that speaks vLLM's OpenAI API (no GPU)",
     args: "[options]",

@@ -25,6 +25,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   logs?(workerId: string, lines: number): string[] | null;
   /** OS process id of a worker's engine (null for external or not running), shown in /admin/cluster. */
   pid?(workerId: string): number | null;
+  /** Why a worker's engine last crashed (its last error line, a lost port); null when ready or unknown. */
+  lastError?(workerId: string): string | null;
   /** Take a worker out of rotation (admitted requests finish); false when the id is unknown. */
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
@@ -105,7 +107,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
       ...(o.backend?.cluster ? o.backend.cluster() : {}),
-      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
+      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
     }),
   );
 

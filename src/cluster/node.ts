@@ -25,6 +25,7 @@ import { clusterRoutes } from "./routes.ts";
 import { forwardHandler } from "./forward.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { httpPeerClient } from "./client.ts";
+import type { PeerClient } from "./peers.ts";
 import type { PeerRef, PeerTierSource } from "./peer-tier.ts";
 import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
@@ -94,6 +95,8 @@ export class ClusterNode {
   /** Per other node: the relay cursor, the remote workers its updates were applied to, a poll in flight. */
   private readonly relay = new Map<string, { cursor: RelayCursor; known: Set<string>; busy: boolean }>();
   private relayTimer: TimerHandle | null = null;
+  /** One peer client for the relay polls, so its 401 warnings are rate-limited across rounds. */
+  private relayClient: { token: string; client: PeerClient } | null = null;
   /** Legs other nodes forwarded here: open now, refused over the bound. */
   readonly forwards = { open: 0, rejected: 0 };
 
@@ -268,7 +271,9 @@ export class ClusterNode {
   private pollRelay(): void {
     if (this.stopped || !this.svc) return;
     const index = this.o.kvIndex!;
-    const client = httpPeerClient({ token: this.svc.peerToken });
+    const token = this.svc.peerToken;
+    if (this.relayClient?.token !== token) this.relayClient = { token, client: httpPeerClient({ token, log: this.o.log, clock: this.o.clock }) };
+    const client = this.relayClient.client;
     const nodes = new Set(this.remote.values());
     for (const name of [...this.relay.keys()]) if (!nodes.has(name)) this.relay.delete(name);
     for (const m of this.svc.members()) {

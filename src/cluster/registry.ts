@@ -31,7 +31,7 @@ export const BACKENDS: Record<DiscoveryKind, (d: BackendDeps) => DiscoveryBacken
     new PeersBackend({
       seeds: d.cluster.peers.seeds,
       store: d.store,
-      client: httpPeerClient({ token: d.token, dial: d.dial, fetch: d.fetch }),
+      client: httpPeerClient({ token: d.token, dial: d.dial, fetch: d.fetch, log: d.log, clock: d.clock }),
       clock: d.clock,
       rng: d.rng,
       log: d.log,

@@ -45,7 +45,6 @@ import { Readiness } from "./readiness.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { kvIngestService, peerAddress, preprocessService, supervisorService } from "./parts.ts";
 import type { EnginePlan } from "../engine/types.ts";
-import { canListen } from "../engine/plan.ts";
 import type { RouteRequest } from "../router/index.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
@@ -111,7 +110,7 @@ export class HerdNode {
     this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
-      plan: { finish: (plans) => this.finishPlans(plans) },
+      plan: { finish: (plans, portFree) => this.finishPlans(plans, portFree) },
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
@@ -262,6 +261,7 @@ export class HerdNode {
       ...kvAdminBackend(this.config, this.kv, this.prompts),
       logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
       pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+      lastError: (id) => (known(id) ? supervisor.lastError(id) : null),
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),
@@ -292,10 +292,10 @@ export class HerdNode {
   }
 
   /** Role flags and side-channel ports after the engine ports are fixed (src/pd/launch.ts). */
-  private finishPlans(plans: EnginePlan[]): void {
+  private finishPlans(plans: EnginePlan[], portFree: (host: string, port: number) => boolean): void {
     const listenPort = parseListen(this.config.frontend.listen).port;
     const lines = applyPdLaunch(this.config, plans, {
-      isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+      isPortFree: (p) => portFree("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
     });
     for (const line of lines) this.o.log.info(`P/D ${line}`);
     for (const line of applyTierLaunch(this.config, plans, () => tierPassword(this.config))) this.o.log.info(line);

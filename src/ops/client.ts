@@ -64,6 +64,8 @@ export interface WorkerView {
   load: { in_flight: number; running: number | null; waiting: number | null; kv_usage: number | null; scraped_at_ms: number | null };
   restarts: number;
   pid: number | null;
+  /** Why the engine last crashed (last error line of its output); absent from herds before it. */
+  last_error?: string | null;
   kv_events: KvStreamView | null;
 }
 
