@@ -1,0 +1,84 @@
+// Issue 22, rows 1–4: what one token holder can do to the peer API. Bodies are bounded while they
+// arrive (not by Content-Length alone), terms are bounded, one gossip message cannot fill the member
+// table, and only a member itself may move its address or raise its incarnation (SWIM's rule).
+import { afterEach, describe, expect, test } from "bun:test";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { memoryLogger } from "../../src/core/log.ts";
+import { SeededRng } from "../../src/core/rng.ts";
+import { defaultConfig } from "../../src/config/index.ts";
+import { clusterRoutes, PEER_BODY_MAX_BYTES } from "../../src/cluster/routes.ts";
+import { ClusterService } from "../../src/cluster/service.ts";
+import { removeDir, tempDir } from "./harness/cluster.ts";
+
+const dirs: string[] = [];
+const services: ClusterService[] = [];
+afterEach(async () => {
+  for (const s of services.splice(0)) await s.stop().catch(() => {});
+  for (const d of dirs.splice(0)) removeDir(d);
+});
+
+async function peersNode(kv?: (c: { epoch: string; seq: number }) => unknown) {
+  const dir = tempDir("bounds");
+  dirs.push(dir);
+  const config = defaultConfig();
+  config.node.name = "a";
+  config.node.data_dir = dir;
+  config.cluster.discovery = "peers";
+  config.cluster.token = "t0ken";
+  config.cluster.peers.seeds = ["127.0.0.1:1"];
+  const svc = new ClusterService({ config, address: "127.0.0.1:1", clock: new VirtualClock(0), rng: new SeededRng(1), log: memoryLogger(), fetch: (async () => { throw new Error("offline"); }) as unknown as typeof fetch });
+  await svc.start();
+  services.push(svc);
+  return clusterRoutes(svc, kv ? { kv } : {});
+}
+
+/** A chunked body (no Content-Length) of `totalBytes`, produced only as fast as it is read. */
+function chunked(totalBytes: number, head = '{"members":[], "pad":"'): { stream: ReadableStream<Uint8Array>; sent: () => number } {
+  let sent = 0;
+  const chunk = new Uint8Array(1 << 20).fill(0x61);
+  const stream = new ReadableStream<Uint8Array>({
+    pull(ctl) {
+      if (sent === 0) {
+        const h = new TextEncoder().encode(head);
+        sent += h.byteLength;
+        return ctl.enqueue(h);
+      }
+      if (sent >= totalBytes) return ctl.close();
+      sent += chunk.byteLength;
+      ctl.enqueue(chunk);
+    },
+  });
+  return { stream, sent: () => sent };
+}
+
+const post = (app: Awaited<ReturnType<typeof peersNode>>, path: string, body: BodyInit) =>
+  app.fetch(new Request(`http://x/cluster/v1/${path}`, { method: "POST", headers: { authorization: "Bearer t0ken" }, body }), { ip: "10.0.0.9" });
+
+describe("row 1: peer API bodies are bounded while they arrive", () => {
+  test("chunked gossip beyond 16 MiB: 413 and the rest of the body is never read", async () => {
+    const app = await peersNode();
+    const b = chunked(400 * 1024 * 1024);
+    const r = await post(app, "gossip", b.stream);
+    expect(r.status).toBe(413);
+    expect(((await r.json()) as { error: { code: string } }).error.code).toBe("request_too_large");
+    expect(b.sent()).toBeLessThan(PEER_BODY_MAX_BYTES + 4 * 1024 * 1024);
+  });
+
+  test("vote and beat too; a small chunked gossip still works", async () => {
+    const app = await peersNode();
+    for (const path of ["vote", "beat"]) expect((await post(app, path, chunked(64 * 1024 * 1024).stream)).status).toBe(413);
+    const r = await post(app, "gossip", new ReadableStream({ start: (c) => (c.enqueue(new TextEncoder().encode('{"members":[]}')), c.close()) }));
+    expect(r.status).toBe(200);
+  });
+
+  test("/cluster/v1/kv: a cursor is tiny, anything beyond 4 KiB is 413 (it had no bound at all)", async () => {
+    let called = 0;
+    const app = await peersNode(() => (called++, { epoch: "e", seq: 0, updates: [] }));
+    const b = chunked(300 * 1024 * 1024, '{"epoch":"');
+    expect((await post(app, "kv", b.stream)).status).toBe(413);
+    expect(b.sent()).toBeLessThan(4 * 1024 * 1024);
+    expect(called).toBe(0);
+    expect((await post(app, "kv", JSON.stringify({ epoch: "e", seq: 3 }))).status).toBe(200);
+    expect(called).toBe(1);
+  });
+});
