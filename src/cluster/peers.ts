@@ -8,9 +8,10 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Rng } from "../core/rng.ts";
 import { DEFAULT_TIMING, Emitter, sameView, type ClusterEvent, type DiscoveryBackend, type HeartbeatTiming, type LeaderView, type Member, type NodeMeta, type SelfInfo } from "./backend.ts";
-import { DEFAULT_ELECTION, Election, type BeatReply, type BeatRequest, type ElectionTiming, type VoteReply, type VoteRequest } from "./election.ts";
+import { DEFAULT_ELECTION, Election, TERM_MAX, isTerm, type BeatReply, type BeatRequest, type ElectionTiming, type VoteReply, type VoteRequest } from "./election.ts";
 import { LivenessTable, MEMBERS_MAX, type HeartbeatRecord } from "./liveness.ts";
 import type { StateStore } from "./state.ts";
+import { LogLimiter } from "../http/log-limit.ts";
 
 /** How peers reach each other: POST JSON to another node's peer API (authenticated by the caller). */
 export interface PeerClient {
@@ -32,7 +33,8 @@ export interface PeersBackendOptions {
   election?: ElectionTiming;
 }
 
-const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0;
+
+const outOfRange = (t: unknown) => typeof t === "number" && t > TERM_MAX;
 
 export const votersHash = (seeds: readonly string[]) =>
   createHash("sha256").update([...seeds].sort().join("\n")).digest("hex").slice(0, 16);
@@ -50,11 +52,13 @@ export class PeersBackend implements DiscoveryBackend {
   private membersKey = "";
   private view: LeaderView = { leader: null, term: 0, self: false };
   private closed = false;
+  private readonly refusedLog: LogLimiter;
 
   constructor(private readonly o: PeersBackendOptions) {
     this.timing = o.timing ?? DEFAULT_TIMING;
     this.table = new LivenessTable(o.clock, this.timing.dead_after_ms);
     this.voters = [...new Set(o.seeds)].sort();
+    this.refusedLog = new LogLimiter(o.clock, 10_000);
   }
 
   async start(self: SelfInfo): Promise<void> {
@@ -130,14 +134,18 @@ export class PeersBackend implements DiscoveryBackend {
 
   onVote(req: VoteRequest): VoteReply {
     if (!isTerm(req?.term) || typeof req.candidate !== "string" || typeof req.address !== "string" || typeof req.voters !== "string")
-      return { term: this.election.term, granted: false, reason: "malformed vote request" };
+      return { term: this.election.term, granted: false, reason: outOfRange(req?.term) ? `term beyond ${TERM_MAX} refused` : "malformed vote request" };
     const r = this.election.onVote({ pre: req.pre === true, term: req.term, candidate: req.candidate, address: req.address, voters: req.voters });
     this.updateView();
     return r;
   }
 
   onBeat(req: BeatRequest): BeatReply {
-    if (!isTerm(req?.term) || typeof req.leader !== "string") return { term: this.election.term, ok: false };
+    if (!isTerm(req?.term) || typeof req.leader !== "string") {
+      const line = outOfRange(req?.term) ? this.refusedLog.take() : null;
+      if (line) this.o.log.warn("beat with a term beyond the bound refused", { term: req.term, max: TERM_MAX, leader: String(req.leader), ...line });
+      return { term: this.election.term, ok: false };
+    }
     const r = this.election.onBeat({ term: req.term, leader: req.leader });
     this.updateView();
     return r;

@@ -8,6 +8,11 @@ import { SeededRng } from "../../src/core/rng.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import { clusterRoutes, PEER_BODY_MAX_BYTES } from "../../src/cluster/routes.ts";
 import { ClusterService } from "../../src/cluster/service.ts";
+import { TERM_MAX } from "../../src/cluster/election.ts";
+import { PeersBackend, type PeerClient } from "../../src/cluster/peers.ts";
+import { StateStore } from "../../src/cluster/state.ts";
+import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 import { removeDir, tempDir } from "./harness/cluster.ts";
 
 const dirs: string[] = [];
@@ -80,5 +85,69 @@ describe("row 1: peer API bodies are bounded while they arrive", () => {
     expect(called).toBe(0);
     expect((await post(app, "kv", JSON.stringify({ epoch: "e", seq: 3 }))).status).toBe(200);
     expect(called).toBe(1);
+  });
+});
+
+function backend(client: PeerClient = { post: () => Promise.reject(new Error("offline")) }, seeds = ["10.0.0.1:8000"], self = "10.0.0.1:8000") {
+  const dir = tempDir("bounds");
+  dirs.push(dir);
+  const clock = new VirtualClock(0);
+  const log = memoryLogger();
+  const store = new StateStore(dir);
+  const b = new PeersBackend({ seeds, store, client, clock, rng: new SeededRng(2), log });
+  return { b, clock, log, store, dir, start: () => b.start({ name: self, address: self, meta: {} }) };
+}
+
+describe("row 2: terms are bounded", () => {
+  test("a beat with term 2^53−1 is refused (logged, rate limited), never persisted; elections still work", async () => {
+    const n = backend();
+    await n.start();
+    const r = n.b.onBeat({ term: Number.MAX_SAFE_INTEGER, leader: "evil" });
+    expect(r).toEqual({ term: 0, ok: false });
+    for (let i = 0; i < 20; i++) n.b.onBeat({ term: TERM_MAX + 1, leader: "evil" });
+    expect(n.log.lines.filter((l) => l.includes("beat with a term beyond the bound refused")).length).toBe(1);
+    expect(n.store.get().term).toBe(0);
+    expect(JSON.parse(readFileSync(n.store.path, "utf8")).term).toBe(0);
+    const v = n.b.onVote({ pre: false, term: 2 ** 50, candidate: "x", address: "10.0.0.2:8000", voters: "h" });
+    expect(v.granted).toBe(false);
+    expect(v.reason).toContain("term beyond");
+    expect(n.b.onBeat({ term: 7, leader: "10.0.0.2:8000" })).toEqual({ term: 7, ok: true });
+    void n.b.close();
+  });
+
+  test("a vote or beat reply carrying a huge term is not adopted", async () => {
+    const seeds = ["10.0.0.1:8000", "10.0.0.2:8000", "10.0.0.3:8000"];
+    let asked = 0;
+    const client: PeerClient = {
+      post: async <T>(_a: string, path: string, body: unknown) => {
+        if (path !== "vote") return { members: [] } as T;
+        if ((body as { pre: boolean }).pre) return { term: 0, granted: true } as T;
+        asked++;
+        return { term: Number.MAX_SAFE_INTEGER, granted: false } as T;
+      },
+    };
+    const n = backend(client, seeds);
+    await n.start();
+    n.b.campaign();
+    for (let i = 0; i < 100; i++) {
+      n.clock.advance(100);
+      await new Promise((r) => setImmediate(r));
+    }
+    expect(asked).toBeGreaterThan(0);
+    expect(n.store.get().term).toBeLessThanOrEqual(TERM_MAX);
+    void n.b.close();
+  });
+
+  test("state.json with a term beyond the bound: the node refuses to start, naming the file and field", () => {
+    const dir = tempDir("bounds");
+    dirs.push(dir);
+    mkdirSync(join(dir, "cluster"), { recursive: true });
+    writeFileSync(join(dir, "cluster", "state.json"), JSON.stringify({ incarnation: 3, term: Number.MAX_SAFE_INTEGER, votedFor: null }));
+    expect(() => new StateStore(dir)).toThrow(/state\.json: term 9007199254740991 is not an integer in \[0, 1099511627776\]/);
+    writeFileSync(join(dir, "cluster", "state.json"), JSON.stringify({ incarnation: 3, term: 12, votedFor: null }));
+    expect(new StateStore(dir).get().term).toBe(12);
+    const s = new StateStore(dir);
+    expect(() => s.save({ incarnation: 3, term: TERM_MAX + 1, votedFor: null })).toThrow(/term/);
+    expect(new StateStore(dir).get().term).toBe(12);
   });
 });
