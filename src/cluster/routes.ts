@@ -77,15 +77,15 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       return tierResponse(tier, key);
     });
 
-  const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>
+  const peersRoute = (path: string, handle: (b: PeersBackend, body: any, ip: string | null) => unknown) =>
     app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {
       const b = service.backend;
       if (!(b instanceof PeersBackend)) return c.json({ error: { message: "not a peers cluster", type: "not_found_error" } }, 404);
       const read = await peerJson(c.req.raw, PEER_BODY_MAX_BYTES);
       if (read instanceof Response) return read;
-      return c.json(handle(b, read.body) as object);
+      return c.json(handle(b, read.body, (c.env as { ip?: string | null } | undefined)?.ip ?? null) as object);
     });
-  peersRoute("gossip", (b, body) => b.onGossip(body));
+  peersRoute("gossip", (b, body, ip) => b.onGossip(body, ip));
   peersRoute("vote", (b, body) => b.onVote(body));
   peersRoute("beat", (b, body) => b.onBeat(body));
   return app;

@@ -9,7 +9,7 @@ import { defaultConfig } from "../../src/config/index.ts";
 import { clusterRoutes, PEER_BODY_MAX_BYTES } from "../../src/cluster/routes.ts";
 import { ClusterService } from "../../src/cluster/service.ts";
 import { TERM_MAX } from "../../src/cluster/election.ts";
-import { PeersBackend, type PeerClient } from "../../src/cluster/peers.ts";
+import { CANDIDATES_PER_MESSAGE, PeersBackend, type PeerClient } from "../../src/cluster/peers.ts";
 import { StateStore } from "../../src/cluster/state.ts";
 import { mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -56,7 +56,7 @@ function chunked(totalBytes: number, head = '{"members":[], "pad":"'): { stream:
   return { stream, sent: () => sent };
 }
 
-const post = (app: Awaited<ReturnType<typeof peersNode>>, path: string, body: BodyInit) =>
+const post = (app: Awaited<ReturnType<typeof peersNode>>, path: string, body: RequestInit["body"]) =>
   app.fetch(new Request(`http://x/cluster/v1/${path}`, { method: "POST", headers: { authorization: "Bearer t0ken" }, body }), { ip: "10.0.0.9" });
 
 describe("row 1: peer API bodies are bounded while they arrive", () => {
@@ -149,5 +149,123 @@ describe("row 2: terms are bounded", () => {
     const s = new StateStore(dir);
     expect(() => s.save({ incarnation: 3, term: TERM_MAX + 1, votedFor: null })).toThrow(/term/);
     expect(new StateStore(dir).get().term).toBe(12);
+  });
+});
+
+/** In-process network of PeersBackends on a VirtualClock: a push arrives with the caller's host as its IP. */
+class Net {
+  readonly clock = new VirtualClock(0);
+  readonly nodes = new Map<string, PeersBackend>();
+  readonly dialed: string[] = [];
+  client(from: string): PeerClient {
+    return {
+      post: <T>(to: string, path: string, body: unknown, timeoutMs: number) =>
+        new Promise<T>((resolve, reject) => {
+          this.dialed.push(to);
+          const t = this.clock.setTimer(timeoutMs, () => reject(new Error("timeout")));
+          this.clock.setTimer(2, () => {
+            const n = this.nodes.get(to);
+            if (!n) return;
+            const b = body as any;
+            const reply = path === "gossip" ? n.onGossip(b, from.split(":")[0]!) : path === "vote" ? n.onVote(b) : n.onBeat(b);
+            this.clock.setTimer(2, () => (t.cancel(), resolve(reply as T)));
+          });
+        }),
+    };
+  }
+  async add(name: string, address: string, seeds: string[]) {
+    const dir = tempDir("gossip");
+    dirs.push(dir);
+    const b = new PeersBackend({ seeds, store: new StateStore(dir), client: this.client(address), clock: this.clock, rng: new SeededRng(name.length), log: memoryLogger() });
+    this.nodes.set(address, b);
+    await b.start({ name, address, meta: {} });
+    return b;
+  }
+  async run(ms: number) {
+    const end = this.clock.now() + ms;
+    while (this.clock.now() < end) {
+      this.clock.advance(10);
+      await new Promise((r) => setImmediate(r));
+    }
+  }
+  stop() {
+    for (const b of this.nodes.values()) void b.close();
+  }
+}
+
+const A = "10.0.0.1:8000";
+const B = "10.0.0.2:8000";
+const EVIL_IP = "10.0.0.66";
+const names = (b: PeersBackend) => b.members().map((m) => `${m.name}@${m.address}`).join(",");
+
+describe("rows 3–4: gossip hearsay cannot admit, move, restart or kill a member", () => {
+  test("2000 invented members in one push: none admitted, ≤ 16 dials; a genuine new node joins within 2 s", async () => {
+    const net = new Net();
+    const a = await net.add("a", A, [A]);
+    const b = await net.add("b", B, [A]);
+    await net.run(2000);
+    expect(names(a)).toBe(`a@${A},b@${B}`);
+    const members = Array.from({ length: 2000 }, (_, i) => ({ name: `fake${i}`, address: `10.9.${i >> 8}.${i & 255}:8000`, meta: {}, incarnation: 1, beat: 1 }));
+    a.onGossip({ from: "fake0", members }, EVIL_IP);
+    net.dialed.length = 0;
+    await net.run(1000);
+    expect(a.members().length).toBe(2);
+    expect(net.dialed.filter((d) => d.startsWith("10.9.")).length).toBeLessThanOrEqual(CANDIDATES_PER_MESSAGE);
+    const c = await net.add("c", "10.0.0.3:8000", [A]);
+    await net.run(2000);
+    for (const n of [a, b, c]) expect(names(n)).toBe(`a@${A},b@${B},c@10.0.0.3:8000`);
+    net.stop();
+  });
+
+  test("a forged record for a live member (other address, incarnation 1e15, or beat 1e15) changes nothing", async () => {
+    const net = new Net();
+    const a = await net.add("a", A, [A]);
+    const b = await net.add("b", B, [A]);
+    await net.run(2000);
+    const inc = a.members().length === 2 ? (a.onGossip({ members: [] }).members.find((r) => r.name === "b")!.incarnation) : -1;
+    const forged = [
+      { name: "b", address: `${EVIL_IP}:8000`, meta: {}, incarnation: 1e15, beat: 0 },
+      { name: "b", address: B, meta: {}, incarnation: 1e15, beat: 0 },
+      { name: "b", address: B, meta: {}, incarnation: inc, beat: 1e15 },
+      { name: "b", address: B, meta: {}, incarnation: inc, beat: 1e6, left: true },
+    ];
+    for (const rec of forged) {
+      a.onGossip({ from: "evil", members: [rec] }, EVIL_IP);
+      a.onGossip({ from: "b", members: [rec] }, EVIL_IP); // claiming to be b, from another host
+    }
+    for (let i = 0; i < 10; i++) {
+      await net.run(1000);
+      expect(names(a)).toBe(`a@${A},b@${B}`);
+      expect(a.members().find((m) => m.name === "b")!.state).toBe("alive");
+    }
+    const rec = a.onGossip({ members: [] }).members.find((r) => r.name === "b")!;
+    expect(rec.incarnation).toBe(inc);
+    expect(rec.beat).toBeLessThan(1000);
+    void b;
+    net.stop();
+  });
+
+  test("a genuine restart (new incarnation) and a graceful leave still propagate", async () => {
+    const net = new Net();
+    const a = await net.add("a", A, [A]);
+    const b = await net.add("b", B, [A]);
+    const c = await net.add("c", "10.0.0.3:8000", [A]);
+    await net.run(2000);
+    const incOf = (n: PeersBackend, name: string) => n.onGossip({ members: [] }).members.find((r) => r.name === name)?.incarnation;
+    const before = incOf(c, "b")!;
+    const closing = b.close();
+    await net.run(50);
+    await closing;
+    net.nodes.delete(B);
+    expect(names(a)).toBe(`a@${A},c@10.0.0.3:8000`); // the farewell push came from b's own host
+    // b restarts on the same data dir: a higher incarnation, heard by c through a first
+    const dir = dirs[dirs.length - 2]!;
+    const b2 = new PeersBackend({ seeds: [A], store: new StateStore(dir), client: net.client(B), clock: net.clock, rng: new SeededRng(9), log: memoryLogger() });
+    net.nodes.set(B, b2);
+    await b2.start({ name: "b", address: B, meta: {} });
+    await net.run(2000);
+    expect(incOf(c, "b")).toBe(before + 1);
+    expect(names(c)).toBe(`a@${A},b@${B},c@10.0.0.3:8000`);
+    net.stop();
   });
 });
