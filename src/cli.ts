@@ -5,6 +5,7 @@
 
 import { checkListen } from "./config/checks.ts";
 import { renderFindings, type Finding } from "./config/findings.ts";
+import { REDACTED, redact, redactConfig, secretValues } from "./config/redact.ts";
 import { applyOverrides, configToYaml, defaultConfig, loadConfigFile, type ConfigResult } from "./config/load.ts";
 import type { Config } from "./config/types.ts";
 import { errorMessage } from "./core/errors.ts";
@@ -129,7 +130,8 @@ const COMMANDS: readonly Command[] = [
       const result = (await withEngineChecks(loaded, entry)).result;
       if (!report(result, io)) return 1;
       if (!result.config) return 1;
-      io.out(`# ${file}: valid; resolved with defaults\n${configToYaml(result.config)}`);
+      const yaml = configToYaml(redactConfig(result.config));
+      io.out(redact(`# ${file}: valid; resolved with defaults (secrets shown as ${REDACTED})\n${yaml}`, secretValues(result.config)));
       return 0;
     },
   },
@@ -205,7 +207,7 @@ const COMMANDS: readonly Command[] = [
 /** Print findings; true when there is a usable config (warnings alone do not stop anything). */
 function report(result: ConfigResult, io: Io): boolean {
   const findings: Finding[] = result.findings;
-  if (findings.length) io.err(renderFindings(findings, result.file ?? null));
+  if (findings.length) io.err(redact(renderFindings(findings, result.file ?? null), result.config ? secretValues(result.config) : []));
   const errors = findings.filter((f) => f.severity === "error").length;
   if (!result.config && errors) io.err(`herd: ${errors} config error${errors === 1 ? "" : "s"}${result.file ? ` in ${result.file}` : ""}`);
   return result.config !== undefined;
