@@ -227,6 +227,7 @@ export class Frontend {
         log: this.o.log,
         clock: this.o.clock,
         contributed: this.o.adminRoutes ?? [],
+        json: this.json,
         status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );
