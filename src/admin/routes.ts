@@ -113,10 +113,10 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
 
   // The frontend's bounded parse (issue 22: 5M-deep nesting was accepted here): values, depth, and
   // bodies over 256 KiB scanned off the event loop.
-  const json = o.json ?? new JsonGuard();
+  const jsonGuard = o.json ?? new JsonGuard();
   app.post("/route/explain", async (c) => {
     const f = o.config.frontend;
-    const { parsed } = await json.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
+    const { parsed } = await jsonGuard.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
     // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
     const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
     const checked = checkRequest(isChat ? "chat" : "completions", parsed);

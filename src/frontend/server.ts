@@ -56,7 +56,7 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     idleTimeout: IDLE_TIMEOUT_S,
     // Bodies are read by herd under frontend.max_body_bytes (http/body.ts) on every route that reads one.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    fetch(req, srv) {
+    fetch(req, srv): Response | Promise<Response> {
       const declared = Number(req.headers.get("content-length") ?? 0);
       if (declared > backstop) return errorResponse(tooLarge(maxBodyBytes), { connection: "close" });
       if (req.method === "POST" && req.url.includes("/v1/")) srv.timeout(req, 0);
@@ -69,7 +69,7 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     },
   });
   const h = host.includes(":") ? `[${host}]` : host;
-  const base = () => `http://${h === "0.0.0.0" || h === "[::]" ? "127.0.0.1" : h}:${server.port}`;
+  const base = (): string => `http://${h === "0.0.0.0" || h === "[::]" ? "127.0.0.1" : h}:${server.port}`;
   return {
     server,
     url: `http://${h}:${server.port}`,
