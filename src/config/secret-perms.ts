@@ -46,7 +46,7 @@ function who(mode: number): string {
 }
 
 /**
- * One warning per secret file whose mode is unsafe: cluster.token_file, kv_tier.resp.password_file,
+ * One warning per secret file whose mode is unsafe: cluster.token_file, cluster.tls.key, kv_tier.resp.password_file,
  * and the config file itself when it holds a secret inline. `lineOf` maps a key path to its line.
  */
 export function secretFileFindings(config: Config, configFile: string | null, lineOf: (path: string) => number = () => 0, modeOf: ModeOf = realModeOf): Finding[] {
@@ -58,6 +58,7 @@ export function secretFileFindings(config: Config, configFile: string | null, li
   };
   const fix = (file: string) => `chmod 600 ${file} (or 640 with a group only herd's user is in)`;
   if (config.cluster.token_file !== "") check("cluster.token_file", config.cluster.token_file, "token file", fix(config.cluster.token_file));
+  if (config.cluster.tls.key !== "") check("cluster.tls.key", config.cluster.tls.key, "TLS private key", fix(config.cluster.tls.key));
   const pw = config.kv_tier.resp?.password_file ?? "";
   if (pw !== "") check("kv_tier.resp.password_file", pw, "password file", fix(pw));
   const inline = inlineSecretKeys(config);

@@ -54,7 +54,7 @@ describe("no CLI output shows a secret", () => {
 
   test("run --dry-run: engine env and argv secrets are <redacted>", async () => {
     const f = join(dir, "dry.yaml");
-    writeFileSync(f, yaml);
+    writeFileSync(f, yaml, { mode: 0o600 }); // not readable by others: no permission warning here
     const r = await herd("run", "--dry-run", "--config", f);
     expect(r.err).toBe("");
     expect(r.code).toBe(0);
