@@ -5,14 +5,15 @@ import type { PeerClient } from "./peers.ts";
 
 export const PEER_API_PREFIX = "/cluster/v1";
 
-export function httpPeerClient(o: { token: string; dial?: (address: string) => string; fetch?: typeof fetch }): PeerClient {
+export function httpPeerClient(o: { token: string; dial?: (address: string) => string; fetch?: typeof fetch; scheme?: "http" | "https" }): PeerClient {
+  const scheme = o.scheme ?? "http";
   const f = o.fetch ?? fetch;
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (o.token !== "") headers.authorization = `Bearer ${o.token}`;
   return {
     async post<T>(address: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
       const target = o.dial ? o.dial(address) : address;
-      const res = await f(`http://${target}${PEER_API_PREFIX}/${path}`, {
+      const res = await f(`${scheme}://${target}${PEER_API_PREFIX}/${path}`, {
         method: "POST",
         headers,
         body: JSON.stringify(body),
