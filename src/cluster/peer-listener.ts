@@ -31,6 +31,8 @@ export function startPeerListener(o: { listen: string; tls: PeerTls | null; hand
       idleTimeout: IDLE_TIMEOUT_S,
       ...(o.tls ? { tls: peerServerTls(o.tls) } : {}),
       fetch(req, srv): Response | Promise<Response> {
+        // a Host Bun cannot make a URL of is a 400, as on the frontend listener (src/frontend/server.ts)
+        if (!URL.canParse(req.url)) return Response.json({ error: { message: "malformed Host header (RFC 9112 §3.2)", type: "invalid_request_error", code: "invalid_host" } }, { status: 400 });
         if (req.method === "POST" && new URL(req.url).pathname === FORWARD_PATH) srv.timeout(req, 0);
         return o.handle(req, { ip: srv.requestIP(req)?.address ?? null });
       },
