@@ -30,9 +30,39 @@ export function isSecretPath(path: string): boolean {
   return env !== null && isSecretName(env[1] ?? env[2] ?? "");
 }
 
-/** Environment with secret-named values replaced. */
+/**
+ * A JSON object text (LMCache's LMCACHE_EXTRA_CONFIG `{"password": …}`, vLLM's --kv-transfer-config)
+ * with the values of secret-named keys replaced, at any depth; any other text as is.
+ */
+export function redactJsonText(text: string): string {
+  if (!text.startsWith("{")) return text;
+  let parsed: unknown;
+  try {
+    parsed = JSON.parse(text);
+  } catch {
+    return text;
+  }
+  let changed = false;
+  const walk = (v: unknown): unknown => {
+    if (Array.isArray(v)) return v.map(walk);
+    if (v === null || typeof v !== "object") return v;
+    return Object.fromEntries(
+      Object.entries(v).map(([k, x]) => {
+        if (isSecretName(k) && (typeof x === "string" || typeof x === "number") && x !== "") {
+          changed = true;
+          return [k, REDACTED];
+        }
+        return [k, walk(x)];
+      }),
+    );
+  };
+  const out = walk(parsed);
+  return changed ? JSON.stringify(out) : text;
+}
+
+/** Environment with secret-named values (and secrets inside JSON values) replaced. */
 export function redactEnv(env: Readonly<Record<string, string>>): Record<string, string> {
-  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, isSecretName(k) && v !== "" ? REDACTED : v]));
+  return Object.fromEntries(Object.entries(env).map(([k, v]) => [k, isSecretName(k) && v !== "" ? REDACTED : redactJsonText(v)]));
 }
 
 /** argv with the value of a secret-named flag replaced: `--api-key X`, `--api-key=X`. */
@@ -45,7 +75,7 @@ export function redactArgv(argv: readonly string[]): string[] {
     else if (a.startsWith("-") && eq < 0 && isSecretName(a) && i + 1 < argv.length && !argv[i + 1]!.startsWith("-")) {
       out.push(a, REDACTED);
       i++;
-    } else out.push(a);
+    } else out.push(redactJsonText(a));
   }
   return out;
 }

@@ -6,7 +6,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { main, type Entrypoints } from "../../src/cli.ts";
 import { defaultConfig } from "../../src/config/index.ts";
-import { REDACTED, SECRET_PATHS, isSecretName, isSecretPath, redact, redactArgv, secretValues } from "../../src/config/redact.ts";
+import { REDACTED, SECRET_PATHS, isSecretName, isSecretPath, redact, redactArgv, redactEnv, secretValues } from "../../src/config/redact.ts";
 
 const dir = mkdtempSync(join(tmpdir(), "herd-redact-"));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
@@ -93,6 +93,14 @@ describe("the redaction rules", () => {
     expect(isSecretPath("engines[2].env.HF_TOKEN")).toBe(true);
     expect(isSecretPath("engines[2].env.HF_HOME")).toBe(false);
     expect(isSecretPath("frontend.listen")).toBe(false);
+  });
+
+  test("secrets inside JSON values (LMCACHE_EXTRA_CONFIG, --kv-transfer-config) are replaced, other JSON kept as is", () => {
+    expect(redactEnv({ LMCACHE_EXTRA_CONFIG: JSON.stringify({ password: "pw123456", db: 1 }) })).toEqual({ LMCACHE_EXTRA_CONFIG: JSON.stringify({ password: REDACTED, db: 1 }) });
+    const cfg = JSON.stringify({ kv_connector: "LMCacheConnectorV1", kv_connector_extra_config: { auth_token: "tok-1234" } });
+    expect(redactArgv(["--kv-transfer-config", cfg])).toEqual(["--kv-transfer-config", JSON.stringify({ kv_connector: "LMCacheConnectorV1", kv_connector_extra_config: { auth_token: REDACTED } })]);
+    const plain = '{"enable_kv_cache_events":true,"endpoint":"tcp://*:5557"}';
+    expect(redactArgv(["--kv-events-config", plain])).toEqual(["--kv-events-config", plain]);
   });
 
   test("argv and free text", () => {
