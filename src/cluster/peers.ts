@@ -6,13 +6,14 @@
 //
 // Who may say what (issue 22, rows 3–4; SWIM's rule that only a member refutes or raises its own
 // incarnation, Das et al. 2002 §4.2, as hashicorp/memberlist state.go applies it): a record is taken
-// at full value only from the member itself — the reply of the address we dialed, or a push whose
-// `from` is the record's name sent from the record's own host. Everything else is relayed hearsay:
-// it may advance a live member's beat by a bounded step at the same address and incarnation, but it
-// never admits a member, moves an address, raises an incarnation or announces a leave. Such a record
-// only makes its address a candidate that the next round dials; the member answers for itself. So a
-// genuine new node is in every view within about two heartbeats, and one message of 2000 invented
-// names costs at most CANDIDATES_PER_MESSAGE dials instead of filling the member table.
+// at full value only from the member itself — the reply of the address we dialed. A push whose
+// `from` is the record's name, sent from the record's own host, may also announce its leave (the
+// farewell in close()). Everything else is relayed hearsay: it may advance a live member's beat by a
+// bounded step at the same address and incarnation, but it never admits a member, moves an address,
+// raises an incarnation or announces a leave. Such a record only makes its address a candidate that
+// the next round dials; the member answers for itself. So a genuine new node is in every view within
+// about two heartbeats, and one message of 2000 invented names costs at most CANDIDATES_PER_MESSAGE
+// dials instead of filling the member table.
 import { createHash } from "node:crypto";
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
@@ -192,7 +193,8 @@ export class PeersBackend implements DiscoveryBackend {
       if (!Number.isSafeInteger(r.incarnation) || !Number.isSafeInteger(r.beat) || r.incarnation < 0 || r.beat < 0) continue;
       const rec: HeartbeatRecord = { name: r.name, address: r.address, meta: r.meta ?? {}, incarnation: r.incarnation, beat: r.beat, left: r.left === true };
       const known = this.table.get(rec.name);
-      if (this.speaksForItself(rec, from, speaker)) {
+      const own = this.speaksForItself(rec, from, speaker);
+      if (own === "dialed") {
         this.candidates.delete(rec.address);
         // a live name at another address is a conflict, not a move (memberlist state.go aliveNode):
         // the old entry must die first, so an impostor cannot take over a running node's name
@@ -205,7 +207,9 @@ export class PeersBackend implements DiscoveryBackend {
         if (!known || rec.incarnation >= known.incarnation) candidate(rec.address);
         continue;
       }
-      if (rec.left || rec.beat > known.beat + this.beatStepMax(rec.name)) continue;
+      if (rec.beat > known.beat + this.beatStepMax(rec.name)) continue;
+      // a leave only from the member's own push (its farewell, sent from its host), never relayed
+      if (rec.left && own !== "pushed") continue;
       this.table.observe(rec);
     }
     this.refreshMembers();
@@ -216,10 +220,15 @@ export class PeersBackend implements DiscoveryBackend {
     if (line) this.o.log.warn("member name claimed from another address while alive: refused", { name: claim.name, address: known.address, claimed: claim.address, ...line });
   }
 
-  private speaksForItself(r: HeartbeatRecord, from: string | null, speaker: Speaker): boolean {
-    if (from !== null && from !== r.name) return false;
-    if ("dialed" in speaker) return r.address === speaker.dialed;
-    return from !== null && speaker.ip !== null && bareIp(hostOf(r.address)) === bareIp(speaker.ip);
+  /**
+   * "dialed": the reply of the member's own address, full authority. "pushed": a push naming itself
+   * from the member's host, which may only announce its leave (anything on that host with the token
+   * could send it, so it admits nobody and moves no beat beyond hearsay's step). null: hearsay.
+   */
+  private speaksForItself(r: HeartbeatRecord, from: string | null, speaker: Speaker): "dialed" | "pushed" | null {
+    if (from !== null && from !== r.name) return null;
+    if ("dialed" in speaker) return r.address === speaker.dialed ? "dialed" : null;
+    return from !== null && speaker.ip !== null && bareIp(hostOf(r.address)) === bareIp(speaker.ip) ? "pushed" : null;
   }
 
   /**

@@ -232,6 +232,8 @@ describe("rows 3–4: gossip hearsay cannot admit, move, restart or kill a membe
     for (const rec of forged) {
       a.onGossip({ from: "evil", members: [rec] }, EVIL_IP);
       a.onGossip({ from: "b", members: [rec] }, EVIL_IP); // claiming to be b, from another host
+      // from b's own host: only a leave is taken from a push; a beat or incarnation jump is not
+      if (!("left" in rec)) a.onGossip({ from: "b", members: [rec] }, B.split(":")[0]!);
     }
     for (let i = 0; i < 10; i++) {
       await net.run(1000);
