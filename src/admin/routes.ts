@@ -13,11 +13,11 @@ import type { Worker } from "../workers/worker.ts";
 import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
-import { parseJson, readBodyLimited } from "../http/body.ts";
 import { checkRequest } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
 import type { Clock } from "../core/clock.ts";
 import { LogLimiter } from "../http/log-limit.ts";
+import { JsonGuard } from "../http/json-guard.ts";
 
 /** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */
 export interface AdminBackend extends Partial<KvAdminBackend> {
@@ -51,6 +51,8 @@ export interface AdminOptions {
   clock?: Clock;
   /** Endpoints other modules contribute (src/http/admin-route.ts), behind the same access rule. */
   contributed?: readonly AdminRoute[];
+  /** The frontend's JSON guard (shared thread and body budget); default: one of its own. */
+  json?: JsonGuard;
 }
 
 /** At most one "admin request refused" warning per this interval (a remote client can send many). */
@@ -111,9 +113,12 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
     }),
   );
 
+  // The frontend's bounded parse (issue 22: 5M-deep nesting was accepted here): values, depth, and
+  // bodies over 256 KiB scanned off the event loop.
+  const jsonGuard = o.json ?? new JsonGuard();
   app.post("/route/explain", async (c) => {
-    const text = await readBodyLimited(c.req.raw, o.config.frontend.max_body_bytes);
-    const parsed = parseJson(text);
+    const f = o.config.frontend;
+    const { parsed } = await jsonGuard.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
     // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
     const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
     const checked = checkRequest(isChat ? "chat" : "completions", parsed);

@@ -309,6 +309,14 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
   discovery: oneOf(DISCOVERY_KINDS, "How nodes find each other and elect a leader: `file` (a shared directory), `peers` (seed addresses, gossip, Raft-style election), `etcd`.", "file"),
   token: str("Shared secret every node sends on the peer API (Bearer). Empty = no token: peers must be on loopback, and a cluster other than the default one-node `file` cluster under node.data_dir refuses to start on a non-loopback address.", ""),
   token_file: str("File whose first line is the token (used when `token` is empty).", ""),
+  listen: str("HOST:PORT of a separate peer-API listener (its port is this node's peer address with node.advertise); empty = the peer API is on frontend.listen. Required with `tls`.", "", {
+    check: (v) => (v === "" || parseHostPort(v) ? null : `expected HOST:PORT, got ${JSON.stringify(v)}`),
+  }),
+  tls: obj("Mutual TLS for the peer API (all three files or none): every node presents its certificate and accepts only peers whose certificate the CA signed. Certificates need the node's node.advertise address as a subjectAltName.", {
+    cert: str("PEM certificate of this node (server and client).", ""),
+    key: str("PEM private key of `cert`.", ""),
+    ca: str("PEM CA bundle that signs every node's certificate.", ""),
+  }),
   file: obj("`file` discovery.", {
     dir: str("Directory of heartbeat and lease records (shared by all nodes); empty = <node.data_dir>/cluster/dir.", ""),
   }),

@@ -249,6 +249,10 @@ export interface ClusterConfig {
   token: string;
   /** File holding the token (first line); used when `token` is empty. */
   token_file: string;
+  /** HOST:PORT of a separate peer-API listener; "" = on frontend.listen. Required with `tls`. */
+  listen: string;
+  /** Mutual TLS for the peer API: PEM files; all "" = plain HTTP. */
+  tls: { cert: string; key: string; ca: string };
   file: {
     /** Directory of heartbeat and lease records; empty = <node.data_dir>/cluster/dir. */
     dir: string;

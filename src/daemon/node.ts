@@ -114,7 +114,7 @@ export class HerdNode {
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
-    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
+    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), fetch: (u, i) => this.cluster.transport.fetch(u, i), scheme: () => this.cluster.transport.scheme, clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
     this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
@@ -233,7 +233,7 @@ export class HerdNode {
   /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
   private buildFrontend(localUpstream: HttpUpstream): Frontend {
     const { config, registry, router, metrics, prompts, planner, cluster } = this;
-    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
+    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i) });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
@@ -243,7 +243,8 @@ export class HerdNode {
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
-    frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
+    // With cluster.listen (mutual TLS) the peer API is only there: the frontend answers 404.
+    if (config.cluster.listen === "") frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
     return frontend;
   }
 
