@@ -53,6 +53,7 @@ import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
+import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
 export interface PdTraceEntry {
@@ -265,7 +266,7 @@ export class HerdNode {
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),
-      ...(this.pd ? { pdExplain: (route: RouteRequest) => explainPd(this.pd!, route), pdTraces: () => [...this.pdTraces] } : {}),
+      ...(this.pd ? { pdExplain: (route: RouteRequest, json: Record<string, unknown>, endpoint: Endpoint) => explainPd(this.pd!, { endpoint, body: JSON.stringify(json), stream: json.stream === true, route, json }), pdTraces: () => [...this.pdTraces] } : {}),
     };
   }
 
@@ -278,17 +279,16 @@ export class HerdNode {
   private pdPlan(): PlanBuilder {
     const node = this;
     this.pd = {
-      config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,
+      // The live config and router, read per request: a reload reaches P/D as it reaches aggregated routing.
+      config: () => node.running, router: () => node.router,
+      registry: this.registry, clock: this.o.clock,
       rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
-      get router() {
-        return node.router; // a getter: a reload may replace it
-      },
       onTrace: (requestId, trace) => {
         this.pdTraces.push({ requestId, trace });
         if (this.pdTraces.length > PD_TRACES_MAX) this.pdTraces.shift();
       },
     };
-    return pdPlanBuilder(this.pd);
+    return pdPlanBuilder(this.pd!);
   }
 
   /** Role flags and side-channel ports after the engine ports are fixed (src/pd/launch.ts). */
