@@ -95,6 +95,8 @@ export class HerdNode {
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
+  /** SGLang-flow prefill workers' planned bootstrap ports (src/pd/launch.ts), for the legs' body. */
+  private readonly bootstrapPorts = new Map<string, number>();
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -302,6 +304,7 @@ export class HerdNode {
       config: () => node.live.current, router: () => node.router,
       registry: this.registry, clock: this.o.clock,
       rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
+      bootstrapPort: (w) => this.bootstrapPorts.get(w.id) ?? null,
       onTrace: (requestId, trace) => {
         this.pdTraces.push({ requestId, trace });
         if (this.pdTraces.length > PD_TRACES_MAX) this.pdTraces.shift();
@@ -315,6 +318,7 @@ export class HerdNode {
     const listenPort = parseListen(this.config.frontend.listen).port;
     const lines = applyPdLaunch(this.config, plans, {
       isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+      bootstrap: (id, port) => this.bootstrapPorts.set(id, port),
     });
     for (const line of lines) this.o.log.info(`P/D ${line}`);
     for (const line of applyTierLaunch(this.config, plans, () => tierPassword(this.config))) this.o.log.info(line);

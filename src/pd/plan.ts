@@ -13,12 +13,13 @@
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { SeededRng, type Rng } from "../core/rng.ts";
-import type { Config, EngineKind } from "../config/types.ts";
+import type { Config } from "../config/types.ts";
 import type { Router, RouteRequest } from "../router/index.ts";
 import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { aggregatedPlan, type LegOutcome, type LegRunner, type PlanBuilder, type PlanInput } from "../request/plan.ts";
 import type { DisaggDecision } from "./decider.ts";
+import { modelFlow, pdFlowOfKind } from "./flow.ts";
 import { pdModels } from "./launch.ts";
 import { type LegDecision, type PdDeps, type PdFlow, type PdInput, type PdObserver, type PdTrace, runPd } from "./orchestrator.ts";
 
@@ -40,17 +41,6 @@ export interface PdPlanDeps {
 }
 
 /**
- * The P/D flow of an engine kind: SGLang's (both legs at once, bootstrap room) or vLLM's
- * NixlConnector contract (prefill, then decode with the params). One place, so it can read the
- * engine driver's declared capability once drivers declare one.
- */
-export function pdFlowOf(kind: EngineKind): PdFlow | null {
-  if (kind === "vllm" || kind === "sim") return "vllm";
-  if (kind === "sglang") return "sglang";
-  return null;
-}
-
-/**
  * Whether `model` runs the P/D plan now: this node's config says so (pdModels, fixed), or the
  * registry (local and remote workers) holds a prefill or decode worker of it and every prefill
  * worker speaks vLLM's NixlConnector contract (the SGLang flow is not orchestrated: see launch.ts).
@@ -63,7 +53,8 @@ export function pdServes(configured: ReadonlySet<string>, registry: WorkerRegist
   let split = false;
   for (const w of registry.ofModel(model)) {
     if (w.role === "aggregated") continue;
-    if (w.role === "prefill" && pdFlowOf(w.kind) !== "vllm") return false;
+    // Another node's SGLang prefill worker: its bootstrap port is its node's plan, not advertised.
+    if (w.role === "prefill" && pdFlowOfKind(w.kind) !== "vllm") return false;
     split = true;
   }
   return split;
@@ -75,18 +66,19 @@ export function pdServes(configured: ReadonlySet<string>, registry: WorkerRegist
  * node's and the rest of the cluster's, which its owner's scrape (published in its advert) counts.
  * The larger of the two keeps the check cluster-wide.
  */
-export function prefillQueue(d: Pick<PdPlanDeps, "config" | "registry" | "router">, model: string): number[] {
+export function prefillQueue(d: Pick<PdPlanDeps, "config" | "registry" | "router" | "bootstrapPort">, model: string, flow: PdFlow = "vllm"): number[] {
   const self = d.config().node.name;
   const router = d.router();
   return d.registry
     .ofModel(model)
-    .filter((w) => w.state === "ready" && w.role === "prefill")
+    // SGLang's flow needs the prefill worker's bootstrap port: one without it is no prefill worker.
+    .filter((w) => w.state === "ready" && w.role === "prefill" && (flow === "vllm" || (d.bootstrapPort?.(w) ?? null) !== null))
     .map((w) => Math.max(router.prefilling(w.id).requests, w.node !== self ? (w.load.waiting ?? 0) : 0));
 }
 
+/** This node's configured flow for the model (flow.ts), else vLLM's (the registry-found models). */
 function flowOf(d: PdPlanDeps, model: string): PdFlow {
-  const prefill = d.registry.ofModel(model).find((w) => w.role === "prefill");
-  return (prefill && pdFlowOf(prefill.kind)) ?? "vllm";
+  return modelFlow(d.config(), model) ?? "vllm";
 }
 
 function pdDeps(d: PdPlanDeps, runner: LegRunner, model: string, rng: Rng): PdDeps {
@@ -95,7 +87,7 @@ function pdDeps(d: PdPlanDeps, runner: LegRunner, model: string, rng: Rng): PdDe
   return {
     runner,
     pd: config.pd,
-    prefillQueue: () => prefillQueue(d, model),
+    prefillQueue: () => prefillQueue(d, model, flowOf(d, model)),
     rng,
     clock: d.clock,
     ...(d.observer ? { observer: d.observer } : {}),

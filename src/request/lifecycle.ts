@@ -43,7 +43,7 @@ export type Answer<C> =
 export const SMALL_ANSWER_BYTES = 1 << 20;
 
 /** How an attempt ended: `committed` carries the client's answer (stream, whole, or herd's final error). */
-type AttemptEnd<C> = LegOutcome<Answer<C>> & { kind: "done" | "committed" | "failed" };
+type AttemptEnd<C> = LegOutcome<Answer<C>>;
 
 export interface LastFailure {
   reason: UpstreamErrorKind;
@@ -110,8 +110,11 @@ export function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
 
 export interface AttemptCtx<C> {
   d: LifecycleDeps<C>;
-  /** A pinned leg of an orchestrated plan: its own commit bound, and timeouts are failures its plan retries. */
-  pinned?: { commitTimeoutMs: number | null };
+  /**
+   * A pinned leg of an orchestrated plan: its own commit bound, timeouts are failures its plan
+   * retries, and `signal` (the plan's for this leg) cancels it.
+   */
+  pinned?: { commitTimeoutMs: number | null; signal: AbortSignal };
   t: Ticket;
   leg: Leg;
   /** This leg answers the client; a leg that does not is read whole (`done`). */
@@ -123,7 +126,14 @@ export interface AttemptCtx<C> {
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
 export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: AttemptEnd<C>) => void): void {
   const { d, t, leg } = x;
-  const ac = t.beginAttempt(workerId, lease, predicted);
+  const ac = t.beginAttempt(workerId, lease, predicted, x.pinned !== undefined);
+  const plan = x.pinned?.signal;
+  if (plan) {
+    // The client leaving reaches the attempt as the client's cause (a close, not an upstream failure).
+    const stop = () => ac.abort(t.clientSignal?.aborted ? new AbortCause("client", "client disconnected") : new AbortCause("plan", "the plan cancelled this leg"));
+    if (plan.aborted) stop();
+    else plan.addEventListener("abort", stop, { once: true });
+  }
   const startedAtMs = d.clock.now();
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
@@ -183,7 +193,8 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
 function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, status?: number, cause2?: unknown): void {
   const { t, d } = s.x;
   const cause = s.ac.signal.reason;
-  t.endAttempt();
+  t.endAttempt(s.ac);
+  if (s.x.pinned && cause instanceof AbortCause && cause.kind === "plan") return settle(s, { kind: "aborted" });
   if (s.x.pinned && cause instanceof AbortCause && (cause.kind === "first_token_timeout" || cause.kind === "idle_timeout")) {
     // A pinned leg's timeout goes back to its plan, which retries it elsewhere (P/D rules).
     return settle(s, { kind: "failed", reason: cause.kind, message: cause.message, status: null });
@@ -314,7 +325,7 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
       const whole = fmt.concat(chunks, size);
       if (!r.done) return commit(s, body, whole, contentType);
       if (!s.x.toClient) {
-        t.endAttempt();
+        t.endAttempt(s.ac);
         return settle(s, { kind: "done", text: fmt.text(whole) });
       }
       const usage = fmt.usage();
@@ -339,7 +350,7 @@ function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, co
     clock: d.clock,
     firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
     idleTimeoutMs: d.idleTimeoutMs,
-    onFirstToken: () => t.firstToken(),
+    onFirstToken: () => t.firstToken(s.ac),
     onEnd: (end) => relayEnded(s, end),
   });
   const sseType = "text/event-stream; charset=utf-8";

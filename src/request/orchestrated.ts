@@ -27,7 +27,7 @@ export function runOrchestrated<C>(d: LifecycleDeps<C>, t: Ticket, plan: Orchest
     run: (leg, signal) =>
       new Promise<LegOutcome>((resolve) => {
         if (answered || signal.aborted || t.clientSignal?.aborted) return resolve({ kind: "aborted" });
-        runPinned(d, t, leg, legId(requestId, leg, n++), requestId, (r) => {
+        runPinned(d, t, leg, legId(requestId, leg, n++), requestId, signal, (r) => {
           if (r.kind === "committed") {
             deliver(r.answer);
             // herd's own final error (client gone, shutdown) ends the plan; anything else answered the client.
@@ -60,11 +60,11 @@ export function runOrchestrated<C>(d: LifecycleDeps<C>, t: Ticket, plan: Orchest
 }
 
 /** One pinned leg: book its worker, attempt it once; a failure is the plan's to retry. */
-function runPinned<C>(d: LifecycleDeps<C>, t: Ticket, leg: PinnedLeg, id: string, requestId: string, cb: (r: LegOutcome<Answer<C>>) => void): void {
+function runPinned<C>(d: LifecycleDeps<C>, t: Ticket, leg: PinnedLeg, id: string, requestId: string, signal: AbortSignal, cb: (r: LegOutcome<Answer<C>>) => void): void {
   const hashes = leg.route.blockHashes;
   const prompt = hashes ? { blockHashes: hashes, blockSize: leg.route.blockSize ?? 16, cachedTokens: 0 } : undefined;
   const lease = d.router.book(leg.worker.id, leg.route.promptTokens, prompt);
-  const ctx = { d, t, leg, toClient: leg.toClient, id, requestId, pinned: { commitTimeoutMs: leg.commitTimeoutMs } };
+  const ctx = { d, t, leg, toClient: leg.toClient, id, requestId, pinned: { commitTimeoutMs: leg.commitTimeoutMs, signal } };
   attemptOn(ctx, leg.worker.id, leg.worker.url, lease, null, (r) => {
     if (r.kind === "failed") {
       if (r.reason !== "no_worker") t.upstreamFailed(leg.worker.id, r.reason);

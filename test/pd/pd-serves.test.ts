@@ -39,7 +39,7 @@ describe("pdServes", () => {
     expect(pdServes(new Set(), registry(["a", "prefill"]), "m")).toBe(true);
   });
 
-  test("an SGLang prefill worker anywhere keeps the model off the P/D plan (its flow is not orchestrated yet)", () => {
+  test("an SGLang prefill worker found only in the registry keeps the model off the P/D plan (its bootstrap port is its node's plan, not advertised)", () => {
     expect(pdServes(new Set(), registry(["a", "prefill", "sglang"], ["b", "decode", "sglang"]), "m")).toBe(false);
     expect(pdServes(new Set(), registry(["a", "prefill", "vllm"], ["b", "decode", "vllm"]), "m")).toBe(true);
   });
