@@ -10,6 +10,7 @@ import { HerdError, errorMessage } from "../core/errors.ts";
 import { attemptOn, legId, upstreamFailure, type Answer, type LastFailure, type LifecycleDeps } from "./lifecycle.ts";
 import type { LegOutcome, LegRunner, PinnedLeg, Plan } from "./plan.ts";
 import type { Ticket } from "./ticket.ts";
+import type { UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 
 type Orchestrated = Extract<Plan, { kind: "orchestrated" }>;
 
@@ -33,7 +34,8 @@ export function runOrchestrated<C>(d: LifecycleDeps<C>, t: Ticket, plan: Orchest
             // herd's own final error (client gone, shutdown) ends the plan; anything else answered the client.
             return resolve(r.answer.kind === "error" ? { kind: "aborted" } : { kind: "committed", answer: null });
           }
-          if (r.kind === "failed") lastFailure = { reason: r.reason === "no_worker" ? "connect" : r.reason, message: r.message, worker: leg.worker.id };
+          // An attempt's failure is always the upstream's (a leg without a worker never gets here).
+          if (r.kind === "failed") lastFailure = { reason: r.reason as UpstreamErrorKind, message: r.message, worker: leg.worker.id };
           resolve(r);
         });
       }),
@@ -67,7 +69,7 @@ function runPinned<C>(d: LifecycleDeps<C>, t: Ticket, leg: PinnedLeg, id: string
   const ctx = { d, t, leg, toClient: leg.toClient, id, requestId, pinned: { commitTimeoutMs: leg.commitTimeoutMs, signal } };
   attemptOn(ctx, leg.worker.id, leg.worker.url, lease, null, (r) => {
     if (r.kind === "failed") {
-      if (r.reason !== "no_worker") t.upstreamFailed(leg.worker.id, r.reason);
+      t.upstreamFailed(leg.worker.id, r.reason as UpstreamErrorKind);
       d.log.warn("P/D leg failed before its commit point", { worker: leg.worker.id, leg: leg.name, reason: r.reason, err: r.message });
     }
     cb(r);
