@@ -1,6 +1,6 @@
 // One live-config handle (src/config/live.ts) for everything the node wires: a SIGHUP reload
 // (reloadConfig, the handler's own code path) changes router.kv.prefill_load_scale,
-// router.kv.overlap_credit and frontend.first_token_timeout_ms, and every consumer sees the new
+// router.kv.overlap_credit, router.pd (a leg's pipeline) and frontend.first_token_timeout_ms, and every consumer sees the new
 // values — aggregated routing and its explain, the P/D legs' presets and P/D explain, and a P/D
 // request's leg bounds. Before issue 19 P/D kept the start-up copies. No engines: workers are put
 // in the registry by hand (P/D ones at a server that never answers), so the node is not started.
@@ -25,7 +25,9 @@ ${extra}`;
 const START = yaml(`frontend: { first_token_timeout_ms: 600000 }
 router: { kv: { prefill_load_scale: 8, overlap_credit: { gpu: 1, cpu: 0.75, disk: 0.25 } } }`);
 const RELOADED = yaml(`frontend: { first_token_timeout_ms: 300 }
-router: { kv: { prefill_load_scale: 2, overlap_credit: { gpu: 1, cpu: 0.25, disk: 0.25 } } }`);
+router:
+  kv: { prefill_load_scale: 2, overlap_credit: { gpu: 1, cpu: 0.25, disk: 0.25 } }
+  pd: { decode: { filters: [], scorers: [{ type: load, weight: 1 }], picker: lightest } }`);
 
 const PROMPT = "Explain: " + "lorem ipsum dolor sit amet ".repeat(200);
 const r3 = (x: number) => Math.round(x * 1000) / 1000;
@@ -56,7 +58,7 @@ describe("SIGHUP reaches every consumer", () => {
         expect(terms.credit_blocks).toBe(r3(cpuCredit * cpuBlocks));
         expect(terms.kv_cost).toBeCloseTo(scale * terms.prefill_blocks + terms.decode_blocks, 1); // printed terms are rounded to 3 places
       };
-      const seen = async (scale: number, cpu: number) => {
+      const seen = async (scale: number, cpu: number, decodeScorer: string) => {
         // Aggregated: the frontend's router (explain reads the one the frontend routes with) and a live decision.
         const agg = await explain("agg");
         expect(agg.policy).toBe("kv");
@@ -67,13 +69,15 @@ describe("SIGHUP reaches every consumer", () => {
         const pd = await explain("pd");
         expect(pd.legs.map((l: any) => l.policy)).toEqual(["pd-prefill", "pd-decode"]);
         expectKnobs(pd.legs[0].candidates[0].terms, scale, cpu, blocks);
+        // router.pd: the decode leg's pipeline as configured.
+        expect(pd.legs[1].candidates[0].terms).toHaveProperty(`${decodeScorer}_weighted`);
       };
-      await seen(8, 0.75);
+      await seen(8, 0.75, "decode-load");
 
       writeFileSync(file, RELOADED);
       await reloadConfig(file, { overrides: {}, running: node.running, maxBodyBytesLive: node.running.frontend.max_body_bytes, log, apply: (next) => node.apply(next) });
       expect(node.running.frontend.first_token_timeout_ms).toBe(300);
-      await seen(2, 0.25);
+      await seen(2, 0.25, "load");
 
       // A P/D request: its legs are bounded by the reloaded first_token_timeout_ms (the engine never answers).
       const res = await node.frontend.app.fetch(
