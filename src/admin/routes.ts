@@ -13,7 +13,7 @@ import type { Worker } from "../workers/worker.ts";
 import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
-import { checkRequest } from "../protocol/openai.ts";
+import { checkRequest, type Endpoint } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
 import type { Clock } from "../core/clock.ts";
 import { LogLimiter } from "../http/log-limit.ts";
@@ -33,8 +33,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   undrain?(workerId: string): boolean;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
   cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
-  /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
-  pdExplain?(route: RouteRequest): unknown | null;
+  /** P/D models (src/pd): the decision and each leg's preset, pick and candidates' terms (a dry run of the real sequence); null for other models. */
+  pdExplain?(route: RouteRequest, body: Record<string, unknown>, endpoint: Endpoint): Promise<{ legs: unknown[] } | null>;
   /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
   pdTraces?(): unknown[];
 }
@@ -135,9 +135,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
-    // A P/D model (prefill + decode workers) is not routed by the policy: show the P/D choice.
-    const pd = o.backend?.pdExplain?.(req) ?? null;
-    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", pd });
+    // A P/D model (prefill + decode workers) is routed leg by leg, each by its preset: show the legs.
+    const pd = (await o.backend?.pdExplain?.(req, checked.body, isChat ? "chat" : "completions")) ?? null;
+    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", ...pd });
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
     const none = { gpu: 0, cpu: 0, disk: 0 };

@@ -48,6 +48,33 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
 });
 
+/** A pipeline spec (router.pipeline and each P/D leg's): filters, their knobs, weighted scorers, a picker. */
+function pipelineSpec(doc: string, filters: (typeof PIPELINE_FILTERS)[number][], scorers: { type: (typeof PIPELINE_SCORERS)[number]; weight: number }[], picker: (typeof PIPELINE_PICKERS)[number]) {
+  return obj(doc, {
+    filters: list(oneOf(PIPELINE_FILTERS, "A filter."), "Filters in order, each skipped when it would drop every worker (the router already keeps only ready workers of the model and role).", filters),
+    overload: obj("SGLang-style imbalance guard: a worker is dropped when its load exceeds the least loaded one's by both thresholds.", {
+      abs_threshold: num("Load (requests) above the least loaded worker's.", 32, { min: 0, max: 1_000_000 }),
+      rel_threshold: num("Load as a multiple of the least loaded worker's.", 1.5, { min: 1, max: 1000 }),
+    }),
+    kv_headroom: obj("`kv-headroom` guard: a worker whose scraped KV cache usage is at or above this has no room for another request's blocks.", {
+      max_kv_usage: num("Scraped KV usage (0..1) at or above which a worker is dropped.", 0.95, { min: 0, max: 1 }),
+    }),
+    scorers: list(
+      obj("A weighted scorer.", {
+        type: oneOf(
+          PIPELINE_SCORERS,
+          "`kv-cost`: Dynamo's cost; `load`: effective load in requests; `session`: minus the request's blocks on the session's last worker; `decode-load`: the worker's active KV blocks plus this request's.",
+        ),
+        weight: num("Multiplier of the scorer's cost.", 1, { min: 0, max: 1000 }),
+      }),
+      "Scorers whose weighted costs are summed per worker.",
+      scorers,
+      16,
+    ),
+    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest), `min` (the cheapest), `lightest` (the cheapest, ties to lower KV usage), `power-of-two` (the lighter of two drawn at random), `random`, `round-robin` (per model, in worker-id order), `ring` (session ring with bounded load, router.session).", picker),
+  });
+}
+
 const router = obj("How requests are spread across engines.", {
   policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "kv"),
   seed: int("Seed of the router's own stream (ties, random, power-of-two); 0 = the node's `seed`.", 0, { min: 0, max: 2 ** 32 - 1 }),
@@ -96,30 +123,17 @@ const router = obj("How requests are spread across engines.", {
       max: 16_777_216,
     }),
   }),
-  pipeline: obj("The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in KV blocks, lower wins), then a picker.", {
-    filters: list(oneOf(PIPELINE_FILTERS, "A filter."), "Filters in order (the router already keeps only ready workers of the model).", [
-      "overload",
-    ]),
-    overload: obj("SGLang-style imbalance guard: a worker is dropped when its load exceeds the least loaded one's by both thresholds.", {
-      abs_threshold: num("Load (requests) above the least loaded worker's.", 32, { min: 0, max: 1_000_000 }),
-      rel_threshold: num("Load as a multiple of the least loaded worker's.", 1.5, { min: 1, max: 1000 }),
-    }),
-    scorers: list(
-      obj("A weighted scorer.", {
-        type: oneOf(
-          PIPELINE_SCORERS,
-          "`kv-cost`: Dynamo's cost; `load`: effective load in requests; `session`: minus the request's blocks on the session's last worker.",
-        ),
-        weight: num("Multiplier of the scorer's cost.", 1, { min: 0, max: 1000 }),
-      }),
-      "Scorers whose weighted costs are summed per worker.",
-      [
-        { type: "kv-cost", weight: 1 },
-        { type: "session", weight: 0.5 },
-      ],
-      16,
-    ),
-    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest), `min` (the cheapest), `lightest` (the cheapest, ties to lower KV usage), `power-of-two` (the lighter of two drawn at random), `random`, `round-robin` (per model, in worker-id order), `ring` (session ring with bounded load, router.session).", "softmax"),
+  pipeline: pipelineSpec("The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in KV blocks, lower wins), then a picker.", ["overload"], [
+    { type: "kv-cost", weight: 1 },
+    { type: "session", weight: 0.5 },
+  ], "softmax"),
+  pd: obj("The pipelines that route a P/D request's two legs (src/pd): each leg is one routing decision over this router's load and KV index, explained stage by stage.", {
+    // Prefill: Dynamo's cost (overlap credit against the blocks still to prefill, plus the worker's
+    // active blocks), cheapest wins: a prefill worker that holds the prompt's prefix wins.
+    prefill: pipelineSpec("The prefill leg (workers of role prefill): overlap and prefill load.", [], [{ type: "kv-cost", weight: 1 }], "min"),
+    // Decode: room for the request's KV first (a guard), then the fewest active decode blocks,
+    // ties to the lower KV usage.
+    decode: pipelineSpec("The decode leg (workers of role decode; aggregated ones too when it prefills locally): KV headroom and decode load.", ["kv-headroom"], [{ type: "decode-load", weight: 1 }], "lightest"),
   }),
 });
 

@@ -119,9 +119,9 @@ export interface PrefixPolicyConfig {
   max_blocks_per_worker: number;
 }
 
-export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload"] as const;
+export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload", "kv-headroom"] as const;
 export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
-export const PIPELINE_SCORERS = ["kv-cost", "load", "session"] as const;
+export const PIPELINE_SCORERS = ["kv-cost", "load", "session", "decode-load"] as const;
 export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
 export const PIPELINE_PICKERS = ["softmax", "min", "lightest", "power-of-two", "random", "round-robin", "ring"] as const;
 /** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */
@@ -142,10 +142,17 @@ export interface OverloadGuardConfig {
   rel_threshold: number;
 }
 
-/** The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in blocks), then a picker (src/router/pipeline). */
+/** The `kv-headroom` guard: a worker whose scraped KV usage leaves no room for more decode blocks is dropped. */
+export interface KvHeadroomConfig {
+  /** Scraped KV usage (0..1) at or above which a worker is dropped. */
+  max_kv_usage: number;
+}
+
+/** A pipeline: filters, then weighted scorers (costs in blocks), then a picker (src/router/pipeline). */
 export interface PipelineConfig {
   filters: PipelineFilterName[];
   overload: OverloadGuardConfig;
+  kv_headroom: KvHeadroomConfig;
   scorers: PipelineScorerConfig[];
   picker: PipelinePickerName;
 }
@@ -161,6 +168,14 @@ export interface RouterConfig {
   kv: KvPolicyConfig;
   prefix: PrefixPolicyConfig;
   pipeline: PipelineConfig;
+  /** The P/D legs' pipelines (src/pd): each leg is routed by its own preset over the same router. */
+  pd: PdLegsConfig;
+}
+
+/** The pipelines that choose a P/D request's prefill worker and its decode worker. */
+export interface PdLegsConfig {
+  prefill: PipelineConfig;
+  decode: PipelineConfig;
 }
 
 export interface ModelConfig {

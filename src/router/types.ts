@@ -35,12 +35,15 @@ export interface RouteRequest {
   /** Block size (tokens) the hashes were cut with: the model's block_size. Default 16. */
   blockSize?: number;
   /**
-   * The role(s) a worker must have for this request (P/D: a prefill leg needs `prefill`, a decode
-   * leg `decode`). Absent: `aggregated`, today's only role for a whole request.
+   * The role(s) a worker must have for this request. Absent: the leg preset's role (`prefill`,
+   * `decode`), else `aggregated`, the role of a whole request.
    */
   role?: Role | readonly Role[];
-  /** Only this worker may take the request (a P/D leg whose worker the orchestrator chose). */
-  worker?: string;
+  /**
+   * A P/D leg (src/pd): routed by that leg's preset (`pd-prefill`: router.pd.prefill, `pd-decode`:
+   * router.pd.decode) instead of router.policy, over the same leases, index and explain.
+   */
+  leg?: "prefill" | "decode";
 }
 
 export interface RouteCtx {

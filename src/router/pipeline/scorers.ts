@@ -7,6 +7,9 @@
 //   With router.kv.prefill_load_model `progress` the prefill term uses what herd's prompts still have
 //   to compute (../lease.ts prefillRemaining) instead of their full size.
 // load — the effective load in requests (in_flight + outside, ../load.ts).
+// decode-load — kv-cost's decode term alone (the P/D decode leg's scorer): the KV blocks active on
+//   the worker (herd's leases, plus outside requests at this request's size) plus the blocks this
+//   request would add; a decode worker computes no prompt, so overlap and prefill load do not count.
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
 //   more than w × the request's blocks ("prefer the session's worker unless clearly worse"). It
@@ -71,6 +74,19 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
     },
   };
 }
+
+export const decodeLoadScorer: Scorer = {
+  type: "decode-load",
+  needs: { load: true },
+  explain: (t) => `decode ${t.decode_blocks} blocks (${t.active_blocks} active + ${t.new_blocks} new)`,
+  score(w, f) {
+    const outside = outsideRequests(w.load);
+    const activeBlocks = f.load.activeBlocks(w.id) + outside * f.requestBlocks;
+    const newBlocks = Math.max(0, f.requestBlocks - (f.activeOverlap.get(w.id) ?? 0));
+    const decode = activeBlocks + newBlocks;
+    return { cost: decode, terms: { active_blocks: activeBlocks, new_blocks: newBlocks, outside_requests: outside, decode_blocks: decode, kv_usage: w.load.kv_usage } };
+  },
+};
 
 export const loadScorer: Scorer = {
   type: "load",
