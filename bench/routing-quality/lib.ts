@@ -86,7 +86,7 @@ export function herdRouterDefaults(): RouterConfig {
  */
 export function dynamoDefaults(base: RouterConfig): RouterConfig {
   const r = structuredClone(base);
-  r.kv = { prefill_load_scale: 1, overlap_credit: { gpu: 1, cpu: 0.75, disk: 0.25 }, temperature: 0, predicted_ttl_ms: 0, prefill_load_model: "none" };
+  r.kv = { prefill_load_scale: 1, overlap_credit: { gpu: 1, cpu: 0.75, disk: 0.25 }, temperature: 0, predicted_ttl_ms: 0, prefill_load_model: "none", decode_load_model: "distinct" };
   r.pipeline = { ...r.pipeline, filters: [], scorers: [{ type: "kv-cost", weight: 1 }], picker: "min" };
   return r;
 }

@@ -5,7 +5,8 @@
 //   credit_blocks   = gpu·overlap_gpu + cpu·(overlap_cpu − overlap_gpu)⁺ + disk·(overlap_disk − max(gpu, cpu))⁺
 //   raw_prefill     = (active_prefill_tokens + request_tokens) / block_size
 //   prefill_blocks  = (raw_prefill − credit_blocks)⁺
-//   decode_blocks   = active_blocks + new_blocks          (blocks this request would add to the worker)
+//   decode_blocks   = active_blocks + new_blocks          (blocks this request would add to the worker;
+//                     the scorer fills both per router.kv.decode_load_model, pipeline/scorers.ts)
 //   cost            = prefill_load_scale · prefill_blocks + decode_blocks
 //
 // The media are credited in tiers: a block held on GPU and also on CPU counts once, at the GPU's

@@ -5,7 +5,9 @@
 // source every reader (policies, /admin/cluster, metrics) sees.
 // Prefill bookkeeping (requests and prompt tokens not yet past their first token) is kept here for
 // the KV-aware load terms (Dynamo's active prefill tokens), and so are the prompt's KV blocks
-// (active.ts: Dynamo's active decode blocks), added at book and freed at release.
+// (active.ts: Dynamo's active decode blocks, a shared prefix once), added at book and freed at
+// release, and their sum per worker with every request counted in full (`heldBlocks`: the decode
+// work, since each sequence's KV is read every step).
 //
 // Prefill progress (`prefillRemaining`, router.kv.prefill_load_model `progress`): a prompt dispatched
 // a while ago is partly computed, so counting it in full until its first token makes a worker that
@@ -65,6 +67,8 @@ interface Prefilling {
 export class LoadBook {
   private readonly prefill = new Map<string, PrefillLoad>();
   private readonly active = new ActiveBlocks();
+  /** Σ promptBlocks of the leases in flight, per worker (each request in full). */
+  private readonly held = new Map<string, number>();
   /** Prompts before their first token, per worker, in dispatch order (Set keeps insertion order). */
   private readonly queued = new Map<string, Set<Prefilling>>();
   /** Learned prefill tokens per ms, per worker. */
@@ -88,6 +92,7 @@ export class LoadBook {
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, prefillTokens);
     this.active.add(workerId, sampled, estimated);
+    this.addHeld(workerId, blocks);
     const entry: Prefilling = { atMs: this.now?.() ?? 0, tokens: prefillTokens };
     let queue = this.queued.get(workerId);
     if (!queue) this.queued.set(workerId, (queue = new Set()));
@@ -119,6 +124,7 @@ export class LoadBook {
         released = true;
         endPrefill(false);
         this.active.remove(workerId, sampled, estimated);
+        this.addHeld(workerId, -blocks);
         this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
       },
     };
@@ -163,6 +169,11 @@ export class LoadBook {
     return this.active.blocks(workerId);
   }
 
+  /** KV blocks of the requests in flight on a worker, each request in full (a shared prefix once per request). */
+  heldBlocks(workerId: string): number {
+    return this.held.get(workerId) ?? 0;
+  }
+
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number> {
     return this.active.overlaps(hashes);
@@ -171,6 +182,12 @@ export class LoadBook {
   private learnRate(workerId: string, sample: number): void {
     const old = this.rate.get(workerId);
     this.rate.set(workerId, old === undefined ? sample : old + RATE_EWMA * (sample - old));
+  }
+
+  private addHeld(workerId: string, blocks: number): void {
+    const n = (this.held.get(workerId) ?? 0) + blocks;
+    if (n <= 0) this.held.delete(workerId);
+    else this.held.set(workerId, n);
   }
 
   private addPrefill(workerId: string, requests: number, tokens: number): void {

@@ -108,6 +108,7 @@ export class Router {
         prefilling: (id: string) => loads.prefillOf(id),
         prefillRemaining: (id: string) => loads.prefillRemaining(id),
         activeBlocks: (id: string) => loads.activeBlocks(id),
+        heldBlocks: (id: string) => loads.heldBlocks(id),
         activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
       };
       this.policy = f.create(opts.config, { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });

@@ -113,6 +113,8 @@ export interface LoadView {
   prefillRemaining?(workerId: string): PrefillLoad;
   /** Distinct KV blocks of the requests in flight on a worker. */
   activeBlocks(workerId: string): number;
+  /** KV blocks of the requests in flight on a worker, each request counted in full; absent = activeBlocks(). */
+  heldBlocks?(workerId: string): number;
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number>;
 }

@@ -6,6 +6,12 @@
 //   waiting add their prompt to the prefill term, all of them add their blocks to the decode term.
 //   With router.kv.prefill_load_model `progress` the prefill term uses what herd's prompts still have
 //   to compute (../lease.ts prefillRemaining) instead of their full size.
+//   With router.kv.decode_load_model `requests` (default) the decode term is every in-flight
+//   request's blocks in full plus this request's (../lease.ts heldBlocks): a decode step reads each
+//   sequence's KV, so sharing a prefix saves memory, not step time. `distinct` is Dynamo's: a shared
+//   prefix counts once and this request's blocks already active on the worker are free — which,
+//   when every worker holds every document, makes a worker busy with questions on one document look
+//   cheaper than an idle one and piles that document's requests onto it (issue 25).
 // load — the effective load in requests (in_flight + outside, ../load.ts).
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
@@ -26,6 +32,7 @@ const NO_OVERLAP: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
   const knobs = { prefillLoadScale: cfg.prefill_load_scale, credit: cfg.overlap_credit };
   const progress = cfg.prefill_load_model === "progress";
+  const perRequest = cfg.decode_load_model === "requests";
   return {
     type: "kv-cost",
     needs: { blockHashes: true, load: true },
@@ -38,8 +45,8 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
       const outside = outsideRequests(w.load);
       const outsideWaiting = Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests));
       const activeOverlap = f.activeOverlap.get(w.id) ?? 0;
-      const herdBlocks = f.load.activeBlocks(w.id);
-      const newBlocks = Math.max(0, f.requestBlocks - activeOverlap);
+      const herdBlocks = perRequest && f.load.heldBlocks ? f.load.heldBlocks(w.id) : f.load.activeBlocks(w.id);
+      const newBlocks = perRequest ? f.requestBlocks : Math.max(0, f.requestBlocks - activeOverlap);
       const activePrefillTokens = pre.tokens + outsideWaiting * f.tokens;
       const activeBlocks = herdBlocks + outside * f.requestBlocks;
       const t = kvCost(
