@@ -16,7 +16,11 @@
 // worker's prefill rate (tokens/ms) is learned from first tokens of prompts that had the worker's
 // prefill queue to themselves (EWMA; dispatch → first token, so queueing behind decode steps and
 // the engine's request overhead make it an underestimate, i.e. remaining work is overestimated);
-// the worker is taken to compute its queued prompts in dispatch order at that rate.
+// the worker is taken to compute its queued prompts in dispatch order at that rate — except the
+// ones its engine reports as waiting at the last scrape (the newest of them): a prompt queued for
+// free KV blocks computes nothing, and counting it as done made a worker whose KV was full look
+// free, so it kept receiving requests that queued for a second while an idle worker starved
+// (bench/kv-tier-docqa.ts, issue 25).
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { ActiveBlocks } from "./active.ts";
 
@@ -141,9 +145,10 @@ export class LoadBook {
 
   /**
    * prefillOf with each prompt's tokens reduced by what the worker has computed since dispatch, at
-   * its learned rate, earliest prompt first (see the header). Unlearned rate → prefillOf.
+   * its learned rate, earliest prompt first (see the header); the newest `waiting` prompts (the
+   * engine's scraped queue) count in full. Unlearned rate → prefillOf.
    */
-  prefillRemaining(workerId: string): PrefillLoad {
+  prefillRemaining(workerId: string, waiting = 0): PrefillLoad {
     const p = this.prefillOf(workerId);
     const rate = this.rate.get(workerId);
     const queue = this.queued.get(workerId);
@@ -151,7 +156,13 @@ export class LoadBook {
     const now = this.now();
     let budget = -1;
     let tokens = 0;
+    let i = 0;
+    const computing = queue.size - Math.max(0, Math.floor(waiting));
     for (const e of queue) {
+      if (i++ >= computing) {
+        tokens += e.tokens;
+        continue;
+      }
       if (budget < 0) budget = Math.max(0, now - e.atMs) * rate; // the earliest dispatch starts the clock
       tokens += Math.max(0, e.tokens - budget);
       budget = Math.max(0, budget - e.tokens);

@@ -99,6 +99,23 @@ describe("prefill progress (router.kv.prefill_load_model: progress)", () => {
     expect(book.prefillRate("a")).toBeCloseTo(20 + 0.1 * (4 - 20), 9);
     expect(book.prefillRemaining("a")).toEqual({ requests: 0, tokens: 0 });
   });
+
+  test("prompts the engine reports waiting (the newest ones) make no progress: they are queued for KV, not computing", () => {
+    let now = 0;
+    const r = new WorkerRegistry();
+    r.upsert(worker("a"));
+    const book = new LoadBook(r, () => {}, () => now);
+    const first = book.book("a", 1000);
+    now = 50;
+    first.firstToken(); // 20 tokens/ms
+    book.book("a", 600); // t = 50
+    book.book("a", 600); // t = 50
+    now = 200; // 3000 tokens of budget: both done if both computed
+    expect(book.prefillRemaining("a")).toEqual({ requests: 2, tokens: 0 });
+    expect(book.prefillRemaining("a", 1)).toEqual({ requests: 2, tokens: 600 }); // the newest is queued
+    expect(book.prefillRemaining("a", 2)).toEqual({ requests: 2, tokens: 1200 });
+    expect(book.prefillRemaining("a", 9)).toEqual({ requests: 2, tokens: 1200 }); // outside traffic too: capped
+  });
 });
 
 describe("kv-cost with prefill progress", () => {

@@ -5,7 +5,8 @@
 //   traffic, ../load.ts outsideRequests) are assumed to be the size of this request; those still
 //   waiting add their prompt to the prefill term, all of them add their blocks to the decode term.
 //   With router.kv.prefill_load_model `progress` the prefill term uses what herd's prompts still have
-//   to compute (../lease.ts prefillRemaining) instead of their full size.
+//   to compute (../lease.ts prefillRemaining) instead of their full size — but the newest of them
+//   the engine reports waiting (scraped) count in full: a prompt queued for KV computes nothing.
 //   With router.kv.decode_load_model `requests` (default) the decode term is every in-flight
 //   request's blocks in full plus this request's (../lease.ts heldBlocks): a decode step reads each
 //   sequence's KV, so sharing a prefix saves memory, not step time. `distinct` is Dynamo's: a shared
@@ -40,7 +41,7 @@ export function kvCostScorer(cfg: KvPolicyConfig): Scorer {
       `prefill ${t.prefill_blocks} + decode ${t.decode_blocks} blocks; overlap gpu/cpu/disk ${t.overlap_gpu}/${t.overlap_cpu}/${t.overlap_disk} of ${f.requestBlocks} blocks`,
     score(w, f) {
       const o = f.overlap.get(w.id) ?? NO_OVERLAP;
-      const pre = progress && f.load.prefillRemaining ? f.load.prefillRemaining(w.id) : f.load.prefilling(w.id);
+      const pre = progress && f.load.prefillRemaining ? f.load.prefillRemaining(w.id, w.load.waiting ?? 0) : f.load.prefilling(w.id);
       const { running, waiting, in_flight } = w.load;
       const outside = outsideRequests(w.load);
       const outsideWaiting = Math.min(outside, Math.max(0, (waiting ?? 0) - pre.requests));
