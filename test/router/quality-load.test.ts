@@ -2,6 +2,7 @@
 // in-flight count at each scrape, so a scrape that is up to one interval old no longer counts herd's
 // requests that finished since as load, while traffic herd did not send still counts.
 import { describe, expect, test } from "bun:test";
+import { KV_BLOCKED_USAGE } from "../../src/router/pipeline/scorers.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
@@ -149,5 +150,14 @@ describe("kv-cost with prefill progress", () => {
     const t = Object.fromEntries(pick("none").candidates.map((c) => [c.worker, c.terms]));
     expect(t.A!.cost).toBe(t.B!.cost);
     expect(t.A).toMatchObject({ active_prefill_tokens: 1600 });
+  });
+  test("progress: the engine's waiting requests are passed on as queued for KV only when its KV is nearly full", () => {
+    const asked: number[] = [];
+    const spy = { ...NO_LOAD, prefillRemaining: (_id: string, waiting = 0) => (asked.push(waiting), { requests: 1, tokens: 0 }) };
+    const base = routerConfig();
+    const policy = kv.create(routerConfig({ kv: { ...base.kv, predicted_ttl_ms: 0 }, pipeline: { ...base.pipeline, filters: [] } }), { kvIndex: new BlockIndex(), load: spy });
+    const ws = [worker("A", { load: { running: 1, waiting: 2, kv_usage: KV_BLOCKED_USAGE } }), worker("B", { load: { running: 1, waiting: 2, kv_usage: 0.5 } })];
+    policy.pick(req({ promptTokens: 160, blockHashes: hashes, blockSize: 16 }), ws, { rng: new SeededRng(3), nowMs: 0, dryRun: true });
+    expect(asked).toEqual([2, 0]);
   });
 });
