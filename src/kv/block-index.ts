@@ -22,6 +22,8 @@ export class BlockIndex implements KvIndex {
   private entries = 0;
   /** Written by findMatches' prefetch loads so they are not optimised away. */
   private sink = 0;
+  /** matchOneWord's depths, [medium × 32 + bit] (reused). */
+  private depth1 = new Int32Array(NM * 32);
   /** findMatches' per-block tiered bitsets (reused). */
   private held = new Uint32Array(NM);
   /** apply()'s hashes as u32 halves (reused). */
@@ -156,6 +158,7 @@ export class BlockIndex implements KvIndex {
     const stride = NM * W;
     const first = t.find(pairs[0]!, pairs[1]!);
     if (first < 0) return out;
+    if (W === 1) return this.matchOneWord(pairs, n, first, out);
     const v = t.data; // findMatches never inserts, so the array stays put
     const alive = v.slice(t.at(first), t.at(first) + stride);
     // Tiers: medium m's word k also holds what the faster media hold (j − W is the next faster medium).
@@ -216,6 +219,66 @@ export class BlockIndex implements KvIndex {
         if (name == null) continue;
         out.set(name, { gpu: d0, cpu: d1 - d0, disk: d2 - d1 });
       }
+    }
+    return out;
+  }
+
+  /**
+   * findMatchesPairs for up to 32 workers (one bitset word per medium), the common case: the three
+   * tiered bitsets live in locals instead of arrays. Same walk, same result.
+   */
+  private matchOneWord(pairs: Uint32Array, n: number, first: number, out: Map<string, Overlap>): Map<string, Overlap> {
+    const t = this.table;
+    const v = t.data;
+    const f = t.at(first);
+    let a0 = v[f]! | 0;
+    let a1 = a0 | v[f + 1]!;
+    let a2 = a1 | v[f + 2]!;
+    const depth = this.depth1.fill(-1);
+    const CHUNK = 64;
+    let i = 1;
+    while (i < n && a2 !== 0) {
+      const end = Math.min(n, i + CHUNK);
+      let sink = 0;
+      for (let k = i; k < end; k++) sink ^= t.touch(pairs[2 * k]!, pairs[2 * k + 1]!);
+      this.sink ^= sink;
+      for (; i < end && a2 !== 0; i++) {
+        const slot = t.find(pairs[2 * i]!, pairs[2 * i + 1]!);
+        let h0 = 0;
+        let h1 = 0;
+        let h2 = 0;
+        if (slot >= 0) {
+          const b = t.at(slot);
+          h0 = v[b]! | 0;
+          h1 = h0 | v[b + 1]!;
+          h2 = h1 | v[b + 2]!;
+        }
+        // a2 ⊇ a1 ⊇ a0 (tiers), so a worker still alive on GPU is alive on the others too.
+        if ((a2 & ~h2) !== 0) {
+          mark(depth, 64, a2 & ~h2, i);
+          a2 &= h2;
+        }
+        if ((a1 & ~h1) !== 0) {
+          mark(depth, 32, a1 & ~h1, i);
+          a1 &= h1;
+        }
+        if ((a0 & ~h0) !== 0) {
+          mark(depth, 0, a0 & ~h0, i);
+          a0 &= h0;
+        }
+      }
+    }
+    mark(depth, 0, a0, i);
+    mark(depth, 32, a1, i);
+    mark(depth, 64, a2, i);
+    for (let b = 0; b < 32; b++) {
+      const d2 = depth[64 + b]!;
+      if (d2 <= 0) continue;
+      const name = this.names[b];
+      if (name == null) continue;
+      const d0 = Math.max(0, depth[b]!);
+      const d1 = Math.max(d0, depth[32 + b]!);
+      out.set(name, { gpu: d0, cpu: d1 - d0, disk: Math.max(d1, d2) - d1 });
     }
     return out;
   }
@@ -302,5 +365,13 @@ export class BlockIndex implements KvIndex {
   /** Worker ids known to the index. */
   workers(): string[] {
     return [...this.slotOf.keys()];
+  }
+}
+
+/** depth[off + b] = at for every set bit b of `bits`. */
+function mark(depth: Int32Array, off: number, bits: number, at: number): void {
+  while (bits !== 0) {
+    depth[off + 31 - Math.clz32(bits & -bits)] = at;
+    bits &= bits - 1;
   }
 }
