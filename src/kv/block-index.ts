@@ -8,6 +8,7 @@
 // the result counts the blocks each medium adds (GPU run, then its CPU continuation, then disk).
 import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap, RemovalListener } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
+import { matchOneWord } from "./block-match.ts";
 import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 const NM = 3; // media
@@ -158,7 +159,7 @@ export class BlockIndex implements KvIndex {
     const stride = NM * W;
     const first = t.find(pairs[0]!, pairs[1]!);
     if (first < 0) return out;
-    if (W === 1) return this.matchOneWord(pairs, n, first, out);
+    if (W === 1) return matchOneWord(t, this.names, pairs, n, first, this.depth1, out);
     const v = t.data; // findMatches never inserts, so the array stays put
     const alive = v.slice(t.at(first), t.at(first) + stride);
     // Tiers: medium m's word k also holds what the faster media hold (j − W is the next faster medium).
@@ -219,66 +220,6 @@ export class BlockIndex implements KvIndex {
         if (name == null) continue;
         out.set(name, { gpu: d0, cpu: d1 - d0, disk: d2 - d1 });
       }
-    }
-    return out;
-  }
-
-  /**
-   * findMatchesPairs for up to 32 workers (one bitset word per medium), the common case: the three
-   * tiered bitsets live in locals instead of arrays. Same walk, same result.
-   */
-  private matchOneWord(pairs: Uint32Array, n: number, first: number, out: Map<string, Overlap>): Map<string, Overlap> {
-    const t = this.table;
-    const v = t.data;
-    const f = t.at(first);
-    let a0 = v[f]! | 0;
-    let a1 = a0 | v[f + 1]!;
-    let a2 = a1 | v[f + 2]!;
-    const depth = this.depth1.fill(-1);
-    const CHUNK = 64;
-    let i = 1;
-    while (i < n && a2 !== 0) {
-      const end = Math.min(n, i + CHUNK);
-      let sink = 0;
-      for (let k = i; k < end; k++) sink ^= t.touch(pairs[2 * k]!, pairs[2 * k + 1]!);
-      this.sink ^= sink;
-      for (; i < end && a2 !== 0; i++) {
-        const slot = t.find(pairs[2 * i]!, pairs[2 * i + 1]!);
-        let h0 = 0;
-        let h1 = 0;
-        let h2 = 0;
-        if (slot >= 0) {
-          const b = t.at(slot);
-          h0 = v[b]! | 0;
-          h1 = h0 | v[b + 1]!;
-          h2 = h1 | v[b + 2]!;
-        }
-        // a2 ⊇ a1 ⊇ a0 (tiers), so a worker still alive on GPU is alive on the others too.
-        if ((a2 & ~h2) !== 0) {
-          mark(depth, 64, a2 & ~h2, i);
-          a2 &= h2;
-        }
-        if ((a1 & ~h1) !== 0) {
-          mark(depth, 32, a1 & ~h1, i);
-          a1 &= h1;
-        }
-        if ((a0 & ~h0) !== 0) {
-          mark(depth, 0, a0 & ~h0, i);
-          a0 &= h0;
-        }
-      }
-    }
-    mark(depth, 0, a0, i);
-    mark(depth, 32, a1, i);
-    mark(depth, 64, a2, i);
-    for (let b = 0; b < 32; b++) {
-      const d2 = depth[64 + b]!;
-      if (d2 <= 0) continue;
-      const name = this.names[b];
-      if (name == null) continue;
-      const d0 = Math.max(0, depth[b]!);
-      const d1 = Math.max(d0, depth[32 + b]!);
-      out.set(name, { gpu: d0, cpu: d1 - d0, disk: Math.max(d1, d2) - d1 });
     }
     return out;
   }
@@ -368,10 +309,3 @@ export class BlockIndex implements KvIndex {
   }
 }
 
-/** depth[off + b] = at for every set bit b of `bits`. */
-function mark(depth: Int32Array, off: number, bits: number, at: number): void {
-  while (bits !== 0) {
-    depth[off + 31 - Math.clz32(bits & -bits)] = at;
-    bits &= bits - 1;
-  }
-}
