@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
+import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
@@ -114,6 +114,15 @@ const router = obj("How requests are spread across engines.", {
       PREFILL_LOAD_MODELS,
       "`progress`: a prompt still prefilling counts minus the tokens its worker computed since dispatch (rate learned from first tokens), so the worker whose prefill is nearly done looks nearly free; `none`: in full until its first token (Dynamo's default).",
       "progress",
+    ),
+    // `requests`, not Dynamo's `distinct`: a decode step reads every sequence's KV (the sim's step
+    // cost, docs/references.md#timing-B.5), so a document shared by 3 in-flight questions is 3× the
+    // decode work of one; counting it once made same-document requests pile onto one worker when
+    // every worker held every document (issue 25, bench/routing-never-worse.ts).
+    decode_load_model: oneOf(
+      DECODE_LOAD_MODELS,
+      "`requests`: the decode term counts the blocks of every in-flight request in full (each sequence's KV is read every step); `distinct`: a prefix shared by in-flight requests counts once and a request's blocks already active there are free (Dynamo's default).",
+      "requests",
     ),
   }),
   prefix: obj("The `prefix` policy's memory of which prompt blocks it sent to which worker (no engine events needed).", {

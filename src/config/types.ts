@@ -109,6 +109,8 @@ export interface KvPolicyConfig {
   predicted_ttl_ms: number;
   /** `none`: a prompt counts in full until its first token; `progress`: minus what the worker has computed since dispatch, at its learned prefill rate. */
   prefill_load_model: PrefillLoadModel;
+  /** `requests`: the decode term counts each in-flight request's blocks in full; `distinct`: a prefix shared by several counts once (Dynamo). */
+  decode_load_model: DecodeLoadModel;
 }
 
 /** The `prefix` policy's memory of which blocks it sent where (no engine events). */
@@ -127,6 +129,9 @@ export const PIPELINE_PICKERS = ["softmax", "min", "lightest", "power-of-two", "
 /** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */
 export const PREFILL_LOAD_MODELS = ["none", "progress"] as const;
 export type PrefillLoadModel = (typeof PREFILL_LOAD_MODELS)[number];
+/** How the kv-cost decode term counts blocks of in-flight requests (Dynamo: distinct, "assume KV reuse"). */
+export const DECODE_LOAD_MODELS = ["requests", "distinct"] as const;
+export type DecodeLoadModel = (typeof DECODE_LOAD_MODELS)[number];
 export type PipelinePickerName = (typeof PIPELINE_PICKERS)[number];
 
 export interface PipelineScorerConfig {

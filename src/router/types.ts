@@ -112,10 +112,15 @@ export interface Policy {
 export interface LoadView {
   /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
   prefilling(workerId: string): PrefillLoad;
-  /** Same requests, tokens minus those the worker has computed since dispatch (lease.ts); absent = prefilling(). */
-  prefillRemaining?(workerId: string): PrefillLoad;
+  /**
+   * Same requests, tokens minus those the worker has computed since dispatch (lease.ts), except the
+   * newest `waiting` (the engine's scraped queue), which count in full; absent = prefilling().
+   */
+  prefillRemaining?(workerId: string, waiting?: number): PrefillLoad;
   /** Distinct KV blocks of the requests in flight on a worker. */
   activeBlocks(workerId: string): number;
+  /** KV blocks of the requests in flight on a worker, each request counted in full; absent = activeBlocks(). */
+  heldBlocks?(workerId: string): number;
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number>;
 }
