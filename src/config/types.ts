@@ -276,7 +276,16 @@ export interface KvTierConfig {
   /** SSD tier (files under path); null = none. */
   ssd: KvTierMediumConfig | null;
   /** Redis-protocol (RESP2) server for LMCache's resp:// and redis:// clients; null = none. */
-  resp: { listen: string; password_file: string; peer_fetch_max: number; peer_fetch_timeout_ms: number } | null;
+  resp: {
+    listen: string;
+    password_file: string;
+    peer_fetch_max: number;
+    peer_fetch_timeout_ms: number;
+    key_max_bytes: number;
+    output_total_max_bytes: number;
+    idle_timeout_ms: number;
+    auth_timeout_ms: number;
+  } | null;
   /** Directories engines write KV files into (vLLM fs tier, LMCache fs://); herd bounds their size. */
   shared_dirs: { path: string; size: string }[];
 }

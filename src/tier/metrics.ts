@@ -37,6 +37,7 @@ export const TIER_METRIC = {
   respCommandsTotal: "herd_kv_tier_resp_commands_total",
   respRejectedTotal: "herd_kv_tier_resp_rejected_total",
   respRemoteTotal: "herd_kv_tier_resp_remote_lookups_total",
+  respAuthFailuresTotal: "herd_kv_tier_resp_auth_failures_total",
 } as const;
 
 /** Register the tier's metrics on `registry`; `figures` is read at every scrape. */
@@ -133,16 +134,27 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       }
     },
   });
+  let authSeen = 0;
+  new Counter({
+    name: TIER_METRIC.respAuthFailuresTotal,
+    help: "Failed RESP AUTH attempts (each delays that connection's next command, doubling per failure).",
+    registers,
+    collect() {
+      const v = figures().resp?.auth_failures ?? 0;
+      if (v > authSeen) this.inc(v - authSeen);
+      authSeen = Math.max(authSeen, v);
+    },
+  });
   const rejSeen = new Map<string, number>();
   new Counter({
     name: TIER_METRIC.respRejectedTotal,
-    help: "RESP connections closed by a bound: protocol error, HTTP probe, output overflow, max clients.",
+    help: "RESP connections closed by a bound: protocol error, HTTP probe, output overflow, max clients, timeout (idle or not authenticated in time).",
     labelNames: ["reason"],
     registers,
     collect() {
       const r = figures().resp;
       if (!r) return;
-      const by = { protocol_error: r.protocol_errors, http: r.http_closed, output_overflow: r.output_overflow_closed, max_clients: r.rejected_clients };
+      const by = { protocol_error: r.protocol_errors, http: r.http_closed, output_overflow: r.output_overflow_closed, max_clients: r.rejected_clients, timeout: r.timeout_closed };
       for (const [reason, v] of Object.entries(by)) {
         const before = rejSeen.get(reason);
         if (before === undefined || v > before) {

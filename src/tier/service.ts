@@ -82,7 +82,18 @@ export class TierService {
       const hp = parseHostPort(t.resp.listen)!;
       const password = t.resp.password_file ? readFileSync(t.resp.password_file, "utf8").replace(/\r?\n$/, "") : undefined;
       if (password === "") throw new Error(`kv_tier.resp.password_file ${t.resp.password_file} is empty`);
-      this.resp = new RespServer({ host: hp.host, port: hp.port, store: this.tier, ...(password ? { password } : {}), ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}) });
+      this.resp = new RespServer({
+        host: hp.host,
+        port: hp.port,
+        store: this.tier,
+        clock,
+        keyBytesMax: t.resp.key_max_bytes,
+        outputTotalBytes: t.resp.output_total_max_bytes,
+        idleTimeoutMs: t.resp.idle_timeout_ms,
+        authTimeoutMs: t.resp.auth_timeout_ms,
+        ...(password ? { password } : {}),
+        ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}),
+      });
       this.resp.start();
     }
   }
