@@ -27,6 +27,8 @@ export interface PdConfig {
   min_prefill_tokens: number;
   /** `herd`: herd serves NIXL's TCPStore metadata and passes NIXL_TCPSTORE_ENDPOINT(S) to engines. */
   nixl_metadata: NixlMetadataMode;
+  /** Address the NIXL metadata store listens on (default loopback: its clients are this host's engines). */
+  nixl_metadata_host: string;
   /** vLLM's kv_load_failure_policy for decode engines: `fail` errors the request, `recompute` prefills locally. */
   kv_load_failure_policy: KvLoadFailurePolicy;
   /** A prefill worker with this many requests waiting for their first token counts as saturated. */

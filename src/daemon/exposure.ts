@@ -41,6 +41,12 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
     out.push(`frontend.listen ${f.listen} is reachable from other hosts and frontend.api_keys is empty: anyone who can reach it can use the models`);
   const metrics = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
   if (metrics?.level === "warn") out.push(metrics.message);
+  const pdEngines = plans.some((p) => p.role === "prefill" || p.role === "decode");
+  if (config.pd.nixl_metadata === "herd" && pdEngines && !LOOPBACK.test(config.pd.nixl_metadata_host))
+    out.push(`pd.nixl_metadata_host ${config.pd.nixl_metadata_host}: herd's NIXL metadata store has no authentication and is reachable from other hosts there; any of them can read the engines' NIXL metadata and publish agents of their own (docs/operate.md)`);
+  const resp = config.kv_tier.resp;
+  if (resp && !LOOPBACK.test(hostOf(resp.listen)))
+    out.push(`kv_tier.resp.listen ${resp.listen} is reachable from other hosts: the KV tier answers anyone with its password (failed AUTH is slowed and counted; the password crosses the LAN in clear)`);
   for (const p of plans) {
     const eps = wildcardKvEndpoints(p);
     if (eps.length)
