@@ -7,7 +7,7 @@ import { Hono, type Context } from "hono";
 import { PEER_API_PREFIX } from "./client.ts";
 import { PeersBackend } from "./peers.ts";
 import type { ClusterService } from "./service.ts";
-import { tierResponse, type PeerTierSource } from "./peer-tier.ts";
+import { tierAnswer, type PeerTierSource } from "./peer-tier.ts";
 
 /** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused before parsing. */
 export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
@@ -55,7 +55,7 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       } catch {
         return c.json({ error: { message: "bad key encoding", type: "invalid_request_error" } }, 400);
       }
-      return tierResponse(tier, key);
+      return tierAnswer(tier, key);
     });
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>

@@ -236,6 +236,7 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
     }),
     "RESP server; null = none.",
   ),
+  thread: oneOf(["worker", "main"] as const, "`worker`: the tier (RESP server, store, catalog) runs on its own thread, so its work cannot delay routing, /health or cluster heartbeats (src/tier/README.md); `main`: on the daemon's event loop.", "worker"),
   shared_dirs: list(
     obj("A directory engines write KV files into (vLLM fs tier `root_dir`, LMCache `fs://`).", {
       path: str("The directory.", undefined, { nonEmpty: true }),

@@ -278,6 +278,8 @@ export interface KvTierConfig {
   /** SSD tier (files under path); null = none. */
   ssd: KvTierMediumConfig | null;
   /** Redis-protocol (RESP2) server for LMCache's resp:// and redis:// clients; null = none. */
+  /** `worker`: the tier runs on its own thread; `main`: on the daemon's event loop. */
+  thread: "worker" | "main";
   resp: {
     listen: string;
     password_file: string;

@@ -116,7 +116,7 @@ export class HerdNode {
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
     const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
-    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
+    this.tier = new TierService({ config, clock, log: log.child("kv-tier"), thread: config.kv_tier.thread === "worker", onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream();
@@ -176,7 +176,7 @@ export class HerdNode {
         "kv-tier",
         async () => {
           await this.tier.start();
-          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), (m) => this.localWorkersOf(m));
+          if (this.tier.enabled) tierIndexReplay(this.kv.index, await this.tier.entries(), (m) => this.localWorkersOf(m));
         },
         () => this.tier.stop(),
       ),
