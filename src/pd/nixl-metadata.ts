@@ -65,7 +65,10 @@ export interface NixlMetadataOptions {
 
 interface Conn {
   id: number;
+  /** Received bytes not yet parsed: buf[0, len). Grown by doubling, so a 64 MiB SET arriving in
+   * 64 KiB reads costs O(size) copying, not O(size²) as re-merging per read did. */
   buf: Uint8Array;
+  len: number;
   validated: boolean;
   peer: string;
   /** Keys this connection owns now. */
@@ -144,7 +147,7 @@ export class NixlMetadataService implements Service {
       socket: {
         open: (s) => {
           const now = this.o.clock.now();
-          s.data = { id: this.nextConnId++, buf: new Uint8Array(0), validated: false, peer: s.remoteAddress, owned: 0, agent: null, openedMs: now, activeMs: now };
+          s.data = { id: this.nextConnId++, buf: new Uint8Array(0), len: 0, validated: false, peer: s.remoteAddress, owned: 0, agent: null, openedMs: now, activeMs: now };
           if (this.open.size >= this.connectionsMax) void this.refuse(s, "too many connections");
           else {
             this.open.add(s);
@@ -204,18 +207,26 @@ export class NixlMetadataService implements Service {
   private onData(s: Socket<Conn>, chunk: Uint8Array): boolean {
     const c = s.data;
     c.activeMs = this.o.clock.now();
-    const merged = new Uint8Array(c.buf.length + chunk.length);
-    merged.set(c.buf);
-    merged.set(chunk, c.buf.length);
+    if (c.len + chunk.length > c.buf.length) {
+      const grown = new Uint8Array(Math.max(c.len + chunk.length, c.buf.length * 2, 4096));
+      grown.set(c.buf.subarray(0, c.len));
+      c.buf = grown;
+    }
+    c.buf.set(chunk, c.len);
+    c.len += chunk.length;
     let parsed: { requests: Request[]; used: number };
     try {
-      parsed = parseRequests(merged, this.limits);
+      parsed = parseRequests(c.buf.subarray(0, c.len), this.limits);
     } catch (e) {
       return this.refuse(s, e instanceof TcpStoreProtocolError ? e.message : "malformed request");
     }
-    c.buf = merged.subarray(parsed.used);
+    if (parsed.used > 0) {
+      c.buf.copyWithin(0, parsed.used, c.len);
+      c.len -= parsed.used;
+      if (c.len === 0 && c.buf.length > 1 << 20) c.buf = new Uint8Array(0); // idle agents hold nothing
+    }
     // One request is at most a key, a value and their lengths: more buffered means a stuck parser.
-    if (c.buf.length > this.limits.valueBytesMax + this.limits.keyBytesMax + 64) return this.refuse(s, "request too large");
+    if (c.len > this.limits.valueBytesMax + this.limits.keyBytesMax + 64) return this.refuse(s, "request too large");
     for (const r of parsed.requests) {
       if (!this.answer(s, r)) return false;
     }
