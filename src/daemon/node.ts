@@ -48,7 +48,7 @@ import type { EnginePlan } from "../engine/types.ts";
 import { canListen } from "../engine/plan.ts";
 import type { RouteRequest } from "../router/index.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
-import { NixlMetadataService } from "../pd/nixl-metadata.ts";
+import { NixlMetadataThread } from "../pd/nixl-thread.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
@@ -86,7 +86,7 @@ export class HerdNode {
   readonly scraper: MetricsScraper;
   readonly readiness: Readiness;
   /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
-  readonly nixl: NixlMetadataService | null;
+  readonly nixl: NixlMetadataThread | null;
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -108,7 +108,7 @@ export class HerdNode {
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
-    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.pd.nixl_metadata_host, port: 0, clock, log: log.child("nixl-metadata") }) : null;
+    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
       plan: { finish: (plans) => this.finishPlans(plans) },

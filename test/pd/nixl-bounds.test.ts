@@ -10,6 +10,8 @@ import { createLogger } from "../../src/core/log.ts";
 
 type LogRecord = { msg: string; suppressed?: number };
 import { NixlMetadataService, type NixlMetadataOptions } from "../../src/pd/nixl-metadata.ts";
+import { NixlMetadataThread } from "../../src/pd/nixl-thread.ts";
+import { RealClock } from "../../src/core/clock.ts";
 import { OP } from "../../src/pd/tcpstore-wire.ts";
 import { parseConfigText } from "../../src/config/index.ts";
 import { exposureWarnings } from "../../src/daemon/exposure.ts";
@@ -144,5 +146,27 @@ describe("NIXL metadata store ownership and bounds", () => {
     expect(exposureWarnings(dflt, plans).filter((w) => w.includes("nixl"))).toEqual([]);
     const open = parseConfigText(yaml("pd:\n  nixl_metadata_host: 10.0.0.5\n")).config!;
     expect(exposureWarnings(open, plans).some((w) => w.startsWith("pd.nixl_metadata_host 10.0.0.5: herd's NIXL metadata store has no authentication"))).toBe(true);
+  });
+});
+
+describe("NIXL metadata store on its own thread (the daemon's)", () => {
+  test("serves the wire from a worker: endpoint known after start, log lines forwarded, stop closes it", async () => {
+    const lines: LogRecord[] = [];
+    const log = createLogger("test", { level: "warn", json: true, sink: { write: (l) => lines.push(JSON.parse(l)) } });
+    const t = new NixlMetadataThread({ host: "127.0.0.1", port: 0, clock: new RealClock(), log });
+    await t.start();
+    expect(t.port).toBeGreaterThan(0);
+    expect(t.endpoint).toBe(`127.0.0.1:${t.port}`);
+    const a = await conn(t.port);
+    await a.send([...HELLO, ...set(key("a"), "md"), OP.CHECK, ...u64(1), ...str(key("a"))]);
+    expect(a.got).toEqual([0]);
+    const bad = await conn(t.port);
+    await bad.send([2]);
+    expect(bad.closed()).toBe(true);
+    for (let i = 0; i < 50 && lines.length === 0; i++) await Bun.sleep(10);
+    expect(lines[0]!.msg).toBe("nixl metadata client disconnected");
+    a.end();
+    await t.stop();
+    await expect(Bun.connect({ hostname: "127.0.0.1", port: t.port, socket: { data() {} } })).rejects.toThrow();
   });
 });
