@@ -18,10 +18,13 @@ export type FromNixl =
 
 export const RESTART_DELAY_MS = 1000;
 
-/** Next to this file from source; in a compiled binary under /$bunfs/root/ (scripts/build.sh lists it). */
-function workerUrl(): string {
+/** Next to this file from source; in a compiled binary under /$bunfs/root/ (scripts/build.sh lists
+ * it) at a path relative to the entry points' common directory: tried in order, as the tokenizer
+ * pool does (src/preprocess/pool.ts). */
+function workerUrls(): string[] {
   const m = /^(file:\/\/\/\$bunfs\/root\/)/.exec(import.meta.url);
-  return m ? `${m[1]}src/pd/nixl-worker.ts` : new URL("./nixl-worker.ts", import.meta.url).href;
+  if (!m) return [new URL("./nixl-worker.ts", import.meta.url).href];
+  return ["src/pd/nixl-worker.ts", "pd/nixl-worker.ts", "nixl-worker.ts"].map((p) => m[1] + p);
 }
 
 export class NixlMetadataThread implements Service {
@@ -62,9 +65,10 @@ export class NixlMetadataThread implements Service {
     w.terminate();
   }
 
-  private spawn(port: number): Promise<number> {
+  private spawn(port: number, at = 0): Promise<number> {
+    const urls = workerUrls();
     return new Promise((resolve, reject) => {
-      const w = new Worker(workerUrl());
+      const w = new Worker(urls[at]!);
       this.worker = w;
       let started = false;
       w.onmessage = (ev: MessageEvent<FromNixl>) => {
@@ -82,6 +86,7 @@ export class NixlMetadataThread implements Service {
       const died = (why: string) => {
         if (this.worker !== w || this.stopping) return;
         this.worker = null;
+        if (!started && why.includes("ModuleNotFound") && at + 1 < urls.length) return void this.spawn(port, at + 1).then(resolve, reject);
         if (!started) return reject(new Error(`nixl metadata thread: ${why}`));
         this.o.log.error("nixl metadata thread died; restarting", { reason: why, restart_in_ms: RESTART_DELAY_MS });
         this.restartTimer = this.o.clock.setTimer(RESTART_DELAY_MS, () => {

@@ -142,10 +142,17 @@ export class TierThread {
     });
   }
 
-  private spawn(): Promise<FromTier & { t: "started" }> {
+  /** Start the thread from the first of workerUrls() that loads (a compiled binary's layout varies). */
+  private spawn(at = 0): Promise<FromTier & { t: "started" }> {
+    const urls = workerUrls();
     return new Promise((resolve) => {
-      this.started = resolve;
-      const w = new Worker(workerUrls()[0]!);
+      this.started = (m) => {
+        if (m.error?.includes("ModuleNotFound") && at + 1 < urls.length) {
+          this.worker = null;
+          void this.spawn(at + 1).then(resolve);
+        } else resolve(m);
+      };
+      const w = new Worker(urls[at]!);
       this.worker = w;
       w.onmessage = (ev: MessageEvent<FromTier>) => this.onMessage(ev.data);
       w.onerror = (ev) => this.died(w, ev.message);
@@ -214,8 +221,11 @@ export class TierThread {
     if (this.worker !== w || this.stopping) return;
     this.worker = null;
     this.failPending();
-    this.started?.({ t: "started", port: null, error: `kv tier thread failed to start: ${why}` });
-    this.started = null;
+    if (this.started) {
+      const started = this.started;
+      this.started = null;
+      return started({ t: "started", port: null, error: `kv tier thread failed to start: ${why}` });
+    }
     this.o.log?.error("kv tier thread died; restarting", { reason: why, restart_in_ms: RESTART_DELAY_MS });
     this.restartTimer = this.o.clock.setTimer(RESTART_DELAY_MS, () => {
       if (this.stopping) return;
