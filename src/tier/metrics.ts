@@ -63,7 +63,7 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       },
     });
   gauge(TIER_METRIC.capacityBytes, "Configured capacity of each KV tier.", (r) => r.capacity_bytes);
-  gauge(TIER_METRIC.usedBytes, "Bytes charged in each KV tier (allocation units).", (r) => r.used_bytes);
+  gauge(TIER_METRIC.usedBytes, "Bytes charged in each KV tier: allocation units, plus key bytes beyond the first 64 of each key.", (r) => r.used_bytes);
   gauge(TIER_METRIC.objects, "Objects held in each KV tier.", (r) => r.objects);
   const seen = new Map<string, number>();
   const counter = (name: string, help: string, pick: (r: ReturnType<typeof rows>[number]) => number) =>

@@ -181,7 +181,7 @@ export class TierService {
         const m = this.tier.media[tier];
         if (!m) continue;
         const c = this.tier.counters[tier];
-        tiers.push({ tier, capacity_bytes: m.capacityBytes, used_bytes: m.usedBytes, objects: c.objects, hits: c.hits, misses: c.misses, evictions: c.evictions });
+        tiers.push({ tier, capacity_bytes: m.capacityBytes, used_bytes: m.usedBytes + this.tier.keyBytes[tier], objects: c.objects, hits: c.hits, misses: c.misses, evictions: c.evictions });
       }
     }
     return {

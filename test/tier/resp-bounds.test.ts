@@ -206,6 +206,19 @@ describe("row 9: keys are bounded", () => {
   });
 });
 
+test("row 9: keys are charged against the tier: 1000-byte keys on 1-byte values fill it by their keys", () => {
+  const { tier } = openTier({ cpuBytes: 64 << 10 });
+  for (let i = 0; i < 200; i++) tier.put(`${i}:`.padEnd(1000, "k"), new Uint8Array([i]));
+  const cpu = tier.media.cpu!;
+  // Each object costs its 64-byte extent plus 936 key bytes: ≈ 65 fit, not the 1024 extents alone would allow.
+  expect(tier.counters.cpu.objects).toBeLessThanOrEqual(Math.floor((64 << 10) / 1000));
+  expect(cpu.usedBytes + tier.keyBytes.cpu).toBeLessThanOrEqual(64 << 10);
+  expect(tier.keyBytes.cpu).toBe(tier.counters.cpu.objects * 936);
+  expect(tier.has(`${199}:`.padEnd(1000, "k"))).toBe(true); // the newest stays; the coldest were evicted
+  for (const k of tier.list()) tier.delete(k);
+  expect(tier.keyBytes.cpu).toBe(0);
+});
+
 describe("AUTH failures and idle connections", () => {
   test("a failed AUTH delays the connection's next command, doubling per failure, and is counted", async () => {
     const clock = new VirtualClock();
