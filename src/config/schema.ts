@@ -339,6 +339,7 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
 const pd = obj("Prefill/decode disaggregation across engines with role prefill and decode.", {
   min_prefill_tokens: int("Below this uncached prompt length (tokens) a request skips the prefill pool and prefills on its decode worker.", 512, { min: 0, max: 10_000_000 }),
   nixl_metadata: oneOf(NIXL_METADATA_MODES, "`herd`: herd serves the NIXL TCPStore metadata service and passes NIXL_TCPSTORE_ENDPOINT(S) to its engines; `none`: engines find peers on their own.", "herd"),
+  nixl_metadata_idle_timeout_ms: ms("A NIXL metadata client silent this long is closed; 0 = never (the default: an agent keeps one quiet connection for its life, and its keys go with it).", 0),
   nixl_metadata_host: str("Address herd's NIXL metadata store listens on. Its clients are this host's engines, so loopback; another address (engines in a bridged container network) exposes an unauthenticated store to whoever reaches it.", "127.0.0.1", { nonEmpty: true, check: checkAdvertise }),
   kv_load_failure_policy: oneOf(KV_LOAD_FAILURE_POLICIES, "vLLM decode engines' kv_load_failure_policy: `fail` errors the request (herd retries elsewhere), `recompute` prefills locally.", "recompute"),
   prefill_queue_max: int("A prefill worker with this many requests waiting for their first token counts as saturated; when all are, requests prefill on their decode worker.", 8, { min: 1, max: 100_000 }),

@@ -29,6 +29,8 @@ export interface PdConfig {
   nixl_metadata: NixlMetadataMode;
   /** Address the NIXL metadata store listens on (default loopback: its clients are this host's engines). */
   nixl_metadata_host: string;
+  /** A NIXL metadata client silent this long is closed; 0 = never. */
+  nixl_metadata_idle_timeout_ms: number;
   /** vLLM's kv_load_failure_policy for decode engines: `fail` errors the request, `recompute` prefills locally. */
   kv_load_failure_policy: KvLoadFailurePolicy;
   /** A prefill worker with this many requests waiting for their first token counts as saturated. */

@@ -108,7 +108,7 @@ export class HerdNode {
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
-    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, clock, log: log.child("nixl-metadata") }) : null;
+    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, idleTimeoutMs: config.pd.nixl_metadata_idle_timeout_ms, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
       plan: { finish: (plans) => this.finishPlans(plans) },
