@@ -58,9 +58,13 @@ export class NixlMetadataThread implements Service {
     this.worker = null;
     if (!w) return;
     await new Promise<void>((resolve) => {
-      w.onmessage = (ev: MessageEvent<FromNixl>) => ev.data.t === "stopped" && resolve();
+      const wedged = this.o.clock.setTimer(2000, resolve); // a wedged thread is terminated anyway
+      w.onmessage = (ev: MessageEvent<FromNixl>) => {
+        if (ev.data.t !== "stopped") return;
+        wedged.cancel();
+        resolve();
+      };
       w.postMessage({ t: "stop" } satisfies ToNixl);
-      this.o.clock.setTimer(2000, resolve);
     });
     w.terminate();
   }

@@ -92,9 +92,9 @@ export class TierThread {
     const w = this.worker;
     if (!w) return;
     await new Promise<void>((resolve) => {
-      this.stopped = resolve;
+      const wedged = this.o.clock.setTimer(5000, resolve); // a wedged thread is terminated anyway
+      this.stopped = () => (wedged.cancel(), resolve());
       w.postMessage({ t: "stop" } satisfies ToTier);
-      this.o.clock.setTimer(5000, resolve); // a wedged thread is terminated anyway
     });
     w.terminate();
     this.worker = null;
