@@ -252,9 +252,14 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
       password_file: str("File holding the AUTH password; \"\" = no AUTH (loopback only).", ""),
       peer_fetch_max: int("Local GET/EXISTS misses looked up on other cluster nodes at once (peer fetch); beyond it a miss is answered at once; 0 = never ask.", 64, { min: 0, max: 4096 }),
       peer_fetch_timeout_ms: ms("How long one other node may take to answer a peer fetch before it counts as a miss.", 500, 60_000),
+      key_max_bytes: int("Longest key accepted; a longer one is refused (LMCache keys are < 300 bytes).", 1024, { min: 16, max: 65_536 }),
+      output_total_max_bytes: int("Replies queued for all clients together before none executes more commands (slow readers of large GETs).", 256 * 1024 * 1024, { min: 1 << 20, max: 2 ** 40 }),
+      idle_timeout_ms: ms("A connection with no input or output progress this long is closed; 0 = never (Redis' `timeout 0`).", 0),
+      auth_timeout_ms: ms("With password_file: a connection that has not authenticated this long after connecting is closed; 0 = never.", 10_000),
     }),
     "RESP server; null = none.",
   ),
+  thread: oneOf(["worker", "main"] as const, "`worker`: the tier (RESP server, store, catalog) runs on its own thread, so its work cannot delay routing, /health or cluster heartbeats (src/tier/README.md); `main`: on the daemon's event loop.", "worker"),
   shared_dirs: list(
     obj("A directory engines write KV files into (vLLM fs tier `root_dir`, LMCache `fs://`).", {
       path: str("The directory.", undefined, { nonEmpty: true }),
@@ -365,6 +370,8 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
 const pd = obj("Prefill/decode disaggregation across engines with role prefill and decode.", {
   min_prefill_tokens: int("Below this uncached prompt length (tokens) a request skips the prefill pool and prefills on its decode worker.", 512, { min: 0, max: 10_000_000 }),
   nixl_metadata: oneOf(NIXL_METADATA_MODES, "`herd`: herd serves the NIXL TCPStore metadata service and passes NIXL_TCPSTORE_ENDPOINT(S) to its engines; `none`: engines find peers on their own.", "herd"),
+  nixl_metadata_idle_timeout_ms: ms("A NIXL metadata client silent this long is closed; 0 = never (the default: an agent keeps one quiet connection for its life, and its keys go with it).", 0),
+  nixl_metadata_host: str("Address herd's NIXL metadata store listens on. Its clients are this host's engines, so loopback; another address (engines in a bridged container network) exposes an unauthenticated store to whoever reaches it.", "127.0.0.1", { nonEmpty: true, check: checkAdvertise }),
   kv_load_failure_policy: oneOf(KV_LOAD_FAILURE_POLICIES, "vLLM decode engines' kv_load_failure_policy: `fail` errors the request (herd retries elsewhere), `recompute` prefills locally.", "recompute"),
   prefill_queue_max: int("A prefill worker with this many requests waiting for their first token counts as saturated; when all are, requests prefill on their decode worker.", 8, { min: 1, max: 100_000 }),
 });

@@ -27,6 +27,10 @@ export interface PdConfig {
   min_prefill_tokens: number;
   /** `herd`: herd serves NIXL's TCPStore metadata and passes NIXL_TCPSTORE_ENDPOINT(S) to engines. */
   nixl_metadata: NixlMetadataMode;
+  /** Address the NIXL metadata store listens on (default loopback: its clients are this host's engines). */
+  nixl_metadata_host: string;
+  /** A NIXL metadata client silent this long is closed; 0 = never. */
+  nixl_metadata_idle_timeout_ms: number;
   /** vLLM's kv_load_failure_policy for decode engines: `fail` errors the request, `recompute` prefills locally. */
   kv_load_failure_policy: KvLoadFailurePolicy;
   /** A prefill worker with this many requests waiting for their first token counts as saturated. */
@@ -300,7 +304,18 @@ export interface KvTierConfig {
   /** SSD tier (files under path); null = none. */
   ssd: KvTierMediumConfig | null;
   /** Redis-protocol (RESP2) server for LMCache's resp:// and redis:// clients; null = none. */
-  resp: { listen: string; password_file: string; peer_fetch_max: number; peer_fetch_timeout_ms: number } | null;
+  /** `worker`: the tier runs on its own thread; `main`: on the daemon's event loop. */
+  thread: "worker" | "main";
+  resp: {
+    listen: string;
+    password_file: string;
+    peer_fetch_max: number;
+    peer_fetch_timeout_ms: number;
+    key_max_bytes: number;
+    output_total_max_bytes: number;
+    idle_timeout_ms: number;
+    auth_timeout_ms: number;
+  } | null;
   /** Directories engines write KV files into (vLLM fs tier, LMCache fs://); herd bounds their size. */
   shared_dirs: { path: string; size: string }[];
 }

@@ -32,7 +32,7 @@ describe("embedded default", () => {
     expect(c.planner).toMatchObject({ enabled: false, dry_run: false, pools: [] });
     expect(c.cluster.discovery).toBe("file");
     expect(c.cluster.etcd).toEqual({ endpoints: [], prefix: "/herd", lease_ttl_s: 10 });
-    expect(c.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [] });
+    expect(c.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [], thread: "worker" });
   });
 
   test("an empty file, a comment-only file and `{}` all equal the embedded default", () => {
