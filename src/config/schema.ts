@@ -45,6 +45,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   max_json_values: int("Bodies with more JSON values than this get 400 before being parsed on the event loop.", 131_072, { min: 1024, max: 100_000_000 }),
   max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
   metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
+  responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
 });
 
@@ -133,6 +134,12 @@ const modelEntry = obj("A model clients can ask for.", {
     PREFIX_CACHING_HASH_ALGOS,
     "vLLM engines' --prefix-caching-hash-algo; \"\" = engine default. One value per model: every engine of the model hashes its blocks alike.",
     "",
+  ),
+  aliases: list(
+    str("Another name clients may send for this model.", undefined, { nonEmpty: true }),
+    "More served names for this model (vLLM --served-model-name takes several): listed in /v1/models and accepted as `model`; engines see `name`.",
+    [],
+    64,
   ),
   lora_adapters: list(
     obj("A LoRA adapter served beside the base model (vLLM --lora-modules): clients send its name as `model`.", {
@@ -282,7 +289,7 @@ const planner = obj("Scale engines from herd's own signals, down to zero at nigh
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
-const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, lora_adapters: [] }];
+const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, aliases: [], lora_adapters: [] }];
 const demoEngines = () => [
   {
     kind: "sim" as const,

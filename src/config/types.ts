@@ -47,6 +47,8 @@ export interface FrontendConfig {
   listen: string;
   /** Bearer keys accepted on /v1/*; empty = no auth. */
   api_keys: string[];
+  /** Bytes of /v1/responses conversations kept for previous_response_id. */
+  responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */
   admin_token: string;
   /** Request bodies above this get 413. */
@@ -177,6 +179,8 @@ export interface ModelConfig {
   /** vLLM engines' prefix-caching block hash (--prefix-caching-hash-algo); "" = engine default. Same for every engine of the model. */
   prefix_caching_hash_algo: PrefixCachingHashAlgo;
   /** LoRA adapters served beside the base model; a request names one as its `model`. */
+  /** More names clients may send for this model (listed in /v1/models). */
+  aliases: string[];
   lora_adapters: { name: string; path: string }[];
 }
 

@@ -89,13 +89,21 @@ function checkModels(config: Config, add: Add): void {
     if (prev !== undefined) add("error", `models[${i}].name`, `duplicate model name ${JSON.stringify(m.name)} (also models[${prev}])`);
     else first.set(m.name, i);
   });
-  // A LoRA adapter is asked for by name like a model: its name must not stand for anything else.
+  // A LoRA adapter or an alias is asked for by name like a model: its name must not stand for anything else.
   const owner = new Map<string, string>();
+  config.models.forEach((m, i) =>
+    m.aliases.forEach((a, j) => {
+      const path = `models[${i}].aliases[${j}]`;
+      if (first.has(a)) add("error", path, `${JSON.stringify(a)} is also a model name`);
+      else if (owner.has(a)) add("error", path, `duplicate alias ${JSON.stringify(a)} (also ${owner.get(a)})`);
+      else owner.set(a, path);
+    }),
+  );
   config.models.forEach((m, i) =>
     m.lora_adapters.forEach((a, j) => {
       const path = `models[${i}].lora_adapters[${j}].name`;
       if (first.has(a.name)) add("error", path, `${JSON.stringify(a.name)} is also a model name`);
-      else if (owner.has(a.name)) add("error", path, `duplicate adapter name ${JSON.stringify(a.name)} (also ${owner.get(a.name)})`);
+      else if (owner.has(a.name)) add("error", path, `duplicate name ${JSON.stringify(a.name)} (also ${owner.get(a.name)})`);
       else owner.set(a.name, path);
     }),
   );

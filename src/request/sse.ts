@@ -88,8 +88,14 @@ export class SseScanner {
   }
 
   private event(raw: string): void {
-    // An event may hold comment or `event:` lines; look at its data lines only.
+    // An event may hold comment or `event:` lines. Responses API streams (POST /v1/responses) name
+    // each event (`event: response.output_text.delta`) and end with response.completed (or
+    // .incomplete / .failed / error) instead of `[DONE]` (vLLM serving_responses.py, OpenAI's).
     for (const line of raw.split("\n")) {
+      if (line.startsWith("event:")) {
+        this.namedEvent(line.slice(6).trim());
+        continue;
+      }
       if (!line.startsWith("data:")) continue;
       const data = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
       if (data === "[DONE]") {
@@ -107,10 +113,17 @@ export class SseScanner {
         const parsed: unknown = JSON.parse(data);
         if (isObj(parsed) && isObj(parsed.error)) this.sawError = true;
         else if (chunkHasToken(parsed)) this.sawToken = true;
+        else if (isObj(parsed) && typeof parsed.type === "string") this.namedEvent(parsed.type);
       } catch {
         // Not JSON: relayed as is; it neither starts nor ends anything.
       }
     }
+  }
+
+  private namedEvent(type: string): void {
+    if (type === "response.output_text.delta" || type === "response.output_item.done" || type === "response.reasoning_text.delta") this.sawToken = true;
+    else if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") this.sawToken = this.sawDone = true;
+    else if (type === "error") this.sawError = true;
   }
 
   /** The stream ended properly (so an EOF now is a normal close). */
