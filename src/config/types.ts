@@ -42,11 +42,30 @@ export interface NodeConfig {
   data_dir: string;
 }
 
+export interface ApiKeyEntry {
+  key: string;
+  key_file: string;
+  name: string;
+  rpm: number;
+  tpm: number;
+  concurrency: number;
+  priority: number;
+}
+
+export interface QueueConfig {
+  worker_slots: number;
+  max_waiting: number;
+  timeout_ms: number;
+  aging_ms: number;
+}
+
 export interface FrontendConfig {
   /** HOST:PORT of the OpenAI-compatible listener (also serves /admin and /metrics). */
   listen: string;
   /** Bearer keys accepted on /v1/*; empty = no auth. */
-  api_keys: string[];
+  /** Bare keys, or tenants with limits (src/frontend/tenants.ts). */
+  api_keys: (string | ApiKeyEntry)[];
+  queue: QueueConfig;
   /** Bytes of /v1/responses conversations kept for previous_response_id. */
   responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */

@@ -16,6 +16,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
     out.push({ path, line: lineOf(path), message, severity });
 
   checkModels(config, add);
+  checkApiKeys(config, add);
   checkTokenizers(config, add);
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
@@ -79,6 +80,20 @@ function checkTokenizers(config: Config, add: Add): void {
     const real = config.engines.find((e) => e.model === m.name && e.kind !== "sim");
     if (real)
       add("warning", `models[${i}].tokenizer`, `policy ${config.router.policy} needs the model's tokenizer dir to match ${real.kind} engines' blocks; without it no prefix overlap is found`);
+  });
+}
+
+/** A tenant has exactly one of key / key_file, and a name no other tenant has. */
+function checkApiKeys(config: Config, add: Add): void {
+  const names = new Map<string, number>();
+  config.frontend.api_keys.forEach((k, i) => {
+    if (typeof k === "string") return;
+    const p = `frontend.api_keys[${i}]`;
+    if ((k.key === "") === (k.key_file === "")) add("error", `${p}.key`, "set exactly one of key and key_file");
+    if (k.name === "") return;
+    const prev = names.get(k.name);
+    if (prev !== undefined) add("error", `${p}.name`, `duplicate tenant name ${JSON.stringify(k.name)} (also frontend.api_keys[${prev}])`);
+    else names.set(k.name, i);
   });
 }
 

@@ -33,6 +33,10 @@ import { ModelNames, checkEndpoint, isGeneration, maxTokensOf, modelNotFound, mo
 import { ResponsesStore, type PreparedResponses } from "./responses.ts";
 import { ResponsesUpstream } from "./responses-upstream.ts";
 import { answerLocally, type LocalTokenizers } from "./tokens.ts";
+import { Tenants } from "./tenants.ts";
+import { FairQueue } from "./fair-queue.ts";
+import { admitTenant } from "./tenant-admission.ts";
+import { TenantMetrics } from "../metrics/tenant-metrics.ts";
 
 export { errorResponse } from "./respond.ts";
 
@@ -79,7 +83,12 @@ export class Frontend {
   readonly app = new Hono<HonoEnv>();
   /** Admission slots and live tickets: the one in-flight count (drain, /admin status, abort). */
   readonly admission: Admission;
-  private keys: KeySet;
+  /** Keys → tenants and their limits (tenants.ts); rebuilt on reload. */
+  private tenants: Tenants;
+  /** herd's queue in front of saturated models (fair-queue.ts). */
+  readonly queue: FairQueue;
+  private readonly tenantMetrics: TenantMetrics;
+  private readonly unwatchQueue: () => void;
   private readonly deps: LifecycleDeps<Uint8Array>;
   private readonly plan: PlanBuilder;
   private readonly unwatch: () => void;
@@ -98,7 +107,10 @@ export class Frontend {
   constructor(private readonly o: FrontendOptions) {
     this.names = new ModelNames(o.config);
     this.responses = new ResponsesStore(o.config.frontend.responses_store_bytes);
-    this.keys = new KeySet(o.config.frontend.api_keys);
+    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock);
+    this.tenantMetrics = TenantMetrics.for(o.metrics);
+    this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
+    this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
     this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
@@ -165,7 +177,7 @@ export class Frontend {
   applyConfig(config: Config): void {
     this.o.config = config;
     this.names = new ModelNames(config);
-    this.keys = new KeySet(config.frontend.api_keys);
+    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock);
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
@@ -179,6 +191,7 @@ export class Frontend {
   close(): void {
     this.json.close();
     this.unwatch();
+    this.unwatchQueue();
     this.unobserve();
   }
 
@@ -260,7 +273,7 @@ export class Frontend {
   private adminKeys: { text: string; keys: KeySet } | null = null;
 
   private authFailure(c: Context<HonoEnv>): HerdError | null {
-    if (!this.keys.enabled || this.keys.accepts(c.req.header("authorization"))) return null;
+    if (this.tenants.identify(c.req.header("authorization")) !== null) return null;
     this.o.metrics.reject("unauthorized");
     return new HerdError(401, "authentication_error", "missing or invalid API key (expected Authorization: Bearer <key>)", "invalid_api_key");
   }
@@ -286,15 +299,21 @@ export class Frontend {
       t.release({ kind: "refused", status: 429, reason: "overloaded" });
       return errorResponse(new HerdError(429, "rate_limit_error", `too many requests in flight (limit ${max})`, "too_many_in_flight", null, { "retry-after": "1" }));
     }
+    // A limited key's x-ratelimit-* headers go on every answer (tenant-admission.ts fills them).
+    const limitHeaders: Record<string, string> = {};
+    const withLimits = (r: Response) => {
+      for (const [k, v] of Object.entries(limitHeaders)) if (!r.headers.has(k)) r.headers.set(k, v);
+      return r;
+    };
     try {
-      return toResponse(await this.run(c, t, endpoint, body.text, body.parsed));
+      return withLimits(toResponse(await this.run(c, t, endpoint, body.text, body.parsed, limitHeaders)));
     } catch (e) {
       if (e instanceof ClientGone) {
         t.release({ kind: "client_closed", phase: "before_first_token" });
         return new Response(null, { status: CLIENT_CLOSED });
       }
       if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
-      return errorResponse((refusal(t, e) as { error: HerdError }).error);
+      return withLimits(errorResponse((refusal(t, e) as { error: HerdError }).error));
     }
   }
 
@@ -344,7 +363,7 @@ export class Frontend {
   }
 
   /** Check, preprocess, plan and run the request through the lifecycle. */
-  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown): Promise<Answer<Uint8Array>> {
+  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown, limitHeaders: Record<string, string>): Promise<Answer<Uint8Array>> {
     const f = this.o.config.frontend;
     const checked = checkEndpoint(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
     // A LoRA adapter's name routes to its base model's workers and hashes with the adapter (vLLM's
@@ -380,11 +399,16 @@ export class Frontend {
       promptTokens: Math.ceil(checked.promptChars / 4),
     };
     const maxTokens = maxTokensOf(endpoint, json);
+    const promptTokens = prepared?.tokens ?? route.promptTokens;
+    // Tenant limits (429), then the planner's gate, then herd's fair queue when the model is saturated.
+    const tenant = admitTenant({ tenants: this.tenants, metrics: this.tenantMetrics, ticket: t, headers: c.req.raw.headers, tokens: promptTokens + (maxTokens ?? 0), limitHeaders });
     if (this.o.gate) {
-      const promptTokens = prepared?.tokens ?? route.promptTokens;
       this.o.gate.arrived(model, promptTokens, maxTokens);
       await this.o.gate.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
     }
+    const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
+    t.onRelease(granted.release);
+    this.tenantMetrics.waited(tenant.name, granted.waitedMs / 1000);
     const plan = (isGeneration(endpoint) ? this.plan : aggregatedPlan)({
       endpoint,
       body: rewritten ? JSON.stringify(json) : text,

@@ -171,6 +171,8 @@ export class Ticket {
   private lease: Lease | null = null;
   private ac: AbortController | null = null;
   private unlink: (() => void) | null = null;
+  /** Run once at release (the frontend's tenant slot and fair-queue grant). */
+  private readonly onReleased: (() => void)[] = [];
 
   constructor(
     private readonly adm: Admission,
@@ -244,5 +246,12 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
+    for (const fn of this.onReleased.splice(0)) fn();
+  }
+
+  /** Call `fn` when the request is over (at once if it already is). */
+  onRelease(fn: () => void): void {
+    if (this.outcome !== null) fn();
+    else this.onReleased.push(fn);
   }
 }
