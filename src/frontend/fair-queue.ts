@@ -2,8 +2,9 @@
 // reach its capacity (`frontend.queue.worker_slots` × its ready workers), the next one waits here
 // instead of piling onto engines whose own queues know nothing of tenants. Bounded (max_waiting),
 // with a deadline (timeout_ms → 503 + Retry-After), and released in this order:
-//   1. priority class, highest first, where waiting `aging_ms` raises a request by one class, so a
-//      low class under a flood of high ones is served eventually (never starved);
+//   1. priority class, highest first, where waiting `aging_ms` raises a request by one class, up to
+//      the highest class waiting (never above it), so a low class under a flood of high ones is
+//      served eventually (never starved) while equal classes stay ordered by fair share alone;
 //   2. within a class, the tenant with the least service so far: virtual token counters (VTC,
 //      Sheng et al., "Fairness in Serving Large Language Models", OSDI 2024): each grant adds the
 //      request's tokens (prompt + max_tokens) to its tenant's counter, and a tenant that starts
@@ -121,21 +122,23 @@ export class FairQueue {
     };
   }
 
-  private effectivePriority(e: Entry, now: number): number {
+  private effectivePriority(e: Entry, now: number, top: number): number {
     const aging = this.config().aging_ms;
-    return aging > 0 ? e.priority + Math.floor((now - e.atMs) / aging) : e.priority;
+    return aging > 0 ? Math.min(top, e.priority + Math.floor((now - e.atMs) / aging)) : e.priority;
   }
 
   /** The next entry of a model to release: priority (aged), then least counter, then arrival. */
   private best(model: string): number {
     const now = this.clock.now();
+    let top = -Infinity;
+    for (const e of this.waiting) if (e.model === model && e.priority > top) top = e.priority;
     let bi = -1;
     let bp = 0;
     let bc = 0;
     for (let i = 0; i < this.waiting.length; i++) {
       const e = this.waiting[i]!;
       if (e.model !== model) continue;
-      const p = this.effectivePriority(e, now);
+      const p = this.effectivePriority(e, now, top);
       const c = this.counter(e.tenant);
       const b = this.waiting[bi];
       if (bi < 0 || p > bp || (p === bp && (c < bc || (c === bc && e.seq < b!.seq)))) {

@@ -123,6 +123,11 @@ function streamed(src: ChunkSource<Uint8Array>, head: ResponseHead): ChunkSource
         src.read((r) => {
           if ("error" in r || r.done) return cb(r);
           const out = translate(decoder.decode(r.value, { stream: true }));
+          // An event that never ends is not a chat stream: fail it (the relay sends an error event).
+          if (carry.length > MAX_WHOLE_BYTES) {
+            src.cancel();
+            return cb({ done: false, error: new Error("chat stream event too large to translate") });
+          }
           if (out === "") return next();
           cb({ done: false, value: enc.encode(out) });
         });
