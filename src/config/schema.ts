@@ -67,6 +67,11 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
     timeout_ms: ms("A request waiting longer gets 503 + Retry-After.", 30_000),
     aging_ms: ms("Waiting this long raises a request's priority by one class (no starvation); 0 = never.", 10_000),
   }),
+  lora: obj("On-demand LoRA adapters (models[].lora_adapters[].on_demand): placement and unloading.", {
+    max_per_engine: int("On-demand adapters loaded at once per engine (vLLM --max-loras); a full engine unloads its least recently used idle one first.", 4, { min: 1, max: 1024 }),
+    idle_ms: ms("An on-demand adapter unused this long on an engine is unloaded.", 300_000),
+    spread_in_flight: int("When every engine holding an adapter has this many requests in flight, it is loaded on one more engine.", 8, { min: 1, max: 1_000_000 }),
+  }),
   responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
 });
@@ -167,6 +172,7 @@ const modelEntry = obj("A model clients can ask for.", {
     obj("A LoRA adapter served beside the base model (vLLM --lora-modules): clients send its name as `model`.", {
       name: str("The adapter's model name clients send.", undefined, { nonEmpty: true }),
       path: str("Where engines load it from.", undefined, { nonEmpty: true }),
+      on_demand: bool("Loaded at run time where requests need it (vLLM/sim engines: /v1/load_lora_adapter), unloaded when idle (frontend.lora); false = loaded at engine start.", false),
     }),
     "LoRA adapters of this model. Their requests run on the model's engines and hash their KV blocks with the adapter's name (vLLM's extra keys), so they never get the base model's cache credited.",
     [],

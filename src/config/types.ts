@@ -66,6 +66,7 @@ export interface FrontendConfig {
   /** Bare keys, or tenants with limits (src/frontend/tenants.ts). */
   api_keys: (string | ApiKeyEntry)[];
   queue: QueueConfig;
+  lora: { max_per_engine: number; idle_ms: number; spread_in_flight: number };
   /** Bytes of /v1/responses conversations kept for previous_response_id. */
   responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */
@@ -200,7 +201,7 @@ export interface ModelConfig {
   /** LoRA adapters served beside the base model; a request names one as its `model`. */
   /** More names clients may send for this model (listed in /v1/models). */
   aliases: string[];
-  lora_adapters: { name: string; path: string }[];
+  lora_adapters: { name: string; path: string; on_demand: boolean }[];
 }
 
 export interface KvEventsEndpoint {

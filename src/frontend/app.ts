@@ -37,6 +37,7 @@ import { Tenants } from "./tenants.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { admitTenant } from "./tenant-admission.ts";
 import { TenantMetrics } from "../metrics/tenant-metrics.ts";
+import { OnDemandLora } from "./lora.ts";
 
 export { errorResponse } from "./respond.ts";
 
@@ -89,6 +90,8 @@ export class Frontend {
   readonly queue: FairQueue;
   private readonly tenantMetrics: TenantMetrics;
   private readonly unwatchQueue: () => void;
+  /** On-demand LoRA adapters: where each is loaded (lora.ts). */
+  readonly lora: OnDemandLora;
   private readonly deps: LifecycleDeps<Uint8Array>;
   private readonly plan: PlanBuilder;
   private readonly unwatch: () => void;
@@ -111,6 +114,7 @@ export class Frontend {
     this.tenantMetrics = TenantMetrics.for(o.metrics);
     this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
     this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
+    this.lora = new OnDemandLora({ registry: o.registry, clock: o.clock, log: o.log, config: () => this.o.config });
     this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
@@ -192,6 +196,7 @@ export class Frontend {
     this.json.close();
     this.unwatch();
     this.unwatchQueue();
+    this.lora.close();
     this.unobserve();
   }
 
@@ -409,6 +414,12 @@ export class Frontend {
     const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
     t.onRelease(granted.release);
     this.tenantMetrics.waited(tenant.name, granted.waitedMs / 1000);
+    // An on-demand LoRA adapter: loaded where it should run, and the request pinned there.
+    if (named.onDemandPath !== undefined) {
+      const placed = await this.lora.place(model, named.lora!, named.onDemandPath);
+      t.onRelease(placed.release);
+      Object.assign(route, { worker: placed.workerId });
+    }
     const plan = (isGeneration(endpoint) ? this.plan : aggregatedPlan)({
       endpoint,
       body: rewritten ? JSON.stringify(json) : text,

@@ -58,6 +58,8 @@ export interface Named {
   lora?: string;
   /** The engine knows the model by another name: rewrite the body's `model` to `model`. */
   rename: boolean;
+  /** An on-demand adapter (loaded at run time, src/frontend/lora.ts): where engines load it from. */
+  onDemandPath?: string;
 }
 
 /**
@@ -72,7 +74,7 @@ export class ModelNames {
     for (const m of config.models) {
       this.byName.set(m.name, { model: m.name, rename: false });
       for (const a of m.aliases) this.byName.set(a, { model: m.name, rename: true });
-      for (const a of m.lora_adapters) this.byName.set(a.name, { model: m.name, lora: a.name, rename: false });
+      for (const a of m.lora_adapters) this.byName.set(a.name, { model: m.name, lora: a.name, rename: false, ...(a.on_demand ? { onDemandPath: a.path } : {}) });
       this.aliasesOf.set(m.name, [...m.aliases]);
     }
   }

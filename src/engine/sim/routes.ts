@@ -119,6 +119,11 @@ export class SimRoutes {
       case "/v1/completions":
         want(req, "POST");
         return this.generation("completion", req);
+      case "/v1/load_lora_adapter":
+      case "/v1/unload_lora_adapter":
+        if (!o.runtimeLora) return json(404, { detail: "Not Found" });
+        want(req, "POST");
+        return this.runtimeLora(path === "/v1/load_lora_adapter", await readJson(req));
       case "/v1/responses":
         want(req, "POST");
         return this.generation("responses", req);
@@ -149,6 +154,29 @@ export class SimRoutes {
     if (this.dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
     if (this.asleep) return json(503, errorBody(503, "The engine is sleeping (POST /wake_up first)"));
     return json(200, answer(await readJson(req)));
+  }
+
+  /**
+   * vLLM's runtime LoRA updates (serving_models.py load_lora_adapter / unload_lora_adapter): 200
+   * with a plain-text "Success: …", 400 for an adapter already loaded, 404 for one not loaded.
+   */
+  private runtimeLora(load: boolean, body: unknown): Response {
+    const { o, log } = this.e;
+    const b = (body ?? {}) as { lora_name?: unknown; lora_path?: unknown };
+    if (typeof b.lora_name !== "string" || b.lora_name === "") throw new HerdError(400, "invalid_request_error", "lora_name must be a non-empty string", "invalid_value", "lora_name");
+    const name = b.lora_name;
+    const i = o.loraModules.findIndex((l) => l.name === name);
+    if (load) {
+      if (typeof b.lora_path !== "string" || b.lora_path === "") throw new HerdError(400, "invalid_request_error", "lora_path must be a non-empty string", "invalid_value", "lora_path");
+      if (i >= 0) throw new HerdError(400, "invalid_request_error", `The lora adapter '${name}' has already been loaded.`, "invalid_value");
+      o.loraModules = [...o.loraModules, { name, path: b.lora_path }];
+      log(`INFO ${ts()} [serving_models.py] Loaded new LoRA adapter: name '${name}', path '${b.lora_path}'`);
+      return new Response(`Success: LoRA adapter '${name}' added successfully.`, { status: 200 });
+    }
+    if (i < 0) throw new HerdError(404, "not_found_error", `The lora adapter '${name}' cannot be found.`, "model_not_found");
+    o.loraModules = o.loraModules.filter((l) => l.name !== name);
+    log(`INFO ${ts()} [serving_models.py] Removed LoRA adapter: name '${name}'`);
+    return new Response(`Success: LoRA adapter '${name}' removed successfully.`, { status: 200 });
   }
 
   private tokenize(body: unknown): Response {
