@@ -10,6 +10,7 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 // A JSON key with an unescaped closing quote cannot occur inside a JSON string value (there every
 // quote is `\"`), so this matches only the real usage field, never generated text that mentions it.
 const CACHED_TOKENS = /"cached_tokens"\s*:\s*(\d+)/g;
+const RESPONSES_END = /"type"\s*:\s*"(response\.(?:completed|incomplete|failed))"/;
 
 /** The last `usage.prompt_tokens_details.cached_tokens` in a piece of JSON text, or null. */
 export function lastCachedTokens(text: string): number | null {
@@ -108,6 +109,10 @@ export class SseScanner {
       }
       const cached = lastCachedTokens(data);
       if (cached !== null) this.cachedTokens = cached;
+      // A Responses stream without `event:` lines still ends with its type in the data. An unescaped
+      // `"type":"response.` cannot occur inside a JSON string value, so generated text never matches.
+      const end = data.includes("\"response.") ? RESPONSES_END.exec(data) : null;
+      if (end) this.namedEvent(end[1]!);
       if (this.sawToken) continue;
       try {
         const parsed: unknown = JSON.parse(data);
