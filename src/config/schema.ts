@@ -9,7 +9,7 @@
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
 import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
-import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
+import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, strOrObj, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
 
@@ -31,7 +31,23 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
     check: checkListen,
     pattern: "^(\\[[0-9A-Fa-f:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$",
   }),
-  api_keys: list(str("A bearer key.", undefined, { nonEmpty: true }), "Bearer keys accepted on /v1/*; empty = no auth.", []),
+  api_keys: list(
+    strOrObj(
+      str("A bearer key.", undefined, { nonEmpty: true }),
+      obj("A tenant: its key (or a file holding it), its name in metrics, limits and priority.", {
+        key: str("The bearer key; or set key_file.", ""),
+        key_file: str("File whose content (trimmed) is the key; relative = next to the config file.", ""),
+        name: str("Tenant name in metrics and logs (never the key). Default: tenant-<index>.", ""),
+        rpm: int("Requests per minute; 0 = unlimited.", 0, { min: 0, max: 100_000_000 }),
+        tpm: int("Tokens per minute (prompt + max_tokens, charged at admission); 0 = unlimited.", 0, { min: 0, max: 1e12 }),
+        concurrency: int("Requests in flight at once; 0 = unlimited.", 0, { min: 0, max: 1_000_000 }),
+        priority: int("Priority class when herd queues (higher first); a request may lower its own with x-herd-priority.", 0, { min: -100, max: 100 }),
+      }),
+      "A bearer key, or a tenant object.",
+    ),
+    "Bearer keys accepted on /v1/*; empty = no auth.",
+    [],
+  ),
   admin_token: str("Bearer token for /admin from non-loopback clients; empty = /admin is loopback-only.", ""),
   max_body_bytes: int("Request bodies above this get 413.", 10 * 1024 * 1024, { min: 1024, max: 1024 ** 3 }),
   max_in_flight: int("Requests in flight beyond this get 429 (bounds herd's own queue).", 4096, { min: 1, max: 1_000_000 }),
@@ -45,6 +61,18 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   max_json_values: int("Bodies with more JSON values than this get 400 before being parsed on the event loop.", 131_072, { min: 1024, max: 100_000_000 }),
   max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
   metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
+  queue: obj("herd's own queue when every worker of a model is saturated: priority, then fair share (VTC) between tenants.", {
+    worker_slots: int("Requests in flight per ready worker of a model before herd queues the next (0 = never queue).", 0, { min: 0, max: 1_000_000 }),
+    max_waiting: int("Requests waiting per node; beyond it 503 + Retry-After.", 1024, { min: 1, max: 1_000_000 }),
+    timeout_ms: ms("A request waiting longer gets 503 + Retry-After.", 30_000),
+    aging_ms: ms("Waiting this long raises a request's priority by one class (no starvation); 0 = never.", 10_000),
+  }),
+  lora: obj("On-demand LoRA adapters (models[].lora_adapters[].on_demand): placement and unloading.", {
+    max_per_engine: int("On-demand adapters loaded at once per engine (vLLM --max-loras); a full engine unloads its least recently used idle one first.", 4, { min: 1, max: 1024 }),
+    idle_ms: ms("An on-demand adapter unused this long on an engine is unloaded.", 300_000),
+    spread_in_flight: int("When every engine holding an adapter has this many requests in flight, it is loaded on one more engine.", 8, { min: 1, max: 1_000_000 }),
+  }),
+  responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
 });
 
@@ -157,10 +185,17 @@ const modelEntry = obj("A model clients can ask for.", {
     "vLLM engines' --prefix-caching-hash-algo; \"\" = engine default. One value per model: every engine of the model hashes its blocks alike.",
     "",
   ),
+  aliases: list(
+    str("Another name clients may send for this model.", undefined, { nonEmpty: true }),
+    "More served names for this model (vLLM --served-model-name takes several): listed in /v1/models and accepted as `model`; engines see `name`.",
+    [],
+    64,
+  ),
   lora_adapters: list(
     obj("A LoRA adapter served beside the base model (vLLM --lora-modules): clients send its name as `model`.", {
       name: str("The adapter's model name clients send.", undefined, { nonEmpty: true }),
       path: str("Where engines load it from.", undefined, { nonEmpty: true }),
+      on_demand: bool("Loaded at run time where requests need it (vLLM/sim engines: /v1/load_lora_adapter), unloaded when idle (frontend.lora); false = loaded at engine start.", false),
     }),
     "LoRA adapters of this model. Their requests run on the model's engines and hash their KV blocks with the adapter's name (vLLM's extra keys), so they never get the base model's cache credited.",
     [],
@@ -310,7 +345,7 @@ const planner = obj("Scale engines from herd's own signals, down to zero at nigh
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
-const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, lora_adapters: [] }];
+const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, aliases: [], lora_adapters: [] }];
 const demoEngines = () => [
   {
     kind: "sim" as const,

@@ -46,11 +46,33 @@ export interface NodeConfig {
   data_dir: string;
 }
 
+export interface ApiKeyEntry {
+  key: string;
+  key_file: string;
+  name: string;
+  rpm: number;
+  tpm: number;
+  concurrency: number;
+  priority: number;
+}
+
+export interface QueueConfig {
+  worker_slots: number;
+  max_waiting: number;
+  timeout_ms: number;
+  aging_ms: number;
+}
+
 export interface FrontendConfig {
   /** HOST:PORT of the OpenAI-compatible listener (also serves /admin and /metrics). */
   listen: string;
   /** Bearer keys accepted on /v1/*; empty = no auth. */
-  api_keys: string[];
+  /** Bare keys, or tenants with limits (src/frontend/tenants.ts). */
+  api_keys: (string | ApiKeyEntry)[];
+  queue: QueueConfig;
+  lora: { max_per_engine: number; idle_ms: number; spread_in_flight: number };
+  /** Bytes of /v1/responses conversations kept for previous_response_id. */
+  responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */
   admin_token: string;
   /** Request bodies above this get 413. */
@@ -201,7 +223,9 @@ export interface ModelConfig {
   /** vLLM engines' prefix-caching block hash (--prefix-caching-hash-algo); "" = engine default. Same for every engine of the model. */
   prefix_caching_hash_algo: PrefixCachingHashAlgo;
   /** LoRA adapters served beside the base model; a request names one as its `model`. */
-  lora_adapters: { name: string; path: string }[];
+  /** More names clients may send for this model (listed in /v1/models). */
+  aliases: string[];
+  lora_adapters: { name: string; path: string; on_demand: boolean }[];
 }
 
 export interface KvEventsEndpoint {

@@ -258,7 +258,7 @@ export class HerdNode {
     const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i) });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
-      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
+      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],

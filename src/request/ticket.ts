@@ -174,6 +174,8 @@ export class Ticket {
    * may run two at once (SGLang's flow sends the prefill and the decode leg together).
    */
   private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string; unlink: (() => void) | null }>();
+  /** Run once at release (the frontend's tenant slot and fair-queue grant). */
+  private readonly onReleased: (() => void)[] = [];
 
   constructor(
     private readonly adm: Admission,
@@ -257,5 +259,12 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
+    for (const fn of this.onReleased.splice(0)) fn();
+  }
+
+  /** Call `fn` when the request is over (at once if it already is). */
+  onRelease(fn: () => void): void {
+    if (this.outcome !== null) fn();
+    else this.onReleased.push(fn);
   }
 }

@@ -114,7 +114,7 @@ describe.each(ALL_DRIVERS.map((d) => [d.kind, d] as const))("driver %s", (kind, 
 
   test("capabilities are true to the launch: LoRA adapters, sleep mode, P/D flags, the KV tier", () => {
     const input = inputFor(d);
-    const withLora = { ...input, model: { ...input.model, lora_adapters: [{ name: "ad-one", path: "/adapters/one" }] } };
+    const withLora = { ...input, model: { ...input.model, lora_adapters: [{ name: "ad-one", path: "/adapters/one", on_demand: false }] } };
     const loraArgv = d.launch(withLora)?.argv.join(" ") ?? "";
     expect(loraArgv.includes("ad-one=/adapters/one")).toBe(d.lora);
     const plain = d.launch(input);
