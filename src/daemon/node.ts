@@ -20,6 +20,8 @@ import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
+import { registerNodeGauges } from "../metrics/node-gauges.ts";
+import { nodeGaugeSources } from "./observe.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
@@ -107,6 +109,7 @@ export class HerdNode {
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
+    registerNodeGauges(this.metrics.registry, nodeGaugeSources(this));
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
     this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({

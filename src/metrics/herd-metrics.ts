@@ -36,6 +36,7 @@ export class HerdMetrics {
   private readonly predictedCached: Counter<"model">;
   private readonly reportedCached: Counter<"model">;
   private readonly cachedRatio: Gauge<"model">;
+  private readonly promptTokensCounted: Counter<"model">;
   /** Per model: [predicted, reported] cached tokens summed since start (the ratio gauge's source). */
   private readonly cachedSums = new Map<string, [number, number]>();
   private readonly restartsSeen = new Map<string, number>();
@@ -122,6 +123,11 @@ export class HerdMetrics {
       "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
       ["model"],
     );
+    this.promptTokensCounted = counter(
+      METRIC.promptTokensTotal,
+      "Prompt tokens (herd's count: exact when the router tokenized the prompt, else characters / 4) of the requests whose engine reported cached tokens: the prefix hit rate is herd_reported_cached_tokens_total over this.",
+      ["model"],
+    );
     const restartsSeen = this.restartsSeen;
     this.restarts = new Counter({
       name: METRIC.engineRestartsTotal,
@@ -206,9 +212,10 @@ export class HerdMetrics {
    * An engine reported `reported` cached prompt tokens for a request the policy predicted
    * `predicted` for (null: the policy makes no prediction; only the reported side counts).
    */
-  cachedTokens(model: string, predicted: number | null, reported: number): void {
+  cachedTokens(model: string, predicted: number | null, reported: number, promptTokens = 0): void {
     const m = this.model(model);
     this.reportedCached.inc({ model: m }, reported);
+    this.promptTokensCounted.inc({ model: m }, Math.max(promptTokens, reported));
     if (predicted === null) return;
     this.predictedCached.inc({ model: m }, predicted);
     const sums = this.cachedSums.get(m) ?? [0, 0];

@@ -19,6 +19,15 @@ export const METRIC = {
   predictedCachedTokensTotal: "herd_predicted_cached_tokens_total",
   reportedCachedTokensTotal: "herd_reported_cached_tokens_total",
   cachedTokensRatio: "herd_cached_tokens_prediction_ratio",
+  promptTokensTotal: "herd_prompt_tokens_total",
+  // Node gauges (node-gauges.ts): read from the KV ingest, the cluster and the registry at scrape time.
+  kvEventGapsTotal: "herd_kv_event_gaps_total",
+  kvEventResyncsTotal: "herd_kv_event_resyncs_total",
+  modelReadyWorkers: "herd_model_ready_workers",
+  workerKvUsageRatio: "herd_worker_kv_usage_ratio",
+  clusterTerm: "herd_cluster_term",
+  clusterIsLeader: "herd_cluster_is_leader",
+  clusterNodes: "herd_cluster_nodes",
 } as const;
 
 export type MetricName = (typeof METRIC)[keyof typeof METRIC];

@@ -74,6 +74,7 @@ function runLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, request
       return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
     }
     const { worker, lease } = routed;
+    t.decision = routed.decision;
     const ctx: AttemptCtx<C> = { d, t, leg, last, id: legId(requestId, leg, n), requestId };
     attemptOn(ctx, worker.id, worker.url, lease, routed.decision.predictedCachedTokens ?? null, (r) => {
       if (r.kind === "answer") return done(r.answer);
@@ -137,7 +138,7 @@ export interface AttemptCtx<C> {
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
 export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
   const { d, t, leg } = x;
-  const ac = t.beginAttempt(workerId, lease, predicted);
+  const ac = t.beginAttempt(workerId, lease, predicted, leg.route.promptTokens);
   const startedAtMs = d.clock.now();
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the

@@ -6,7 +6,7 @@
 // per-worker count a policy reads is the lease's, owned by the router).
 import type { Clock } from "../core/clock.ts";
 import type { HerdMetrics, RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
-import type { Lease } from "../router/index.ts";
+import type { Decision, Lease } from "../router/index.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 
 /** Why an attempt was aborted; carried as its AbortSignal's reason. */
@@ -72,7 +72,7 @@ export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
       if (o.kind === "client_stalled") m.clientFailure(t.model, "client_stalled", "streaming");
       if (o.kind === "complete" && o.status === 200) {
         m.finished(t.model ?? "", seconds(t));
-        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens);
+        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens, t.promptTokens);
       }
     },
   };
@@ -167,6 +167,12 @@ export class Ticket {
   workerId: string | null = null;
   /** The policy's predicted cached tokens on that worker (null: no prediction). */
   predictedCachedTokens: number | null = null;
+  /** The prompt's length in tokens as the router counted it for that attempt (0 before one). */
+  promptTokens = 0;
+  /** The routing decision of the attempt under way (null for pinned legs a plan chose). */
+  decision: Decision | null = null;
+  /** Clock time of the first token, null before it. */
+  firstTokenAtMs: number | null = null;
   outcome: Outcome | null = null;
   private lease: Lease | null = null;
   private ac: AbortController | null = null;
@@ -189,8 +195,9 @@ export class Ticket {
   }
 
   /** Start an attempt on a worker under a fresh abort signal that also fires when the client leaves. */
-  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null): AbortController {
+  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, promptTokens = 0): AbortController {
     this.endAttempt();
+    this.promptTokens = promptTokens;
     const ac = new AbortController();
     this.ac = ac;
     this.lease = lease;
@@ -225,6 +232,7 @@ export class Ticket {
   }
 
   firstToken(): void {
+    this.firstTokenAtMs = this.adm.clock.now();
     this.lease?.firstToken();
     this.adm.recorder.firstToken(this);
   }
