@@ -21,7 +21,7 @@ import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
 import { registerNodeGauges } from "../metrics/node-gauges.ts";
-import { nodeGaugeSources } from "./observe.ts";
+import { engineView, nodeGaugeSources } from "./observe.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
@@ -55,6 +55,7 @@ import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
+import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
 export interface PdTraceEntry {
@@ -89,6 +90,8 @@ export class HerdNode {
   readonly readiness: Readiness;
   /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
   readonly nixl: NixlMetadataService | null;
+  /** The last finished requests' decision records, for the status page (/admin/requests). */
+  readonly recent = new RecentRequests();
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -243,7 +246,8 @@ export class HerdNode {
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      records: this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
@@ -265,6 +269,7 @@ export class HerdNode {
       ...kvAdminBackend(this.config, this.kv, this.prompts),
       logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
       pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+      engine: (id) => engineView(supervisor, id),
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),

@@ -5,6 +5,7 @@ export const METRIC = {
   requestsTotal: "herd_requests_total",
   ttftSeconds: "herd_time_to_first_token_seconds",
   e2eSeconds: "herd_e2e_request_latency_seconds",
+  timePerOutputTokenSeconds: "herd_time_per_output_token_seconds",
   workerInFlight: "herd_worker_in_flight",
   frontendInFlight: "herd_frontend_in_flight",
   routingDecisionsTotal: "herd_routing_decisions_total",

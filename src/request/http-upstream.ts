@@ -21,6 +21,9 @@ export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
       get cachedTokens() {
         return tail.cachedTokens;
       },
+      get outputTokens() {
+        return tail.outputTokens;
+      },
     };
   },
   size: (c) => c.byteLength,

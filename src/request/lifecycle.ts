@@ -138,7 +138,7 @@ export interface AttemptCtx<C> {
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
 export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
   const { d, t, leg } = x;
-  const ac = t.beginAttempt(workerId, lease, predicted, leg.route.promptTokens);
+  const ac = t.beginAttempt(workerId, lease, predicted, leg);
   const startedAtMs = d.clock.now();
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
@@ -334,7 +334,7 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
       }
       const usage = fmt.usage();
       usage.push(whole);
-      t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens });
+      t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens, outputTokens: usage.outputTokens ?? null });
       settle(s, { kind: "answer", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
     });
   arm();
@@ -368,7 +368,7 @@ function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
     d.log.info("client stopped reading; stream closed", { worker: s.workerId });
     return t.release({ kind: "client_stalled" });
   }
-  if (end.kind === "complete") return t.release({ kind: "complete", status: 200, cachedTokens: end.cachedTokens });
+  if (end.kind === "complete") return t.release({ kind: "complete", status: 200, cachedTokens: end.cachedTokens, outputTokens: end.outputTokens ?? null });
   t.upstreamFailed(s.workerId, end.reason);
   d.log.warn("upstream failed mid-stream", { worker: s.workerId, reason: end.reason, err: end.message });
   t.release({ kind: "broken", reason: end.reason });
