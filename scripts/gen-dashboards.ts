@@ -45,6 +45,12 @@ export const DASHBOARDS: DashboardSpec[] = [
         targets: [[`herd:ttft_seconds:p50_5m{model=~"$model"}`, "p50 {{model}}"], [`herd:ttft_seconds:p95_5m{model=~"$model"}`, "p95 {{model}}"], [`herd:ttft_seconds:p99_5m{model=~"$model"}`, "p99 {{model}}"]],
       },
       {
+        title: "ITL percentiles",
+        unit: "s",
+        description: "Mean time between output tokens of each request (recording rules herd:itl_seconds:*).",
+        targets: [[`herd:itl_seconds:p50_5m{model=~"$model"}`, "p50 {{model}}"], [`herd:itl_seconds:p95_5m{model=~"$model"}`, "p95 {{model}}"], [`herd:itl_seconds:p99_5m{model=~"$model"}`, "p99 {{model}}"]],
+      },
+      {
         title: "E2E latency percentiles",
         unit: "s",
         targets: [[`herd:e2e_seconds:p50_5m{model=~"$model"}`, "p50 {{model}}"], [`herd:e2e_seconds:p95_5m{model=~"$model"}`, "p95 {{model}}"], [`herd:e2e_seconds:p99_5m{model=~"$model"}`, "p99 {{model}}"]],
