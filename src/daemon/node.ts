@@ -21,7 +21,8 @@ import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
 import { registerNodeGauges } from "../metrics/node-gauges.ts";
-import { engineView, nodeGaugeSources } from "./observe.ts";
+import { decisionLogOf, engineView, fanOut, nodeGaugeSources } from "./observe.ts";
+import type { RecordFile } from "../request/record-file.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
@@ -92,6 +93,8 @@ export class HerdNode {
   readonly nixl: NixlMetadataService | null;
   /** The last finished requests' decision records, for the status page (/admin/requests). */
   readonly recent = new RecentRequests();
+  /** The decision log (config decision_log), null when its path is empty. */
+  readonly decisionLog: RecordFile | null;
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -104,6 +107,7 @@ export class HerdNode {
   ) {
     const { clock, log, seed } = o;
     this.running = config;
+    this.decisionLog = decisionLogOf(config, clock, log);
     this.registry = new WorkerRegistry(log.child("registry"));
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
     // explain; it also relays this node's updates to the other nodes and holds theirs.
@@ -166,6 +170,7 @@ export class HerdNode {
     const log = this.o.log;
     return [
       service("runtime-file", () => void (this.runtime = claimRuntimeFile(config, this.o.configPath, new Date(wallClockMs()).toISOString())), () => this.runtime?.release()),
+      ...(this.decisionLog ? [service("decision-log", () => this.decisionLog!.start(), () => this.decisionLog!.close())] : []),
       service("listener", () => this.listen(), async () => {
         await this.listening?.stop(true);
         this.frontend.close();
@@ -247,7 +252,7 @@ export class HerdNode {
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : []), recentRequestsRoute(this.recent, wallClockMs)],
-      records: this.recent.sink,
+      records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
