@@ -1,6 +1,7 @@
 // The status page's script (plain ES2017: polling, tables, hand-written SVG plots), as a string
-// module so `bun build --compile` embeds it in the binary (no CDN, no build step). Served by status-page.ts; keep it free of backticks, dollar-brace and
-// non-ASCII characters (Bun rewrites those as backslash-u escapes, which only JS strings decode).
+// module so `bun build --compile` embeds it in the binary (no CDN, no build step). Served by
+// status-page.ts; keep it free of backticks, dollar-brace and non-ASCII characters (Bun
+// rewrites those as backslash-u escapes, which only JS strings decode).
 export const PAGE_JS = String.raw`"use strict";
 // herd status page: polls this node's admin API and draws the cluster, its workers, latency plots
 // computed from the last decision records, routing decisions, P/D traces, the planner and the KV tier.
