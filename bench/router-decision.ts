@@ -28,6 +28,7 @@ function config(policy: string): RouterConfig {
     // kv / prefix knobs at their defaults (these requests carry no block hashes: load terms only).
     kv: KV_DEFAULTS.kv,
     prefix: KV_DEFAULTS.prefix,
+    pd: KV_DEFAULTS.pd,
     pipeline: KV_DEFAULTS.pipeline,
   };
 }
@@ -68,7 +69,7 @@ function bench(policy: string): { p50: number; p99: number; mean: number } {
 
 console.log(`router decision latency, ${WORKERS} workers, ${N} decisions per policy (µs, route() incl. filters and explain terms)`);
 console.log("policy          p50_us   p99_us   mean_us");
-for (const f of POLICY_FACTORIES) {
+for (const f of Object.values(POLICY_FACTORIES)) {
   const r = bench(f.name);
   console.log(`${f.name.padEnd(14)} ${r.p50.toFixed(2).padStart(7)} ${r.p99.toFixed(2).padStart(8)} ${r.mean.toFixed(2).padStart(9)}`);
 }

@@ -3,10 +3,9 @@
 // randomness enter only through src/core (Clock, Rng), so one seed and one virtual clock reproduce
 // a run. These tests read the source as text: they fail the moment an import or a call breaks that.
 import { describe, expect, test } from "bun:test";
-import { readdirSync, readFileSync, statSync } from "node:fs";
-import { dirname, join, relative, resolve } from "node:path";
-
-const SRC = resolve(import.meta.dir, "../src");
+import { readFileSync } from "node:fs";
+import { relative } from "node:path";
+import { folderOf, IMPORT, importEdges, SRC, stripComments, walk } from "./helpers/source.ts";
 
 /** Lower lines first. Keep in step with docs/architecture.md and the folder READMEs. */
 export const LAYERS: readonly (readonly string[])[] = [
@@ -25,48 +24,8 @@ export const LAYERS: readonly (readonly string[])[] = [
 const rankOf = new Map<string, number>();
 LAYERS.forEach((line, i) => line.forEach((f) => rankOf.set(f, i)));
 
-function walk(dir: string, out: string[] = []): string[] {
-  for (const name of readdirSync(dir)) {
-    const p = join(dir, name);
-    if (statSync(p).isDirectory()) walk(p, out);
-    else if (name.endsWith(".ts")) out.push(p);
-  }
-  return out;
-}
-
-/** `src/router/policies/kv.ts` → `router`; top-level files are their own folder (`cli.ts` → `cli`). */
-function folderOf(file: string): string {
-  const rel = relative(SRC, file);
-  const first = rel.split("/")[0]!;
-  return first.endsWith(".ts") ? first.slice(0, -3) : first;
-}
-
-/** Code without comments and string bodies that are not import specifiers (good enough for a lint). */
-function stripComments(src: string): string {
-  return src.replace(/\/\*[\s\S]*?\*\//g, "").replace(/(^|[^:"'`\\])\/\/.*$/gm, "$1");
-}
-
-const IMPORT = /(?:\bfrom\s*|\bimport\s*\(\s*|^\s*import\s+)["'](\.{1,2}\/[^"']+)["']/gm;
-
-interface Edge {
-  from: string;
-  to: string;
-  file: string;
-  spec: string;
-}
-
 const files = walk(SRC);
-const edges: Edge[] = [];
-for (const file of files) {
-  const code = stripComments(readFileSync(file, "utf8"));
-  for (const m of code.matchAll(IMPORT)) {
-    const target = resolve(dirname(file), m[1]!);
-    if (!target.startsWith(SRC + "/")) continue; // package.json for the version string
-    const from = folderOf(file);
-    const to = folderOf(target);
-    if (from !== to) edges.push({ from, to, file: relative(SRC, file), spec: m[1]! });
-  }
-}
+const edges = importEdges(files);
 
 describe("architecture", () => {
   test("every folder under src/ is on a layer", () => {
@@ -120,6 +79,25 @@ describe("architecture", () => {
       });
     }
     expect(leaks).toEqual([]);
+  });
+
+  test("an engine kind's name is tested only in its driver (everything else asks a capability)", () => {
+    // src/engine/driver.ts: a new kind is its driver file plus one registry line. config sits below
+    // engine and knows `external` only as the kind whose schema needs `url` (no port to claim).
+    const KIND_TEST = /\bkind\s*[!=]==?\s*["'](sim|vllm|sglang|trtllm|command|external)["']/;
+    const allowed = ["engine/drivers/", "engine/sim/"];
+    const known = new Set(["config/validate.ts: external"]);
+    const hits: string[] = [];
+    for (const file of files) {
+      const rel = relative(SRC, file);
+      if (allowed.some((a) => rel.startsWith(a))) continue;
+      stripComments(readFileSync(file, "utf8")).split("\n").forEach((line, i) => {
+        const m = KIND_TEST.exec(line);
+        if (m && !known.has(`${rel}: ${m[1]}`)) hits.push(`src/${rel}:${i + 1}: ${line.trim()}`);
+      });
+    }
+    expect(hits).toEqual([]);
+    expect(KIND_TEST.test(`if (e.kind !== "vllm") return;`)).toBe(true);
   });
 
   test("the checker itself bites: an upward import and a cycle are caught", () => {

@@ -70,6 +70,7 @@ const EXPECT: [RegExp, Expect][] = [
   [/^curl .*\/v1\/chat\/completions/, { stdout: /"choices"/ }],
   [/^curl .*\/admin\/route\/explain/, { stdout: /"workers"|"candidates"|"policy"/ }],
   [/^curl .*\/metrics/, { stdout: /^herd_/m }],
+  [/^npm run herd -- doctor\b/, { stdout: /^ok: \d+ ok, \d+ warnings, 0 failed$/m }],
   [/^npm run herd -- status\b/, { stdout: /workers 2\/2 ready/ }],
   [/^npm run herd -- drain sim-0/, { stdout: /\/sim-0: drained/ }],
   [/^npm run herd -- undrain --node/, { stdout: /\/sim-1: undrained/ }],

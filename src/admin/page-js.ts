@@ -88,6 +88,7 @@ export const PAGE_JS = String.raw`"use strict";
       var err = s.lastError;
       if (w.engine && w.engine.last_exit) err = "exit " + (w.engine.last_exit.signal || w.engine.last_exit.code) + (err ? "; " + err : "");
       if (!err && w.engine && (w.state === "failed" || w.state === "starting") && w.engine.reason) err = w.engine.reason;
+      if (w.last_error) err = w.last_error + (s.lastError ? "; " + s.lastError : "");
       var action = w.drained
         ? el("button", { type: "button", onclick: function () { post("/admin/workers/" + w.id + "/undrain").then(poll); }, "aria-label": "undrain " + w.id, text: "undrain" })
         : el("button", { type: "button", onclick: function () { post("/admin/workers/" + w.id + "/drain").then(poll); }, "aria-label": "drain " + w.id, text: "drain" });

@@ -13,11 +13,11 @@ import type { Worker } from "../workers/worker.ts";
 import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
-import { parseJson, readBodyLimited } from "../http/body.ts";
-import { checkRequest } from "../protocol/openai.ts";
+import { checkRequest, type Endpoint } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
 import type { Clock } from "../core/clock.ts";
 import { LogLimiter } from "../http/log-limit.ts";
+import { JsonGuard } from "../http/json-guard.ts";
 
 /** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */
 export interface AdminBackend extends Partial<KvAdminBackend> {
@@ -25,6 +25,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   logs?(workerId: string, lines: number): string[] | null;
   /** OS process id of a worker's engine (null for external or not running), shown in /admin/cluster. */
   pid?(workerId: string): number | null;
+  /** Why a worker's engine last crashed (its last error line, a lost port); null when ready or unknown. */
+  lastError?(workerId: string): string | null;
   /** Take a worker out of rotation (admitted requests finish); false when the id is unknown. */
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
@@ -33,8 +35,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   engine?(workerId: string): { phase: string; reason: string; last_exit: { code: number | null; signal: string | null } | null } | null;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
   cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
-  /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
-  pdExplain?(route: RouteRequest): unknown | null;
+  /** P/D models (src/pd): the decision and each leg's preset, pick and candidates' terms (a dry run of the real sequence); null for other models. */
+  pdExplain?(route: RouteRequest, body: Record<string, unknown>, endpoint: Endpoint): Promise<{ legs: unknown[] } | null>;
   /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
   pdTraces?(): unknown[];
 }
@@ -51,6 +53,8 @@ export interface AdminOptions {
   clock?: Clock;
   /** Endpoints other modules contribute (src/http/admin-route.ts), behind the same access rule. */
   contributed?: readonly AdminRoute[];
+  /** The frontend's JSON guard (shared thread and body budget); default: one of its own. */
+  json?: JsonGuard;
 }
 
 /** At most one "admin request refused" warning per this interval (a remote client can send many). */
@@ -108,17 +112,20 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       ...(o.status ? o.status() : {}),
       ...(o.backend?.cluster ? o.backend.cluster() : {}),
       workers: o.registry.list().map((w) => ({
-        ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null, engine: o.backend?.engine?.(w.id) ?? null,
-        drained: o.registry.isCordoned(w.id),
+        ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null,
+        engine: o.backend?.engine?.(w.id) ?? null, drained: o.registry.isCordoned(w.id),
       })),
       // What else this node's admin API serves (the status page polls only those).
       admin_endpoints: (o.contributed ?? []).map((r) => `${r.method} ${r.path}`),
     }),
   );
 
+  // The frontend's bounded parse (issue 22: 5M-deep nesting was accepted here): values, depth, and
+  // bodies over 256 KiB scanned off the event loop.
+  const jsonGuard = o.json ?? new JsonGuard();
   app.post("/route/explain", async (c) => {
-    const text = await readBodyLimited(c.req.raw, o.config.frontend.max_body_bytes);
-    const parsed = parseJson(text);
+    const f = o.config.frontend;
+    const { parsed } = await jsonGuard.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
     // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
     const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
     const checked = checkRequest(isChat ? "chat" : "completions", parsed);
@@ -135,9 +142,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
-    // A P/D model (prefill + decode workers) is not routed by the policy: show the P/D choice.
-    const pd = o.backend?.pdExplain?.(req) ?? null;
-    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", pd });
+    // A P/D model (prefill + decode workers) is routed leg by leg, each by its preset: show the legs.
+    const pd = (await o.backend?.pdExplain?.(req, checked.body, isChat ? "chat" : "completions")) ?? null;
+    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", ...pd });
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
     const none = { gpu: 0, cpu: 0, disk: 0 };

@@ -4,14 +4,15 @@
 // (looked up in the YAML again, since a resolved Config carries no lines).
 //
 // Checked: models[].tokenizer (a directory holding tokenizer.json), models[].path when it is a local
-// path (absolute, ./ or ../; otherwise it is a Hugging Face repo id the engine downloads) and a
-// non-sim engine loads it, engines[].command[0] of kind `command` (an executable, by path or on
-// $PATH). Keys added later that name files (token files, password files) get an entry in fileRefs().
+// path (absolute, ./ or ../; otherwise it is a Hugging Face repo id the engine downloads) and an
+// engine of the model reads it (the driver's `loadsModelPath`, which the caller passes: config sits
+// below src/engine), engines[].command[0] (the `command` key, which only kind `command` may set:
+// an executable, by path or on $PATH). Keys added later that name files (token files, password files) get an entry in fileRefs().
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { LineCounter, isNode, parseDocument } from "yaml";
 import type { Finding } from "./findings.ts";
-import type { Config } from "./types.ts";
+import type { Config, EngineKind } from "./types.ts";
 
 /** What the checks need from the file system; tests inject a fake one. */
 export interface FileFacts {
@@ -49,7 +50,10 @@ interface FileRef {
 
 const looksLocal = (p: string) => isAbsolute(p) || p.startsWith("./") || p.startsWith("../");
 
-function fileRefs(config: Config): FileRef[] {
+/** Whether engines of a kind read models[].path themselves (src/engine: `driverFor(kind).loadsModelPath`). */
+export type LoadsModelPath = (kind: EngineKind) => boolean;
+
+function fileRefs(config: Config, loadsModelPath: LoadsModelPath): FileRef[] {
   const refs: FileRef[] = [];
   config.models.forEach((m, i) => {
     if (m.tokenizer !== "")
@@ -66,7 +70,7 @@ function fileRefs(config: Config): FileRef[] {
           return kj === "file" ? null : `${json} ${kj === "missing" ? "does not exist" : "cannot be read"}`;
         },
       });
-    const loaded = config.engines.some((e) => e.model === m.name && e.kind !== "sim" && e.kind !== "external");
+    const loaded = config.engines.some((e) => e.model === m.name && loadsModelPath(e.kind));
     if (loaded && looksLocal(m.path))
       refs.push({
         path: `models[${i}].path`,
@@ -76,7 +80,7 @@ function fileRefs(config: Config): FileRef[] {
   });
   config.engines.forEach((e, i) => {
     const exe = e.command[0];
-    if (e.kind !== "command" || exe === undefined || exe.includes("{")) return;
+    if (exe === undefined || exe.includes("{")) return;
     refs.push({
       path: `engines[${i}].command`,
       value: exe,
@@ -111,10 +115,10 @@ export function lineOfKey(text: string, path: string): number {
  * Findings for every file `config` names that is missing or unusable. `configFile` (the YAML the
  * config came from, null for the embedded default) gives the lines.
  */
-export function checkConfigFiles(config: Config, configFile: string | null, facts: FileFacts = realFileFacts()): Finding[] {
+export function checkConfigFiles(config: Config, configFile: string | null, loadsModelPath: LoadsModelPath, facts: FileFacts = realFileFacts()): Finding[] {
   let text: string | null = null;
   const findings: Finding[] = [];
-  for (const ref of fileRefs(config)) {
+  for (const ref of fileRefs(config, loadsModelPath)) {
     const message = ref.check(facts);
     if (message === null) continue;
     if (text === null && configFile !== null) {

@@ -1,11 +1,9 @@
 // Checks of the `planner` section across keys (pure): each pool names an engines[] entry herd starts,
 // at most one pool per entry and per model/role (the planner's pool id), min ≤ max, pins and floors
-// within them, sleep only where the engine kind has a sleep mode.
+// within them. What needs the engine kind's capabilities (a pool on an engine herd does not start,
+// can_sleep on a kind without a sleep mode) is checked with the drivers in src/engine/check.ts.
 import type { Severity } from "./findings.ts";
 import type { Config } from "./types.ts";
-
-/** Engine kinds with a sleep mode herd can drive (vLLM's /sleep and /wake_up; the sim engine mimics it). */
-export const SLEEP_KINDS: ReadonlySet<string> = new Set(["vllm", "sim"]);
 
 /** `HH:MM-HH:MM=N` → seconds since local midnight and the floor; null when malformed. */
 export function parseFloor(text: string): { fromS: number; toS: number; min: number } | null {
@@ -32,14 +30,12 @@ export function checkPlanner(config: Config, add: Add): void {
     const prev = byEntry.get(pool.engine);
     if (prev !== undefined) add("error", `${at}.engine`, `engines[${pool.engine}] already has a pool (planner.pools[${prev}])`);
     else byEntry.set(pool.engine, i);
-    if (entry.kind === "external") add("error", `${at}.engine`, `engines[${pool.engine}] is external: herd does not start it, so the planner cannot scale it`);
     const id = `${entry.model}/${entry.role}`;
     const other = byPool.get(id);
     if (other !== undefined && other !== pool.engine) add("error", `${at}.engine`, `engines[${pool.engine}] and engines[${other}] are both ${id}: one pool per model and role`);
     else byPool.set(id, pool.engine);
     if (pool.min > pool.max) add("error", `${at}.min`, `must not exceed max (${pool.max})`);
     if (pool.pin > pool.max) add("error", `${at}.pin`, `must not exceed max (${pool.max})`);
-    if (pool.can_sleep && !SLEEP_KINDS.has(entry.kind)) add("error", `${at}.can_sleep`, `${entry.kind} engines have no sleep mode herd can drive (only ${[...SLEEP_KINDS].join(", ")})`);
     pool.floors.forEach((f, k) => {
       const parsed = parseFloor(f);
       if (!parsed) add("error", `${at}.floors[${k}]`, `expected HH:MM-HH:MM=N, got ${JSON.stringify(f)}`);

@@ -1,6 +1,8 @@
 // Checks across keys that the per-key schema cannot express: references between sections and
-// resources (ports, GPUs) that must not be claimed twice. Rules that depend on an engine's kind live
-// in the engine drivers (src/engine/check.ts). Pure: takes
+// resources (ports, GPUs) that must not be claimed twice. Rules that depend on what an engine kind
+// can do (P/D flags, sleep mode, LoRA, tokenizer, kind-specific keys) live with the engine drivers
+// (src/engine/check.ts asks each driver's capabilities): config sits below engine and knows only
+// the kind names and the keys the schema gives `external` (url) and `command`. Pure: takes
 // a resolved Config plus a path → line lookup and returns findings.
 
 import { didYouMean, type Finding, type Severity } from "./findings.ts";
@@ -16,7 +18,6 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
     out.push({ path, line: lineOf(path), message, severity });
 
   checkModels(config, add);
-  checkTokenizers(config, add);
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
   checkGpus(config, add);
@@ -55,30 +56,15 @@ function checkKvTier(config: Config, add: Add): void {
     }
 }
 
-// P/D (issue 13): herd configures the transfer for vllm, sglang and sim engines (src/pd/engine-flags.ts);
-// a prefill engine needs a decode engine of the same model, here or on another cluster node (the
-// P/D plan pairs workers across nodes), or nothing ever reads its KV.
-const PD_KINDS = ["vllm", "sglang", "sim", "external"];
+// P/D (issue 13): a prefill engine needs a decode engine of the same model, here or on another
+// cluster node (the P/D plan pairs workers across nodes), or nothing ever reads its KV. Whether herd
+// sets the kind's P/D flags is the driver's `pdFlow` (src/engine/check.ts).
 function checkPd(config: Config, add: Add): void {
   config.engines.forEach((e, i) => {
     if (e.role === "aggregated") return;
-    if (!PD_KINDS.includes(e.kind)) add("warning", `engines[${i}].role`, `herd sets no P/D flags for kind ${e.kind}: pass them in args (herd still routes it as a ${e.role} worker)`);
     if (e.role === "prefill" && !config.engines.some((d) => d.model === e.model && d.role === "decode")) {
       add("warning", `engines[${i}].role`, `no decode engine on this node serves ${JSON.stringify(e.model)}: prefill workers get no traffic until a decode worker of it exists here or on another cluster node`);
     }
-  });
-}
-
-// Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
-// the simulated engine, so a real engine's model without a tokenizer dir would never show overlap.
-function checkTokenizers(config: Config, add: Add): void {
-  const prefixAware = config.router.policy === "kv" || config.router.policy === "prefix";
-  if (!prefixAware) return;
-  config.models.forEach((m, i) => {
-    if (m.tokenizer !== "") return;
-    const real = config.engines.find((e) => e.model === m.name && e.kind !== "sim");
-    if (real)
-      add("warning", `models[${i}].tokenizer`, `policy ${config.router.policy} needs the model's tokenizer dir to match ${real.kind} engines' blocks; without it no prefix overlap is found`);
   });
 }
 
@@ -151,6 +137,9 @@ function checkGpus(config: Config, add: Add): void {
 function checkCluster(config: Config, add: Add): void {
   const c = config.cluster;
   if (c.token !== "" && c.token_file !== "") add("error", "cluster.token_file", "set either cluster.token or cluster.token_file, not both");
+  const tlsSet = [c.tls.cert, c.tls.key, c.tls.ca].filter((f) => f !== "").length;
+  if (tlsSet !== 0 && tlsSet !== 3) add("error", "cluster.tls", "set all of cluster.tls.cert, key and ca (mutual TLS), or none");
+  if (tlsSet === 3 && c.listen === "") add("error", "cluster.listen", "cluster.tls needs its own peer listener: set cluster.listen (HOST:PORT), which other nodes' seeds name");
   if (c.discovery === "peers" && c.peers.seeds.length === 0)
     add("error", "cluster.peers.seeds", "discovery peers needs at least one seed (HOST:PORT of a voting member)");
   if (c.discovery === "peers" && c.peers.seeds.length % 2 === 0 && c.peers.seeds.length > 0)

@@ -59,10 +59,3 @@ export function createLogger(
     child: (c) => createLogger(`${component}.${c}`, { level, sink, json, timestamps }),
   };
 }
-
-/** A logger that records lines, for tests. */
-export function memoryLogger(): Logger & { lines: string[] } {
-  const lines: string[] = [];
-  const l = createLogger("test", { level: "debug", sink: { write: (x) => lines.push(x) }, timestamps: false, json: false });
-  return Object.assign(l, { lines });
-}

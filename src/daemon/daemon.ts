@@ -18,6 +18,7 @@ import { checkConfigFiles } from "../config/files.ts";
 import { renderFindings } from "../config/findings.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Supervisor } from "../engine/supervisor.ts";
+import { driverFor } from "../engine/drivers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import type { KvConsumer } from "../kv/consumer.ts";
@@ -74,7 +75,7 @@ export interface Daemon {
 export async function runDaemon(config: Config, opts: DaemonOptions): Promise<number> {
   // Every file the config names (tokenizers, local model paths, engine commands) before anything
   // binds or spawns (src/config/files.ts): a typo must not cost an engine start.
-  const missing = checkConfigFiles(config, opts.configPath);
+  const missing = checkConfigFiles(config, opts.configPath, (kind) => driverFor(kind).loadsModelPath);
   if (missing.length) {
     process.stderr.write(`${renderFindings(missing, opts.configPath)}\nherd: not started: ${missing.length} file${missing.length === 1 ? "" : "s"} named by the config cannot be used\n`);
     return 1;
@@ -183,4 +184,3 @@ function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals,
 }
 
 // Moved to the engine drivers (drivers/<kind>.ts kvCapacity); re-exported for tests and tools.
-export { kvCapacityHint } from "../engine/drivers.ts";

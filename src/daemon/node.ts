@@ -15,6 +15,7 @@ import { SeededRng } from "../core/rng.ts";
 import { seedFor } from "../core/seed.ts";
 import { service, type Service } from "../core/service.ts";
 import type { Config } from "../config/types.ts";
+import { LiveConfig } from "../config/live.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
@@ -48,7 +49,6 @@ import { Readiness } from "./readiness.ts";
 import { claimRuntimeFile, type RuntimeFile } from "./runtime-file.ts";
 import { kvIngestService, peerAddress, preprocessService, supervisorService } from "./parts.ts";
 import type { EnginePlan } from "../engine/types.ts";
-import { canListen } from "../engine/plan.ts";
 import type { RouteRequest } from "../router/index.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
@@ -57,6 +57,7 @@ import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
+import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
 export interface PdTraceEntry {
@@ -75,8 +76,11 @@ export interface NodeOptions {
 }
 
 export class HerdNode {
-  /** What runs now: the config plus the live keys of every SIGHUP reload since. */
-  running: Config;
+  /**
+   * The one live-config handle: what runs now, the config plus the live keys of every SIGHUP reload
+   * since. Every part wired here reads live keys through it (per request), or subscribes to it.
+   */
+  readonly live: LiveConfig;
   readonly registry: WorkerRegistry;
   readonly kv: KvConsumer;
   router: Router;
@@ -98,6 +102,8 @@ export class HerdNode {
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
+  /** SGLang-flow prefill workers' planned bootstrap ports (src/pd/launch.ts), for the legs' body. */
+  private readonly bootstrapPorts = new Map<string, number>();
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -106,7 +112,7 @@ export class HerdNode {
     private readonly o: NodeOptions,
   ) {
     const { clock, log, seed } = o;
-    this.running = config;
+    this.live = new LiveConfig(config);
     this.decisionLog = decisionLogOf(config, clock, log);
     this.registry = new WorkerRegistry(log.child("registry"));
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
@@ -121,11 +127,11 @@ export class HerdNode {
     this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
-      plan: { finish: (plans) => this.finishPlans(plans) },
+      plan: { finish: (plans, portFree) => this.finishPlans(plans, portFree) },
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
-    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
+    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), fetch: (u, i) => this.cluster.transport.fetch(u, i), scheme: () => this.cluster.transport.scheme, clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
     this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
@@ -134,13 +140,20 @@ export class HerdNode {
       config, registry: this.registry, clock, log, localUpstream, kvIndex, tierSource: { get: (k) => this.tier.peerGet(k) },
       rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
       address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
-      maxBodyBytes: () => this.running.frontend.max_body_bytes,
+      maxBodyBytes: () => this.live.current.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
-      maxInFlight: () => this.running.frontend.max_in_flight,
+      maxInFlight: () => this.live.current.frontend.max_in_flight,
     });
     this.frontend = this.buildFrontend(localUpstream);
+    // The frontend's admission, keys and timeouts; the router is swapped before the handle (apply).
+    this.live.onChange((next) => this.frontend.applyConfig(next));
+    const live = this.live;
     this.scraper = new MetricsScraper({
-      registry: this.registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+      registry: this.registry, clock, log: log.child("scrape"),
+      // router.metrics_scrape_interval_ms is live (the router section is): read at every reschedule.
+      get intervalMs() {
+        return live.current.router.metrics_scrape_interval_ms;
+      },
       owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
       // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
       onKvCapacity: (id, blocks) => this.kv.ingest.setCapacity(id, blocks),
@@ -197,11 +210,19 @@ export class HerdNode {
     ];
   }
 
-  /** A reload's config: a changed `router` section is swapped in first (see swapRouter). */
+  /** What runs now (the live handle's value). */
+  get running(): Config {
+    return this.live.current;
+  }
+
+  /**
+   * A reload's config: a changed `router` section is swapped in first (see swapRouter: the router
+   * owns every routing knob, the P/D legs' presets included), then the live handle, which every
+   * other consumer reads.
+   */
   async apply(next: Config): Promise<void> {
     if (JSON.stringify(next.router) !== JSON.stringify(this.running.router)) await this.swapRouter(next);
-    this.running = next;
-    this.frontend.applyConfig(next);
+    this.live.set(next);
   }
 
   private buildRouter(c: Config["router"]): Router {
@@ -245,7 +266,7 @@ export class HerdNode {
   /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
   private buildFrontend(localUpstream: HttpUpstream): Frontend {
     const { config, registry, router, metrics, prompts, planner, cluster } = this;
-    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token() });
+    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i) });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
@@ -256,7 +277,8 @@ export class HerdNode {
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
-    frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
+    // With cluster.listen (mutual TLS) the peer API is only there: the frontend answers 404.
+    if (config.cluster.listen === "") frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
     return frontend;
   }
 
@@ -275,10 +297,11 @@ export class HerdNode {
       logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
       pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
       engine: (id) => engineView(supervisor, id),
+      lastError: (id) => (known(id) ? supervisor.lastError(id) : null),
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),
-      ...(this.pd ? { pdExplain: (route: RouteRequest) => explainPd(this.pd!, route), pdTraces: () => [...this.pdTraces] } : {}),
+      ...(this.pd ? { pdExplain: (route: RouteRequest, json: Record<string, unknown>, endpoint: Endpoint) => explainPd(this.pd!, { endpoint, body: JSON.stringify(json), stream: json.stream === true, route, json }), pdTraces: () => [...this.pdTraces] } : {}),
     };
   }
 
@@ -291,24 +314,25 @@ export class HerdNode {
   private pdPlan(): PlanBuilder {
     const node = this;
     this.pd = {
-      config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,
+      // The live config and router, read per request: a reload reaches P/D as it reaches aggregated routing.
+      config: () => node.live.current, router: () => node.router,
+      registry: this.registry, clock: this.o.clock,
       rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
-      get router() {
-        return node.router; // a getter: a reload may replace it
-      },
+      bootstrapPort: (w) => this.bootstrapPorts.get(w.id) ?? null,
       onTrace: (requestId, trace) => {
         this.pdTraces.push({ requestId, trace });
         if (this.pdTraces.length > PD_TRACES_MAX) this.pdTraces.shift();
       },
     };
-    return pdPlanBuilder(this.pd);
+    return pdPlanBuilder(this.pd!);
   }
 
   /** Role flags and side-channel ports after the engine ports are fixed (src/pd/launch.ts). */
-  private finishPlans(plans: EnginePlan[]): void {
+  private finishPlans(plans: EnginePlan[], portFree: (host: string, port: number) => boolean): void {
     const listenPort = parseListen(this.config.frontend.listen).port;
     const lines = applyPdLaunch(this.config, plans, {
-      isPortFree: (p) => canListen("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+      isPortFree: (p) => portFree("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+      bootstrap: (id, port) => this.bootstrapPorts.set(id, port),
     });
     for (const line of lines) this.o.log.info(`P/D ${line}`);
     for (const line of applyTierLaunch(this.config, plans, () => tierPassword(this.config))) this.o.log.info(line);

@@ -4,7 +4,7 @@ import { errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { service, type Service } from "../core/service.ts";
 import type { Config } from "../config/types.ts";
-import { kvCapacityHint } from "../engine/drivers.ts";
+import { kvCapacityHint } from "../engine/drivers/registry.ts";
 import type { Supervisor } from "../engine/supervisor.ts";
 import type { EnginePlan } from "../engine/types.ts";
 import type { KvConsumer } from "../kv/consumer.ts";

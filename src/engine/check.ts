@@ -1,9 +1,9 @@
 // Engine checks that need the drivers or the host (`herd config check`, `herd run`, `--dry-run`):
-// each entry's kind-specific rules (drivers/<kind>.ts `check`), one prefix-caching hash algorithm
-// per model, and the GPU plan against the GPUs this host has. Pure given the HostGpus.
+// each entry's kind-specific rules (drivers/<kind>.ts `check`), the rules that ask a kind's
+// capabilities (P/D flow, sleep mode, LoRA, managed, built-in tokenizer: never its name), and the
+// GPU plan against the GPUs this host has. Pure given the HostGpus.
 import type { Finding } from "../config/findings.ts";
 import type { Config } from "../config/types.ts";
-import { lastFlag } from "./drivers/common.ts";
 import { ALL_DRIVERS, driverFor } from "./drivers/registry.ts";
 import type { EngineConfig } from "../config/types.ts";
 import { assignGpus, type HostGpus } from "./gpus.ts";
@@ -19,7 +19,7 @@ export function checkEngines(config: Config, host: HostGpus, lineOf: (path: stri
       add(f.severity, absolute ? f.key : `engines[${i}].${f.key}`, f.message);
     }
   });
-  checkHashAlgos(config, add);
+  checkCapabilities(config, add);
   for (const issue of assignGpus(config, host).issues) add(issue.severity, issue.path, issue.message);
   return dedupe(out);
 }
@@ -34,22 +34,37 @@ function checkOwnKeys(e: EngineConfig, i: number, add: (s: Finding["severity"], 
   }
 }
 
-/**
- * Every vLLM engine of a model must name a block with the same id (P/D transfers, removals and
- * the KV tier use engine block ids), so `--prefix-caching-hash-algo` in args must agree across a
- * model's entries. The router itself re-hashes token ids (src/kv/hash.ts) and is not affected.
- */
-function checkHashAlgos(config: Config, add: (s: Finding["severity"], p: string, m: string) => void): void {
-  const seen = new Map<string, { algo: string; entry: number }>();
+type Add = (s: Finding["severity"], p: string, m: string) => void;
+
+/** Rules that depend on what a kind can do, asked of its driver. */
+function checkCapabilities(config: Config, add: Add): void {
+  const sleepers = ALL_DRIVERS.filter((d) => d.sleep !== undefined).map((d) => d.kind);
   config.engines.forEach((e, i) => {
-    if (e.kind !== "vllm") return;
+    const d = driverFor(e.kind);
+    if (e.role !== "aggregated" && d.managed && d.pdFlow === null)
+      add("warning", `engines[${i}].role`, `herd sets no P/D flags for kind ${e.kind}: pass them in args (herd still routes it as a ${e.role} worker)`);
     const model = config.models.find((m) => m.name === e.model);
-    const algo = lastFlag(e.args, "--prefix-caching-hash-algo") ?? model?.prefix_caching_hash_algo ?? "";
-    const first = seen.get(e.model);
-    if (!first) seen.set(e.model, { algo, entry: i });
-    else if (first.algo !== algo)
-      add("error", `engines[${i}].args`, `prefix caching hash ${algo || "(vLLM default)"} differs from engines[${first.entry}] (${first.algo || "(vLLM default)"}) for model ${e.model}: set models[].prefix_caching_hash_algo once`);
+    if (model && model.lora_adapters.length > 0 && d.managed && !d.lora)
+      add("warning", `engines[${i}].kind`, `${e.kind} engines are started without models[${config.models.indexOf(model)}].lora_adapters: requests naming an adapter fail on them (pass the engine's LoRA flags in args)`);
   });
+  config.planner.pools.forEach((pool, i) => {
+    const entry = config.engines[pool.engine];
+    if (!entry) return; // reported by the planner checks (src/config/planner-checks.ts)
+    const d = driverFor(entry.kind);
+    if (!d.managed) add("error", `planner.pools[${i}].engine`, `engines[${pool.engine}] is ${entry.kind}: herd does not start it, so the planner cannot scale it`);
+    if (pool.can_sleep && d.sleep === undefined) add("error", `planner.pools[${i}].can_sleep`, `${entry.kind} engines have no sleep mode herd can drive (only ${sleepers.join(", ")})`);
+  });
+  // Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
+  // kinds that tokenize with it (the simulated engine), so another kind's model without a tokenizer
+  // dir would never show overlap.
+  const prefixAware = config.router.policy === "kv" || config.router.policy === "prefix";
+  if (prefixAware)
+    config.models.forEach((m, i) => {
+      if (m.tokenizer !== "") return;
+      const real = config.engines.find((e) => e.model === m.name && !driverFor(e.kind).builtinTokenizer);
+      if (real)
+        add("warning", `models[${i}].tokenizer`, `policy ${config.router.policy} needs the model's tokenizer dir to match ${real.kind} engines' blocks; without it no prefix overlap is found`);
+    });
 }
 
 function dedupe(fs: Finding[]): Finding[] {

@@ -32,6 +32,24 @@ export interface CheckContext {
   model: ModelConfig | undefined;
 }
 
+/**
+ * How an engine kind takes part in P/D (src/pd builds the launch flags and runs the legs per flow):
+ * - `vllm-nixl`: vLLM's NixlConnector contract (`--kv-transfer-config`, VLLM_NIXL_SIDE_CHANNEL_*;
+ *   prefill answers with `kv_transfer_params` the decode leg carries). One leg after the other.
+ * - `sglang-bootstrap`: SGLang's `--disaggregation-mode` with a bootstrap server on the prefill
+ *   worker; both legs at once, paired by bootstrap host/port/room.
+ * null: herd sets no P/D flags for this kind (an operator may still pass them in args).
+ */
+export type EnginePdFlow = "vllm-nixl" | "sglang-bootstrap";
+
+/**
+ * How an engine kind uses this host's KV tier (src/tier builds the flags per connector):
+ * - `sim-offload`: herd's sim engine offloads evicted blocks over RESP (`--kv-offload-url`).
+ * - `lmcache-vllm`: vLLM with LMCache's connector, its remote backend the tier's RESP server.
+ * null: the kind does not use the tier.
+ */
+export type EngineTierConnector = "sim-offload" | "lmcache-vllm";
+
 /** A previous herd's engine, as recorded in data_dir/run/engines.json. */
 export interface RecoverCandidate {
   worker: string;
@@ -41,7 +59,9 @@ export interface RecoverCandidate {
 
 /**
  * One engine kind. A new kind is one file in drivers/ plus one line in drivers/registry.ts (and
- * its name in config ENGINE_KINDS).
+ * its name in config ENGINE_KINDS). Everything outside drivers/ that differs per kind asks a
+ * capability here (`pdFlow`, `tier`, `sleep`, `lora`, `loadsModelPath`, `builtinTokenizer`,
+ * `managed`, …), never the kind's name.
  *
  * @example
  * ```ts
@@ -66,6 +86,18 @@ export interface EngineDriver {
   usesGpus: boolean;
   /** Whether the planner should allocate KV event ports (publisher, replay) for this kind. */
   wantsKvPorts: boolean;
+  /** P/D transfer contract herd configures for prefill/decode engines of this kind; null: none. */
+  pdFlow: EnginePdFlow | null;
+  /** A kind that can speak more than one flow picks it from an entry's args (the sim: SGLang's when told `--disaggregation-mode`); null: `pdFlow`. */
+  pdFlowOfArgs?: (args: readonly string[]) => EnginePdFlow | null;
+  /** How engines of this kind use the host's KV tier (`kv_tier.resp`); null: they do not. */
+  tier: EngineTierConnector | null;
+  /** Whether the launch serves models[].lora_adapters under their own names. */
+  lora: boolean;
+  /** Whether the engine reads models[].path itself (a local path must then exist on this host). */
+  loadsModelPath: boolean;
+  /** Whether the engine tokenizes with herd's built-in tokenizer (so no tokenizer dir is needed for prefix routing). */
+  builtinTokenizer: boolean;
   /** engines[] keys only this kind may set (e.g. `url` for external); set on another kind: an error. */
   ownKeys: readonly ("url" | "command")[];
   /** Command line and environment; null for unmanaged kinds. KV-event config is part of it. */

@@ -54,3 +54,35 @@ export class LogTail {
     return out;
   }
 }
+
+/** herd's own markers in the tail (`[herd: started …]`, `[herd: pid 12 exited with code 1]`). */
+const HERD_MARKER = /^\[herd: /;
+/** Words that mark a line as an error in vLLM, SGLang, TensorRT-LLM, Python and the sim's output. */
+const ERRORISH = /\b(error|exception|traceback|fatal|failed|failure|cannot|can't|unable|refused|denied|not found|no such|address already in use|out of memory|killed|abort(ed)?)\b|^E\d{4} |\bERROR\b|CRITICAL/i;
+/** Lines that only frame an error (a traceback header, a separator) and name no cause. */
+const FRAMING = /^(traceback \(most recent call last\):|\s*\^+\s*$|-+$|=+$|\s*file ".*", line \d+)/i;
+
+/**
+ * The line of an engine's output that names why it stopped: the last error-looking line (Python
+ * prints the exception last, after the traceback), else the last line the engine printed. herd's
+ * own markers are skipped. Null when the engine printed nothing.
+ */
+export function lastErrorLine(lines: readonly string[]): string | null {
+  let lastOwn: string | null = null;
+  for (let i = lines.length - 1; i >= 0; i--) {
+    const l = lines[i]!.trim();
+    if (l === "" || HERD_MARKER.test(l)) {
+      // Only look back to the start of the last run: an older run's error is not this crash's.
+      if (/^\[herd: (started|adopted)/.test(l)) break;
+      continue;
+    }
+    lastOwn ??= l;
+    if (!FRAMING.test(l) && ERRORISH.test(l)) return clip(l);
+  }
+  return lastOwn === null ? null : clip(lastOwn);
+}
+
+/** Keep status lines and log fields readable: one error line, at most 300 characters. */
+function clip(l: string): string {
+  return l.length > 300 ? `${l.slice(0, 299)}…` : l;
+}

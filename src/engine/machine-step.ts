@@ -33,9 +33,14 @@ export class Step {
         if (this.s.phase === "idle") this.spawn("starting");
         break;
       case "spawnFailed":
-        if (this.s.phase === "starting") this.crash(`spawn failed: ${ev.error}`);
+        if (this.s.phase === "starting") {
+          this.s.lastError = ev.error;
+          this.crash(`spawn failed: ${ev.error}`);
+        }
         break;
       case "exited":
+        // Only a crash carries a cause: a stop's exit is expected.
+        if (ev.lastError && (this.live || (this.s.phase === "killing" && this.s.afterKill === "crash"))) this.s.lastError = ev.lastError;
         return this.exited(ev.signal ? `signal ${ev.signal}` : `code ${ev.code}`);
       case "probed":
         return this.probed(ev);
@@ -77,6 +82,7 @@ export class Step {
         this.log("info", s.phase === "starting" ? "engine ready" : "engine healthy again");
         s.phase = "ready";
         s.reason = "healthy";
+        s.lastError = null;
       }
       s.failedProbes = 0;
     } else if (s.phase === "ready") {
@@ -206,14 +212,14 @@ export class Step {
     if (s.crashes > p.max_restarts) {
       s.phase = "failed";
       s.reason = `${reason}; gave up after ${p.max_restarts} restarts`;
-      this.log("error", "engine failed", { reason: s.reason });
+      this.log("error", "engine failed", { reason: s.reason, ...(s.lastError ? { last_error: s.lastError } : {}) });
       return;
     }
     const delay = backoffMs(p, s.crashes);
     s.phase = "backoff";
     s.reason = reason;
     this.fx.push({ t: "timer", name: "backoff", ms: delay });
-    this.log("warn", "engine down, restarting after backoff", { reason, backoff_ms: delay, crashes: s.crashes });
+    this.log("warn", "engine down, restarting after backoff", { reason, ...(s.lastError ? { last_error: s.lastError } : {}), backoff_ms: delay, crashes: s.crashes });
   }
 
   private stopped(reason: string): void {

@@ -49,11 +49,16 @@ export interface MachineState {
   drainDeadlineMs: number | null;
   /** Why the worker is in its phase, for status and logs. */
   reason: string;
+  /**
+   * The cause of the last crash as the engine's own output or the supervisor names it (the last
+   * error line, a port lost between planning and bind, a spawn error); null once it is ready again.
+   */
+  lastError: string | null;
 }
 
 export type MachineEvent =
   | { type: "start" }
-  | { type: "exited"; code: number | null; signal: string | null }
+  | { type: "exited"; code: number | null; signal: string | null; lastError?: string | null }
   | { type: "spawnFailed"; error: string }
   | { type: "probed"; gen: number; ok: boolean; detail?: string }
   | { type: "timer"; name: TimerName }
@@ -81,6 +86,7 @@ export function initialState(): MachineState {
     readySinceMs: null,
     drainDeadlineMs: null,
     reason: "not started",
+    lastError: null,
   };
 }
 

@@ -17,9 +17,10 @@ export interface PlanOptions {
   hostGpus?: HostGpus;
   /**
    * Completes the plans once every HTTP and KV-event port is fixed (P/D side-channel ports and role
-   * flags: src/pd/launch.ts, which this layer may not import). May change specs in place.
+   * flags: src/pd/launch.ts, which this layer may not import). May change specs in place. Gets the
+   * plan's port checker, so ports it hands out skip the same taken (and leased) ones.
    */
-  finish?: (plans: EnginePlan[]) => void;
+  finish?: (plans: EnginePlan[], isPortFree: (host: string, port: number) => boolean) => void;
 }
 
 let detected: HostGpus | null = null;
@@ -134,6 +135,6 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
       plans.push(plan);
     }
   });
-  opts.finish?.(plans);
+  opts.finish?.(plans, isFree);
   return plans;
 }

@@ -4,12 +4,15 @@
 import type { Clock } from "../core/clock.ts";
 import { errorMessage, HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { redactArgv } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { emptyLoad } from "../workers/worker.ts";
 import type { Worker } from "../workers/worker.ts";
 import { httpProbe } from "./health.ts";
 import type { Probe } from "./health.ts";
-import { LogTail } from "./logtail.ts";
+import { lastErrorLine, LogTail } from "./logtail.ts";
+import { PortLeases } from "./port-leases.ts";
+import { lostPorts, type PortCheck } from "./port-check.ts";
 import { workerState } from "./machine.ts";
 import type { MachineState, Phase } from "./machine.ts";
 import { EngineRecordFile, ownerIsAnotherLiveHerd, reapLeftovers, recordFor } from "./orphans.ts";
@@ -39,6 +42,12 @@ export interface SupervisorOptions {
   /** Health probe; defaults to HTTP GET expecting 200. */
   probe?: Probe;
   plan?: PlanOptions;
+  /**
+   * Host-wide leases on planned ports (port-leases.ts), so herds on one host never plan the same
+   * port. Default: the shared lease directory, unless `plan.isPortFree` is injected (a test that
+   * fixes its own port space); null turns leases off.
+   */
+  leases?: PortLeases | null;
 }
 
 /** A worker as the supervisor sees it: the routing view plus process details for status/logs. */
@@ -55,6 +64,8 @@ export interface EngineStatus {
   sleep?: SleepState;
   /** Taken out of rotation by drainEngine() before a stop. */
   cordoned?: boolean;
+  /** The cause of the last crash (last error line of its output, a lost port); null when ready or never crashed. */
+  lastError?: string | null;
 }
 
 /** An engine's sleep mode: asleep (and falling asleep, waking) it takes no traffic but keeps its process. */
@@ -86,12 +97,28 @@ export class Supervisor {
   private recordWarned = false;
   private readonly addedListeners = new Set<(plan: EnginePlan) => void>();
   private hostGpus: HostGpus | null = null;
+  private readonly leases: PortLeases | null;
+  /** Ports a previous herd's live engines hold (recover.ts): planned again for the engine adopted, else freed before the spawn. */
+  private held = new Set<number>();
 
   constructor(private readonly opts: SupervisorOptions) {
     this.log = opts.logger.child("supervisor");
     this.recordFile = new EngineRecordFile(join(opts.config.node.data_dir, "run", "engines.json"));
     if (opts.onChange) this.listeners.add(opts.onChange);
+    this.leases = opts.leases !== undefined ? opts.leases : opts.plan?.isPortFree ? null : new PortLeases();
+    if (this.leases?.problem) this.log.warn("port leases off: herds on this host may plan the same ports", { problem: this.leases.problem });
   }
+
+  /**
+   * The planners' port checker (plan.ts, scale.ts, src/pd/ports.ts through PlanOptions.finish): a
+   * port is free when nothing binds it (or a previous herd's engine does, see start()) and no other
+   * live herd on this host leases it; a free port is leased to this herd at once.
+   */
+  readonly portFree = (host: string, port: number): boolean => {
+    const isFree = this.opts.plan?.isPortFree ?? canListen;
+    if (!this.held.has(port) && !isFree(host, port)) return false;
+    return this.leases ? this.leases.claim(port) : true;
+  };
 
   /** Listen to worker changes; returns an unsubscribe function. */
   onChange(fn: (w: Worker) => void): () => void {
@@ -116,9 +143,9 @@ export class Supervisor {
     const live = liveRecords(previous);
     // Ports a previous engine still holds may be planned again: for that very engine if it is
     // adopted, otherwise it is terminated below before anything is spawned.
-    const held = heldPorts(live);
-    const isFree = this.opts.plan?.isPortFree ?? canListen;
-    const plans = planEngines(config, { ...this.opts.plan, isPortFree: (h, p) => held.has(p) || isFree(h, p) });
+    this.held = heldPorts(live);
+    const plans = planEngines(config, { ...this.opts.plan, isPortFree: this.portFree });
+    this.held = new Set(); // reaped below or adopted; either way no longer a reason to plan them
     const { adopt, reap } = await sortLeftovers(live, plans, this.opts.probe ?? httpProbe, config.supervisor.health_timeout_ms);
     if (reap.length > 0) await reapLeftovers(reap, { stopTimeoutMs: config.supervisor.stop_timeout_ms, logger: this.log, clock });
     if (previous.length > 0) {
@@ -131,7 +158,7 @@ export class Supervisor {
     if (this.stopping) return;
     for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan, adopt.get(plan.id) ?? null));
     for (const slot of this.slots.values()) {
-      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec?.argv.join(" ") ?? "(external)", ...(slot.adopt ? { adopted_pid: slot.adopt.pid } : {}) });
+      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec ? redactArgv(slot.plan.spec.argv).join(" ") : "(external)", ...(slot.adopt ? { adopted_pid: slot.adopt.pid } : {}) });
       slot.runner.dispatch({ type: "start" });
     }
   }
@@ -187,12 +214,18 @@ export class Supervisor {
       logFile: s.file?.path ?? null,
       sleep: s.sleep,
       cordoned: s.cordoned,
+      lastError: s.runner.state.lastError,
     }));
   }
 
   /** The last supervisor.log_tail_lines lines of a worker's output (stdout and stderr interleaved). */
   logs(id: string): string[] {
     return this.slot(id).tail.lines();
+  }
+
+  /** Why a worker last crashed (see EngineStatus.lastError); null for an unknown id. */
+  lastError(id: string): string | null {
+    return this.slots.get(id)?.runner.state.lastError ?? null;
   }
 
   /** Resolve when `id` reaches one of `states` (e.g. ["ready"]); reject after timeoutMs. */
@@ -244,7 +277,7 @@ export class Supervisor {
       usedGpus: new Set(live.flatMap((s) => s.plan.spec?.gpus ?? [])),
       host: (this.hostGpus ??= this.opts.plan?.hostGpus ?? detectGpus()),
       self: this.opts.plan?.self ?? selfCommand(),
-      isPortFree: this.opts.plan?.isPortFree ?? canListen,
+      isPortFree: this.portFree,
     });
     const slot = this.makeSlot(plan, null);
     if (reuse) {
@@ -253,7 +286,7 @@ export class Supervisor {
       slot.file = reuse.file ?? slot.file;
     }
     this.slots.set(id, slot);
-    this.log.info("engine added", { worker: id, entry: entryIndex, url: plan.url, argv: plan.spec?.argv.join(" ") });
+    this.log.info("engine added", { worker: id, entry: entryIndex, url: plan.url, argv: plan.spec ? redactArgv(plan.spec.argv).join(" ") : undefined });
     for (const fn of this.addedListeners) fn(plan);
     slot.runner.dispatch({ type: "start" });
     return id;
@@ -405,7 +438,7 @@ export class Supervisor {
       slot.lastExit = info;
       this.records.delete(slot.plan.id);
       this.saveRecords();
-      slot.runner.dispatch({ type: "exited", code: info.code, signal: info.signal });
+      slot.runner.dispatch({ type: "exited", code: info.code, signal: info.signal, lastError: this.causeOf(slot) });
     };
     const io = { tail: slot.tail, file: slot.file, onExit };
     let proc: EngineProcess;
@@ -440,6 +473,25 @@ export class Supervisor {
     }
     await Promise.all([...this.slots.values()].map((s) => s.file?.close()));
     this.saveRecords();
+    // Adopted engines stay recorded for the next herd, which leases their ports again on start.
+    this.leases?.release();
+  }
+
+  /**
+   * Why an engine's process exited, as one line: a planned port something else now holds (taken
+   * between planning and bind: by another herd when it leases it, else by another process), else
+   * the last error line of the engine's own output.
+   */
+  private causeOf(slot: Slot): string | null {
+    const line = lastErrorLine(slot.tail.lines());
+    const spec = slot.plan.spec;
+    if (!spec || this.stopping) return line;
+    const checks: PortCheck[] = planPorts(slot.plan).map((port) => ({ port, host: port === spec.port ? spec.host : "0.0.0.0" }));
+    const isFree = this.opts.plan?.isPortFree ?? canListen;
+    const lost = lostPorts(checks, line, (c) => isFree(c.host, c.port), (p) => this.leases?.holder(p)?.pid ?? null);
+    if (lost === null) return line;
+    this.log.warn("engine port lost between planning and bind", { worker: slot.plan.id, port: lost.port, holder: lost.holder, last_error: line });
+    return lost.message;
   }
 
   private saveRecords(): void {

@@ -31,4 +31,3 @@ export const METRIC = {
   clusterNodes: "herd_cluster_nodes",
 } as const;
 
-export type MetricName = (typeof METRIC)[keyof typeof METRIC];

@@ -13,7 +13,7 @@ import type { WorkerState } from "../workers/worker.ts";
 import { loadConfigFile } from "../config/load.ts";
 import { hostDefaults } from "../config/host.ts";
 import { describeRuntime, liveRuntime, type RuntimeInfo } from "./runtime.ts";
-import { connectHost } from "../engine/drivers.ts";
+import { connectHost } from "../engine/drivers/common.ts";
 import type { KvStreamView } from "../kv/consumer.ts";
 
 export const DEFAULT_ADMIN_URL = "http://127.0.0.1:8000";
@@ -64,6 +64,8 @@ export interface WorkerView {
   load: { in_flight: number; running: number | null; waiting: number | null; kv_usage: number | null; scraped_at_ms: number | null };
   restarts: number;
   pid: number | null;
+  /** Why the engine last crashed (last error line of its output); absent from herds before it. */
+  last_error?: string | null;
   kv_events: KvStreamView | null;
   /** An operator drained it (herd drain); absent from herds before the status page. */
   drained?: boolean;

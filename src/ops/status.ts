@@ -75,5 +75,13 @@ export function renderStatus(view: ClusterView): string {
   const top = nodes === null ? head : `${head}\n${nodes}${nodes.includes("\n") ? "\n" : ""}`;
   if (view.workers.length === 0) return `${top}\n(no workers)`;
   const rows = [COLUMNS.map((c) => c.head), ...view.workers.map((w) => COLUMNS.map((c) => c.cell(w)))];
-  return `${top}\n${renderTable(rows)}`;
+  // A crashing or failed worker's cause goes on a line of its own under its row: the engine's last
+  // error line is too long for a column, and it is what an operator looks for first.
+  const lines = renderTable(rows).split("\n");
+  const out = [lines[0]!];
+  view.workers.forEach((w, i) => {
+    out.push(lines[i + 1]!);
+    if (w.last_error && w.state !== "ready") out.push(`  last error: ${w.last_error}`);
+  });
+  return `${top}\n${out.join("\n")}`;
 }

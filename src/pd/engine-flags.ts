@@ -1,7 +1,9 @@
-// The command-line flags and environment an engine needs for its P/D role. Pure: the engine
-// drivers (src/engine/drivers.ts) append `args` to their argv and merge `env` into the spawn env.
+// The command-line flags and environment an engine needs for its P/D role, per P/D flow: the
+// engine's driver declares which flow its kind speaks (`EngineDriver.pdFlow`, src/engine/driver.ts),
+// so a new kind that speaks an existing flow needs nothing here. Pure: launch.ts puts `args` into the
+// planned argv and merges `env` into the spawn env.
 //
-// vLLM (and herd's sim engine, which takes vLLM's flags) — NixlConnector
+// `vllm-nixl` (vLLM, and herd's sim engine, which takes vLLM's flags) — NixlConnector
 // (vllm docs/features/nixl_connector_usage.md; vllm/config/kv_transfer.py KVTransferConfig):
 //   --kv-transfer-config '{"kv_connector":"NixlConnector","kv_role":"kv_both",
 //                          "kv_load_failure_policy":"fail|recompute",
@@ -15,11 +17,13 @@
 //   NIXL_TCPSTORE_ENDPOINT and NIXL_TCPSTORE_ENDPOINTS = herd's NIXL metadata service when
 //   `pd.nixl_metadata: herd` (NIXL reads the singular name up to ai-dynamo/nixl 7389391 and the
 //   plural later; see nixl-metadata.ts).
-// SGLang (python/sglang/srt/server_args.py; docs/advanced_features/pd_disaggregation.md):
+// `sglang-bootstrap` (python/sglang/srt/server_args.py; docs/advanced_features/pd_disaggregation.md):
 //   --disaggregation-mode prefill|decode, --disaggregation-transfer-backend nixl, and on a prefill
 //   server a --disaggregation-bootstrap-port unique on the host (default 8998 would collide).
 import { invariant } from "../core/errors.ts";
 import type { EngineKind, PdConfig, Role } from "../config/types.ts";
+import type { EnginePdFlow } from "../engine/driver.ts";
+import { driverFor } from "../engine/drivers/registry.ts";
 
 /** Ports ports.ts planned for one worker. */
 export interface PdPorts {
@@ -31,6 +35,8 @@ export interface PdPorts {
 
 export interface PdFlagInput {
   kind: EngineKind;
+  /** The flow to configure when it is not the kind's own (a sim engine in SGLang's flow, flow.ts). */
+  flow?: EnginePdFlow | null | undefined;
   role: Role;
   pd: PdConfig;
   /** node.advertise: where peers reach this worker's side channel / bootstrap server. */
@@ -60,20 +66,21 @@ export function vllmKvTransferConfig(policy: PdConfig["kv_load_failure_policy"])
   });
 }
 
-/** Which engine kinds herd configures for P/D itself. */
-export function pdKindSupported(kind: EngineKind): boolean {
-  return kind === "vllm" || kind === "sim" || kind === "sglang";
+/** The P/D flow herd configures for engines of this kind; null: herd sets no P/D flags for it. */
+export function pdFlowOf(kind: EngineKind): EnginePdFlow | null {
+  return driverFor(kind).pdFlow;
 }
 
 export function pdEngineFlags(input: PdFlagInput): PdLaunch {
   const out: PdLaunch = { args: [], env: {} };
-  if (input.role === "aggregated" || !pdKindSupported(input.kind)) return out;
+  const flow = input.flow !== undefined ? input.flow : pdFlowOf(input.kind);
+  if (input.role === "aggregated" || flow === null) return out;
   if (input.pd.nixl_metadata === "herd") {
     invariant(input.nixlMetadataEndpoint !== null, "pd.nixl_metadata is herd but no NIXL metadata endpoint was given");
     out.env.NIXL_TCPSTORE_ENDPOINT = input.nixlMetadataEndpoint;
     out.env.NIXL_TCPSTORE_ENDPOINTS = input.nixlMetadataEndpoint;
   }
-  if (input.kind === "sglang") {
+  if (flow === "sglang-bootstrap") {
     out.args.push("--disaggregation-mode", input.role, "--disaggregation-transfer-backend", SGLANG_TRANSFER_BACKEND);
     if (input.role === "prefill") {
       invariant(input.ports?.bootstrap !== undefined, "an SGLang prefill worker needs a planned bootstrap port");

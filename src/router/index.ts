@@ -5,8 +5,6 @@ export { RetryBudget, retryable, type Failure, type FailureKind } from "./retry.
 export { effectiveLoad } from "./load.ts";
 export { POLICY_FACTORIES, policyFactory } from "./policies/index.ts";
 export { BASE_FILTERS } from "./pipeline/filters.ts";
-/** @deprecated the old name of BASE_FILTERS. */
-export { BASE_FILTERS as DEFAULT_FILTERS } from "./pipeline/filters.ts";
 export { unionNeeds, type Needs } from "./pipeline/types.ts";
 export { presetNeeds } from "./policies/index.ts";
 export type { CandidateExplain, Decision, FilteredOut, Filter, Pick, Policy, PolicyFactory, RouteCtx, RouteRequest } from "./types.ts";

@@ -69,8 +69,3 @@ function compareKeys(a: readonly number[], b: readonly number[]): number {
   }
   return 0;
 }
-
-/** Sort key for least-loaded choices: effective load first, then KV usage (unknown counts as 0). */
-export function loadKey(w: Readonly<Worker>): [number, number] {
-  return [effectiveLoad(w.load), w.load.kv_usage ?? 0];
-}

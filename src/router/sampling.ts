@@ -16,13 +16,8 @@ export function trackedPositions(n: number): number[] {
   return out;
 }
 
-/** The hashes at the tracked positions. */
-export function trackedHashes(hashes: readonly bigint[]): bigint[] {
-  return trackedPositions(hashes.length).map((p) => hashes[p]!);
-}
-
 /**
- * mapKey of each tracked hash (trackedHashes(hashes).map(mapKey)), computed once per prompt: the
+ * mapKey of each tracked hash (the hashes at trackedPositions), computed once per prompt: the
  * route (active and predicted overlaps, the predicted record) and the booking all ask for the same
  * array, so the keys are remembered per array object (a WeakMap: they go with the prompt). The
  * result is shared: callers must not modify it. A prompt array changed in place since (another

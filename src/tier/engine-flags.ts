@@ -1,9 +1,10 @@
-// What the supervisor adds to an engine's launch so it uses this host's KV tier (the drivers call
-// these; pure, no I/O: the caller reads kv_tier.resp.password_file).
+// What the supervisor adds to an engine's launch so it uses this host's KV tier, per connector a
+// driver declares (`EngineDriver.tier`; launch.ts picks the builder; pure, no I/O: the caller reads
+// kv_tier.resp.password_file).
 //
-// - sim engines: `--kv-offload-url resp://HOST:PORT` (+ `--kv-offload-password-file`), see
+// - `sim-offload` (sim engines): `--kv-offload-url resp://HOST:PORT` (+ `--kv-offload-password-file`), see
 //   src/engine/sim/offload.ts.
-// - vLLM: LMCache's connector with the tier as its remote backend. Checked against LMCache's source
+// - `lmcache-vllm` (vLLM): LMCache's connector with the tier as its remote backend. Checked against LMCache's source
 //   (LMCache/LMCache, lmcache/v1/config.py _CONFIG_DEFINITIONS; env var = "LMCACHE_" + key upper-cased):
 //   `remote_url` (resp:// → RESPConnectorAdapter, lmcache/v1/storage_backend/connector/
 //   redis_adapter.py), `remote_serde` "naive" (the default, raw tensors), `save_unfull_chunk` which
@@ -18,8 +19,6 @@ import type { KvTierConfig } from "../config/types.ts";
 export interface EngineTierLaunch {
   argv: string[];
   env: Record<string, string>;
-  /** Env keys whose values are secrets: show them redacted (herd run --dry-run, logs). */
-  secretEnv: string[];
 }
 
 export const LMCACHE_KV_TRANSFER_CONFIG = JSON.stringify({ kv_connector: "LMCacheConnectorV1", kv_role: "kv_both" });
@@ -61,17 +60,7 @@ export function vllmTierLaunch(t: KvTierConfig, password: string | null, argv: r
     LMCACHE_SAVE_UNFULL_CHUNK: "False",
     LMCACHE_LOCAL_CPU: "False",
   };
-  const secretEnv: string[] = [];
-  if (password !== null && password !== "") {
-    env.LMCACHE_EXTRA_CONFIG = JSON.stringify({ password });
-    secretEnv.push("LMCACHE_EXTRA_CONFIG");
-  }
-  return { argv: ["--kv-transfer-config", LMCACHE_KV_TRANSFER_CONFIG], env, secretEnv };
-}
-
-/** For display: the environment with secret values replaced. */
-export function redactEnv(env: Record<string, string>, secretEnv: readonly string[]): Record<string, string> {
-  const out = { ...env };
-  for (const k of secretEnv) if (k in out) out[k] = "<redacted>";
-  return out;
+  // The password is in the env only: `herd run --dry-run` passes tier/launch.ts tierPassword's "<redacted>".
+  if (password !== null && password !== "") env.LMCACHE_EXTRA_CONFIG = JSON.stringify({ password });
+  return { argv: ["--kv-transfer-config", LMCACHE_KV_TRANSFER_CONFIG], env };
 }

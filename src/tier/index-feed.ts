@@ -27,14 +27,3 @@ export function indexEventsFor(change: TierChange, hashOfKey: (key: string) => b
   return workers.map((w) => [w, ev]);
 }
 
-/** The `onChange` hook that keeps `index` in step with the tier for this host's workers. */
-export function feedIndex(index: KvIndex, workers: () => readonly string[], hashOfKey: (key: string) => bigint | undefined): (c: TierChange) => void {
-  return (c) => {
-    for (const [w, ev] of indexEventsFor(c, hashOfKey, workers())) index.apply(w, ev);
-  };
-}
-
-/** At start (or after the index was cleared): index everything the catalog holds (`catalog.rows()`). */
-export function replayInto(index: KvIndex, rows: Iterable<{ key: string; tier: TierName }>, workers: readonly string[], hashOfKey: (key: string) => bigint | undefined): void {
-  for (const r of rows) for (const [w, ev] of indexEventsFor({ kind: "stored", tier: r.tier, key: r.key }, hashOfKey, workers)) index.apply(w, ev);
-}

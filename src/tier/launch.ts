@@ -1,9 +1,12 @@
-// With `kv_tier.resp` set, the engines this node starts use the tier: sim engines offload their
-// evicted blocks to it (src/engine/sim/offload.ts), vLLM engines get LMCache's connector with its
-// remote backend on the tier's RESP server (engine-flags.ts). Applied to the engine plan after the
-// ports are fixed, like the P/D flags, and before the entry's own args so an operator's wins.
+// With `kv_tier.resp` set, the engines this node starts use the tier, by the connector their driver
+// declares (`EngineDriver.tier`, src/engine/driver.ts): `sim-offload` engines offload their evicted
+// blocks to it (src/engine/sim/offload.ts), `lmcache-vllm` engines get LMCache's connector with its
+// remote backend on the tier's RESP server (engine-flags.ts); other kinds run without the tier.
+// Applied to the engine plan after the ports are fixed, like the P/D flags, and before the entry's
+// own args so an operator's wins.
 import { readFileSync } from "node:fs";
 import type { Config } from "../config/types.ts";
+import { driverFor } from "../engine/drivers/registry.ts";
 import type { EnginePlan } from "../engine/types.ts";
 import { simTierFlags, tierRespUrl, vllmTierLaunch } from "./engine-flags.ts";
 
@@ -24,8 +27,9 @@ export function applyTierLaunch(config: Config, plans: EnginePlan[], password: (
     if (p.spec === null) continue;
     const cut = p.spec.argv.length - config.engines[p.entryIndex]!.args.length;
     const insert = (args: string[]) => (p.spec!.argv = [...p.spec!.argv.slice(0, cut), ...args, ...p.spec!.argv.slice(cut)]);
-    if (p.kind === "sim") insert(simTierFlags(t));
-    else if (p.kind === "vllm") {
+    const connector = driverFor(p.kind).tier;
+    if (connector === "sim-offload") insert(simTierFlags(t));
+    else if (connector === "lmcache-vllm") {
       const r = vllmTierLaunch(t, password(), p.spec.argv);
       if (r === null) continue;
       if ("conflict" in r) {
@@ -36,6 +40,7 @@ export function applyTierLaunch(config: Config, plans: EnginePlan[], password: (
       p.spec.env = { ...r.env, ...p.spec.env };
     }
   }
-  lines.push(`KV tier: sim and vLLM engines use ${url}`);
+  const users = [...new Set(plans.filter((p) => p.spec !== null && driverFor(p.kind).tier !== null).map((p) => p.kind))];
+  lines.push(`KV tier: ${users.length > 0 ? `${users.join(", ")} engines use` : "no engine here uses"} ${url}`);
   return lines;
 }

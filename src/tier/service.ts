@@ -28,7 +28,7 @@ export interface TierServiceDeps {
   facts?: (req: SizingRequest) => SizingFacts;
   /** Boot id; default: /proc/sys/kernel/random/boot_id. */
   bootId?: string;
-  /** Tier changes, e.g. index-feed.ts feedIndex(...) to tell the router what the tier holds. */
+  /** Tier changes, e.g. tier-key.ts tierIndexFeed(...) to tell the router what the tier holds. */
   onChange?: (c: TierChange) => void;
   /** Where the RESP server looks up local misses (the daemon: other nodes' tiers, src/cluster/peer-tier.ts). */
   remote?: RemoteTierSource;

@@ -1,6 +1,6 @@
-// The TierStore seam: a key → bytes store. Implementations: KvTier (tier.ts: shm CPU tier, SSD tier,
-// or both, over the SQLite catalog) and MapStore (below: in-process, for simulations and as the
-// reference behaviour). One conformance suite, test/tier/store.test.ts, runs over all of them.
+// The TierStore seam: a key → bytes store. Implementation: KvTier (tier.ts: shm CPU tier, SSD tier,
+// or both, over the SQLite catalog). One conformance suite, test/tier/store.test.ts, runs over it and
+// over the tests' in-process reference store (test/helpers/map-store.ts).
 
 export interface TierStore {
   /** Store a value (replacing any previous one). False when the value can never fit this store. */
@@ -23,26 +23,4 @@ export function modelOfKey(key: string): string {
   const parts = key.split("@");
   if (parts.length < 4) return "";
   return parts[0] === "vllm" || parts[0] === "huggingface" ? (parts[1] ?? "") : (parts[0] ?? "");
-}
-
-export class MapStore implements TierStore {
-  private readonly m = new Map<string, Uint8Array>();
-  constructor(private readonly maxValueBytes = Number.MAX_SAFE_INTEGER) {}
-  put(key: string, data: Uint8Array): boolean {
-    if (data.length > this.maxValueBytes) return false;
-    this.m.set(key, data.slice());
-    return true;
-  }
-  get(key: string): Uint8Array | undefined {
-    return this.m.get(key);
-  }
-  has(key: string): boolean {
-    return this.m.has(key);
-  }
-  delete(key: string): boolean {
-    return this.m.delete(key);
-  }
-  list(limit = Number.MAX_SAFE_INTEGER): string[] {
-    return [...this.m.keys()].sort().slice(0, limit);
-  }
 }

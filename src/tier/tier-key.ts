@@ -1,4 +1,5 @@
-// The router side of the sim engine's tier keys (format defined once, in engine/sim/offload-key.ts:
+// The router side of herd's tier keys (format defined once, in src/protocol/tier-key.ts, the lowest
+// folder the sim engine that writes them and this folder both import:
 // `herd:<model>:<16 hex digits of herd's sequence hash>`): map a key back to the block hash the KV
 // index keys on, and the tier's `onChange` hook that tells the index what this host's tier holds.
 //
@@ -7,10 +8,8 @@
 // are not credited (their prompts would hash alike only by coincidence, and they cannot use it).
 
 import type { KvIndex } from "../kv/indexer.ts";
-import { parseTierKey } from "../engine/sim/offload-key.ts";
+import { parseTierKey } from "../protocol/tier-key.ts";
 import { type TierChange, indexEventsFor } from "./index-feed.ts";
-
-export { parseTierKey, tierKey } from "../engine/sim/offload-key.ts";
 
 /** Pure: herd's block hash named by a tier key; undefined for keys of another format (LMCache's). */
 export function hashOfKey(key: string): bigint | undefined {

@@ -100,29 +100,6 @@ export function parseSlo(text: string): Slo {
   return slo;
 }
 
-/**
- * A record from token arrival times, for callers that see tokens directly instead of an SSE stream
- * (`herd simulate` with in-process engines): times in seconds on the run's clock.
- */
-export function recordFromTokens(
-  index: number,
-  req: { at_s: number; session: string },
-  start_s: number,
-  tokenTimes_s: readonly number[],
-  end: { end_s: number; prompt_tokens: number | null; completion_tokens: number | null; cached_tokens: number | null; error: string | null },
-): RequestRecord {
-  const first = tokenTimes_s[0];
-  const itl_s: number[] = [];
-  for (let i = 1; i < tokenTimes_s.length; i++) itl_s.push(tokenTimes_s[i]! - tokenTimes_s[i - 1]!);
-  const failed = end.error !== null || first === undefined;
-  return {
-    index, session: req.session, at_s: req.at_s, start_s,
-    ttft_s: first === undefined ? null : first - start_s, itl_s, e2e_s: failed && end.error !== null ? null : end.end_s - start_s,
-    prompt_tokens: end.prompt_tokens, completion_tokens: end.completion_tokens ?? tokenTimes_s.length, cached_tokens: end.cached_tokens,
-    error: end.error ?? (first === undefined ? "empty_response" : null),
-  };
-}
-
 const mean = (xs: readonly number[]) => (xs.length === 0 ? 0 : xs.reduce((a, b) => a + b, 0) / xs.length);
 
 /** Whether a finished request meets every bound of `slo` (failed requests never do). */

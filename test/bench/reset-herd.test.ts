@@ -5,7 +5,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { type BenchIo, benchMain } from "../../src/bench/cli.ts";
 import { defaultConfig } from "../../src/config/load.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { startDaemon, type Daemon } from "../../src/daemon/daemon.ts";
 import type { BenchResult } from "../../src/workload/report.ts";
 import { cleanup, portBase, tempDir } from "../helpers/herd.ts";

@@ -90,18 +90,3 @@ describe("SLOs and goodput", () => {
     expect(empty.ttft).toBeNull();
   });
 });
-
-describe("recordFromTokens (for in-process callers such as herd simulate)", () => {
-  test("TTFT, gaps and E2E from token times; failures", async () => {
-    const { recordFromTokens } = await import("../../src/workload/stats.ts");
-    const r = recordFromTokens(3, { at_s: 1, session: "u" }, 1.5, [1.7, 1.75, 1.9], { end_s: 1.95, prompt_tokens: 10, completion_tokens: null, cached_tokens: 4, error: null });
-    expect(r.ttft_s).toBeCloseTo(0.2, 12);
-    expect(r.itl_s.map((x) => Number(x.toFixed(6)))).toEqual([0.05, 0.15]);
-    expect(r.e2e_s).toBeCloseTo(0.45, 12);
-    expect(r.completion_tokens).toBe(3);
-    expect(r.error).toBeNull();
-    expect(recordFromTokens(0, { at_s: 0, session: "u" }, 0, [], { end_s: 1, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: null }).error).toBe("empty_response");
-    const f = recordFromTokens(0, { at_s: 0, session: "u" }, 0, [0.1], { end_s: 1, prompt_tokens: null, completion_tokens: null, cached_tokens: null, error: "http_503" });
-    expect([f.error, f.e2e_s]).toEqual(["http_503", null]);
-  });
-});

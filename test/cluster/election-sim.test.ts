@@ -7,7 +7,7 @@
 import { describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { SeededRng, type Rng } from "../../src/core/rng.ts";
 import type { PeerClient } from "../../src/cluster/peers.ts";
 import { PeersBackend } from "../../src/cluster/peers.ts";

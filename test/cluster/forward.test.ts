@@ -4,7 +4,7 @@
 // in-flight figure, and a client that goes away aborts the owner's engine leg. A peer that cannot
 // be reached answers `{ error }` (the lifecycle retries that elsewhere).
 import { afterAll, describe, expect, test } from "bun:test";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { FORWARD_PATH, H_WORKER, RemoteUpstream, forwardHandler } from "../../src/cluster/forward.ts";
 import { BYTES_FORMAT } from "../../src/request/http-upstream.ts";
 import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../../src/request/upstream.ts";

@@ -5,7 +5,7 @@
 import { afterEach, describe, expect, test } from "bun:test";
 import { join } from "node:path";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import { ClusterNode } from "../../src/cluster/node.ts";

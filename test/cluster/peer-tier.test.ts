@@ -5,7 +5,7 @@
 import { afterAll, describe, expect, test } from "bun:test";
 import type { Server } from "bun";
 import { RealClock, VirtualClock } from "../../src/core/clock.ts";
-import { MapStore } from "../../src/tier/store.ts";
+import { MapStore } from "../helpers/map-store.ts";
 import { PeerFetcher, TIER_CRC_HEADER, crc32, tierResponse, type PeerRef } from "../../src/cluster/peer-tier.ts";
 
 const TOKEN = "peer-tier-token";

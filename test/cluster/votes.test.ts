@@ -2,7 +2,7 @@
 // after a restart (state in node.data_dir), terms never go backwards, and PreVote changes nothing.
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { PeersBackend, votersHash } from "../../src/cluster/peers.ts";
 import { StateStore } from "../../src/cluster/state.ts";

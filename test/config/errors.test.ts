@@ -315,12 +315,12 @@ describe("finding rendering", () => {
 
   test("a prefix-aware policy warns about a real engine's model without a tokenizer", () => {
     const text = yaml("router:", "  policy: kv", ...MODEL, "engines:", "  - kind: vllm", "    model: qwen3-8b");
-    const r = parseConfigText(text, "herd.yaml", env);
+    const r = check(text);
     expect(r.config).toBeDefined();
     const w = r.findings.find((f) => f.path === "models[0].tokenizer");
     expect(w?.severity).toBe("warning");
     expect(w?.line).toBe(4);
-    const withTok = parseConfigText(text.replace("qwen3-8b\n", "qwen3-8b\n    tokenizer: /m\n"), "herd.yaml", env);
+    const withTok = check(text.replace("qwen3-8b\n", "qwen3-8b\n    tokenizer: /m\n"));
     expect(withTok.findings.find((f) => f.path === "models[0].tokenizer")).toBeUndefined();
   });
 });

@@ -149,7 +149,7 @@ test("kv routing raises the engines' prefix-cache hit rate over round-robin on s
 test("with a hash-reading policy, a tokenizer that cannot load stops the start (engines stopped, port freed)", async () => {
   const { startDaemon } = await import("../../src/daemon/daemon.ts");
   const { defaultConfig } = await import("../../src/config/index.ts");
-  const { memoryLogger } = await import("../../src/core/log.ts");
+  const { memoryLogger } = await import("../helpers/log.ts");
   const dir = tempDir("herd-kv-tok-");
   try {
     const config = defaultConfig({ hostname: "kvt", dataDir: join(dir, "data") });

@@ -5,7 +5,10 @@ import { ENGINE_KINDS } from "../../src/config/types.ts";
 import type { EngineDriver } from "../../src/engine/driver.ts";
 import { launchHash } from "../../src/engine/drivers/common.ts";
 import { ALL_DRIVERS, driverFor } from "../../src/engine/drivers/registry.ts";
-import type { DriverInput } from "../../src/engine/types.ts";
+import type { DriverInput, EnginePlan } from "../../src/engine/types.ts";
+import type { PdConfig } from "../../src/config/types.ts";
+import { pdEngineFlags } from "../../src/pd/engine-flags.ts";
+import { applyTierLaunch } from "../../src/tier/launch.ts";
 import { sglangMetrics, vllmMetrics } from "../router/exposition.ts";
 import { engine, model, testConfig } from "../fixtures/engines/config.ts";
 
@@ -21,6 +24,7 @@ const OWN_METRICS: Record<string, { body: string; running: number; waiting: numb
   sglang: { body: sglangMetrics({ running: 5, queued: 2, tokenUsage: 0.31 }), running: 5, waiting: 2, kv: 0.31 },
   trtllm: { body: trtllmStats, running: 2, waiting: 1, kv: 0.25 },
 };
+const PD: PdConfig = { min_prefill_tokens: 512, nixl_metadata: "none", kv_load_failure_policy: "recompute", prefill_queue_max: 8 };
 const JUNK = ["", "garbage", "{", "[1,2,null]", "null", '{"a":1}', "\u0000\u0001\u0002", "vllm:num_requests_running{engine=\"0\" 3\n", "x".repeat(10_000)];
 
 function inputFor(d: EngineDriver): DriverInput {
@@ -105,6 +109,28 @@ describe.each(ALL_DRIVERS.map((d) => [d.kind, d] as const))("driver %s", (kind, 
     const fs = d.check(input.entry, { config, model: input.model });
     expect(fs.filter((f) => f.severity === "error")).toEqual([]);
     for (const f of fs) expect(f.key.length).toBeGreaterThan(0);
+  });
+
+  test("capabilities are true to the launch: LoRA adapters, sleep mode, P/D flags, the KV tier", () => {
+    const input = inputFor(d);
+    const withLora = { ...input, model: { ...input.model, lora_adapters: [{ name: "ad-one", path: "/adapters/one" }] } };
+    const loraArgv = d.launch(withLora)?.argv.join(" ") ?? "";
+    expect(loraArgv.includes("ad-one=/adapters/one")).toBe(d.lora);
+    const plain = d.launch(input);
+    const asleep = d.launch({ ...input, sleepMode: true });
+    expect(plain === null ? false : launchHash(asleep!) !== launchHash(plain)).toBe(d.sleep !== undefined);
+    const ports = d.pdFlow === "sglang-bootstrap" ? { bootstrap: 9200 } : { sideChannel: { port: 9200, span: 1 } };
+    const pd = pdEngineFlags({ kind, role: "prefill", pd: PD, advertise: "10.0.0.1", ports, nixlMetadataEndpoint: null });
+    expect(pd.args.length > 0).toBe(d.pdFlow !== null);
+    if (d.pdFlow === "vllm-nixl") expect(pd.env.VLLM_NIXL_SIDE_CHANNEL_PORT).toBe("9200");
+    if (d.pdFlow === "sglang-bootstrap") expect(pd.args).toContain("--disaggregation-bootstrap-port");
+    const config = testConfig({ models: [input.model], engines: [input.entry] });
+    config.kv_tier = { ...config.kv_tier, resp: { listen: "127.0.0.1:6390", password_file: "", peer_fetch_max: 64, peer_fetch_timeout_ms: 500 } };
+    const plans = plain ? [{ id: input.id, kind, entryIndex: 0, spec: plain } as unknown as EnginePlan] : [];
+    applyTierLaunch(config, plans, () => null);
+    const tierArgv = plain?.argv.join(" ") ?? "";
+    expect(tierArgv.includes("--kv-offload-url resp://127.0.0.1:6390")).toBe(d.tier === "sim-offload");
+    expect(tierArgv.includes("LMCacheConnectorV1")).toBe(d.tier === "lmcache-vllm");
   });
 
   test("recover: adopts only the same worker, port and launch", () => {

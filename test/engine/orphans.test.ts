@@ -3,7 +3,7 @@ import { describe, expect, test } from "bun:test";
 import { readFileSync, writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { EngineRecordFile, leftoversOf, recordFor } from "../../src/engine/orphans.ts";
 import { isRunning, parseStat, readCmdline, readStat } from "../../src/engine/procfs.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";

@@ -7,7 +7,7 @@ import { writeFileSync } from "node:fs";
 import { join, resolve } from "node:path";
 import type { Config } from "../../src/config/types.ts";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { EngineRecordFile } from "../../src/engine/orphans.ts";
 import { isRunning } from "../../src/engine/procfs.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";

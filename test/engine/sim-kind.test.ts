@@ -4,7 +4,7 @@ import { afterEach, describe, expect, test } from "bun:test";
 import { existsSync } from "node:fs";
 import { resolve } from "node:path";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { isRunning } from "../../src/engine/procfs.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import { engine, model, testConfig } from "../fixtures/engines/config.ts";

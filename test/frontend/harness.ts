@@ -2,7 +2,7 @@
 // real Router, in front of tiny fake upstreams that speak OpenAI SSE the way vLLM does.
 import { afterEach } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import type { Config, FrontendConfig, PolicyName } from "../../src/config/types.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";

@@ -6,7 +6,7 @@
 import { afterAll, afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { HerdError } from "../../src/core/errors.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { kvAdminBackend } from "../../src/admin/kv-explain.ts";
 import { parsePrompt, renderChat } from "../../src/engine/sim/openai.ts";
 import { SharedPreprocessor, policyNeedsPrompt, type PromptPreparer } from "../../src/preprocess/shared.ts";

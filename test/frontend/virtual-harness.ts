@@ -3,7 +3,7 @@
 // HttpUpstream whose fetch is a function). `drive` advances the clock only when every promise has
 // settled, so a test runs the same way every time.
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import type { Config, FrontendConfig, RouterConfig } from "../../src/config/types.ts";
 import { DEFAULT_COST } from "../../src/engine/sim/cost.ts";

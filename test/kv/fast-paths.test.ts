@@ -5,7 +5,7 @@ import { SeededRng } from "../../src/core/rng.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { blockHashes, chainHashes, chainHashesU32, localBlockHash, loraSeed, nextSequenceHash } from "../../src/kv/hash.ts";
 import { MEDIA, type Medium } from "../../src/kv/indexer.ts";
-import { NaiveIndex } from "../../src/kv/naive-index.ts";
+import { NaiveIndex } from "../helpers/naive-index.ts";
 import { U64Table, join64 } from "../../src/kv/u64-table.ts";
 import { WorkerBlockMap } from "../../src/kv/worker-blocks.ts";
 import type { KvEvent } from "../../src/protocol/kv-events.ts";

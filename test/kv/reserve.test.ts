@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { createLogger } from "../../src/core/log.ts";
-import { kvCapacityHint } from "../../src/daemon/daemon.ts";
+import { kvCapacityHint } from "../../src/engine/drivers/registry.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import type { EnginePlan } from "../../src/engine/types.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
@@ -106,7 +106,7 @@ test("KvConsumer passes a spec's kvBlocks to its stream; a spec without one rese
   c.close();
 });
 
-describe("kvCapacityHint (daemon)", () => {
+describe("kvCapacityHint (engine driver registry)", () => {
   const plan = (kind: EnginePlan["kind"], argv: string[] | null) =>
     ({ kind, spec: argv === null ? null : { argv } }) as unknown as Pick<EnginePlan, "kind" | "spec">;
   const self = ["/usr/bin/bun", "/work/main/src/cli.ts"];

@@ -7,14 +7,14 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { readFileSync, readdirSync, statSync } from "node:fs";
 import { join } from "node:path";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { createLogger } from "../../src/core/log.ts";
 import type { DecisionRecord } from "../../src/request/record.ts";
 import { RecordFile, recordFiles } from "../../src/request/record-file.ts";
 import { simulateMain } from "../../src/simulate/cli.ts";
 import { parseDecisionLog } from "../../src/workload/trace.ts";
 import { cleanup, portBase, startHerd, tempDir, waitFor, type HerdProc } from "../helpers/herd.ts";
 
-const quiet = () => memoryLogger();
+const quiet = () => createLogger("test", { level: "error" });
 
 function record(i: number, atMs: number, over: Partial<DecisionRecord> = {}): DecisionRecord {
   return {

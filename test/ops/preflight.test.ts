@@ -5,10 +5,12 @@ import { afterAll, describe, expect, test } from "bun:test";
 import { chmodSync, mkdirSync, readFileSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
 import { checkConfigFiles, lineOfKey } from "../../src/config/files.ts";
+import { driverFor } from "../../src/engine/drivers/registry.ts";
 import { parseConfigText } from "../../src/config/load.ts";
 import { ROOT, cleanup, tempDir } from "./helpers.ts";
 
 const dir = tempDir("herd-preflight-");
+const loads = (kind: Parameters<typeof driverFor>[0]) => driverFor(kind).loadsModelPath;
 afterAll(() => cleanup(dir));
 
 /** The README's example config (its first yaml block), with data_dir moved into the test's dir. */
@@ -62,7 +64,7 @@ engines:
     expect(r.config).toBeDefined();
     const file = join(dir, "t.yaml");
     writeFileSync(file, yaml);
-    const msgs = (at: string) => checkConfigFiles(r.config!, file).filter((f) => f.path === at).map((f) => `${f.message} @${f.line}`);
+    const msgs = (at: string) => checkConfigFiles(r.config!, file, loads).filter((f) => f.path === at).map((f) => `${f.message} @${f.line}`);
     expect(msgs("models[0].tokenizer")).toEqual([`${join(tok, "tokenizer.json")} does not exist @3`]);
     expect(msgs("models[1].path")).toEqual([`model path ${join(dir, "weights")} does not exist @5`]);
     expect(msgs("engines[1].command")).toEqual([`${script} is not an executable file @11`]);
@@ -72,12 +74,12 @@ engines:
     mkdirSync(join(dir, "weights"));
     chmodSync(script, 0o755);
     r.config!.engines.pop();
-    expect(checkConfigFiles(r.config!, file)).toEqual([]);
+    expect(checkConfigFiles(r.config!, file, loads)).toEqual([]);
   });
 
   test("the embedded default names no file; lines of nested keys", () => {
     const r = parseConfigText("", "<embedded>", { hostname: "h", dataDir: join(dir, "d") });
-    expect(checkConfigFiles(r.config!, null)).toEqual([]);
+    expect(checkConfigFiles(r.config!, null, loads)).toEqual([]);
     expect(lineOfKey("a: 1\nmodels:\n  - name: x\n    tokenizer: /t\n", "models[0].tokenizer")).toBe(4);
     expect(lineOfKey("models:\n  - name: x\n", "models[0].tokenizer")).toBe(2); // absent key: its parent's line
   });

@@ -4,7 +4,7 @@ import { chmodSync, existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, wr
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { peer } from "../helpers/peers.ts";
-import { BUILD_SRC, INSTALL, UNIT, run } from "./helpers.ts";
+import { BUILD_SRC, INSTALL, REPO, UNIT, run } from "./helpers.ts";
 
 const work = mkdtempSync(join(tmpdir(), "herd-packaging-static-"));
 afterAll(() => rmSync(work, { recursive: true, force: true }));
@@ -12,6 +12,12 @@ afterAll(() => rmSync(work, { recursive: true, force: true }));
 describe("scripts are clean", () => {
   test.skipIf(!peer("shellcheck", ["shellcheck", "--version"]))("shellcheck passes on build.sh and install.sh", () => {
     const r = run(["shellcheck", "--shell=sh", BUILD_SRC, INSTALL]);
+    expect(r.out + r.err).toBe("");
+    expect(r.code).toBe(0);
+  }, 30_000);
+
+  test.skipIf(!peer("shellcheck", ["shellcheck", "--version"]))("shellcheck passes on the CI scripts (.ci/run, .ci/without-peers)", () => {
+    const r = run(["shellcheck", "--shell=bash", join(REPO, ".ci/run"), join(REPO, ".ci/without-peers")]);
     expect(r.out + r.err).toBe("");
     expect(r.code).toBe(0);
   }, 30_000);

@@ -4,6 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { defaultConfig, parseConfigText } from "../../src/config/index.ts";
 import type { EngineConfig, PdConfig } from "../../src/config/types.ts";
+import { checkEngines } from "../../src/engine/check.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import { parseKvTransferConfig } from "../../src/engine/sim/kv-transfer-config.ts";
 import { parseSimArgs } from "../../src/engine/sim/options.ts";
@@ -174,7 +175,9 @@ describe("pd config section (issue 13 public contract)", () => {
 
   test("warnings: a prefill pool with no decode engine; a role on a kind herd cannot configure", () => {
     const r = parseConfigText(yaml("", "  - { kind: sim, model: q, role: prefill }\n  - { kind: command, model: q, role: prefill, command: [x, '{port}'] }"));
-    const w = r.findings.filter((f) => f.severity === "warning").map((f) => `${f.path}: ${f.message}`);
+    // The kind's P/D flow is its driver's (src/engine/check.ts), the pairing the config's.
+    const all = [...r.findings, ...checkEngines(r.config!, { ids: [], source: "given" })];
+    const w = all.filter((f) => f.severity === "warning").map((f) => `${f.path}: ${f.message}`);
     expect(w).toContain('engines[0].role: no decode engine on this node serves "q": prefill workers get no traffic until a decode worker of it exists here or on another cluster node');
     expect(w.some((x) => x.startsWith("engines[1].role: herd sets no P/D flags for kind command"))).toBe(true);
     const paired = parseConfigText(yaml("", "  - { kind: sim, model: q, role: prefill }\n  - { kind: sim, model: q, role: decode }"));

@@ -3,7 +3,7 @@
 // (The cluster's remote actuator joins this list when it lands.)
 import { afterAll, describe, expect, test } from "bun:test";
 import { RealClock, VirtualClock, type Clock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import type { Config } from "../../src/config/types.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import type { Actuator } from "../../src/planner/actuator.ts";

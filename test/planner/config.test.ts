@@ -3,6 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { defaultConfig, parseConfigText } from "../../src/config/index.ts";
 import { parseFloor } from "../../src/config/planner-checks.ts";
+import { checkEngines } from "../../src/engine/check.ts";
 import { DEFAULT_PLANNER, DEFAULT_POOL } from "../../src/planner/sim/compare.ts";
 
 const env = { hostname: "h", dataDir: "/tmp/herd-planner-config" };
@@ -40,18 +41,24 @@ describe("planner config", () => {
   for (const c of cases) {
     test(c.name, () => {
       const r = parseConfigText(yaml(...HEAD, "planner:", ...c.lines), "herd.yaml", env);
-      const f = r.findings.find((x) => x.path === c.path);
-      expect(f, JSON.stringify(r.findings)).toBeDefined();
+      // What `herd config check` reports: the config's findings and the drivers' (src/engine/check.ts).
+      const all = r.config ? [...r.findings, ...checkEngines(r.config, { ids: [], source: "given" }, r.lineOf)] : r.findings;
+      const f = all.find((x) => x.path === c.path);
+      expect(f, JSON.stringify(all)).toBeDefined();
       expect(f!.message).toMatch(c.message);
       expect(f!.line).toBe(c.line);
       expect(f!.severity).toBe(c.severity ?? "error");
     });
   }
 
-  test("can_sleep only for kinds with a sleep mode", () => {
-    const text = yaml("models:", "  - name: m", "engines:", "  - kind: command", "    model: m", "    command: [x, \"{port}\"]", "planner:", "  pools:", "    - engine: 0", "      can_sleep: true");
+  test("can_sleep only for kinds with a sleep mode; pools only on engines herd starts (the drivers' capabilities)", () => {
+    const text = yaml("models:", "  - name: m", "engines:", "  - kind: command", "    model: m", "    command: [x, \"{port}\"]", "  - kind: external", "    model: m", "    url: http://10.0.0.1:8000", "    role: decode", "planner:", "  pools:", "    - engine: 0", "      can_sleep: true", "    - engine: 1");
     const r = parseConfigText(text, "herd.yaml", env);
-    expect(r.findings.map((f) => [f.path, f.line])).toContainEqual(["planner.pools[0].can_sleep", 10]);
+    const found = checkEngines(r.config!, { ids: [], source: "given" }, r.lineOf).filter((f) => f.severity === "error");
+    expect(found.map((f) => [f.path, f.line])).toEqual([["planner.pools[0].can_sleep", 14], ["planner.pools[1].engine", 15]]);
+    expect(found[0]!.message).toBe("command engines have no sleep mode herd can drive (only sim, vllm)");
+    const sleeper = parseConfigText(text.replace("kind: command", "kind: sim").replace(/    command: .*\n/, ""), "herd.yaml", env);
+    expect(checkEngines(sleeper.config!, { ids: [], source: "given" }).filter((f) => f.path.endsWith("can_sleep"))).toEqual([]);
   });
 
   test("floors parse to seconds since midnight, wrapping allowed", () => {

@@ -6,7 +6,7 @@
 import { afterAll, expect, test } from "bun:test";
 import { Registry } from "prom-client";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { Router } from "../../src/router/index.ts";
@@ -59,8 +59,16 @@ test("a sim pool with min 0 scales 0 → 2 → 0 under a burst; held requests an
   await supervisor.start();
   planner.start();
   expect(supervisor.list()).toEqual([]);
+  // The planner's decision is what this test checks: two engines up (starting or ready). Whether the
+  // second is ready before the burst is served depends on how loaded the machine is, so readiness of
+  // the first is required and of the second only counted.
   let maxReady = 0;
-  supervisor.onChange(() => (maxReady = Math.max(maxReady, supervisor.list().filter((w) => w.state === "ready").length)));
+  let maxUp = 0;
+  supervisor.onChange(() => {
+    const up = supervisor.list().filter((w) => w.state === "ready" || w.state === "starting");
+    maxUp = Math.max(maxUp, up.length);
+    maxReady = Math.max(maxReady, up.filter((w) => w.state === "ready").length);
+  });
 
   const answers: Promise<number>[] = [];
   for (let wave = 0; wave < 3; wave++) {
@@ -69,7 +77,8 @@ test("a sim pool with min 0 scales 0 → 2 → 0 under a burst; held requests an
   }
   const statuses = await Promise.all(answers);
   expect(statuses).toEqual(Array(30).fill(200));
-  expect(maxReady).toBe(2);
+  expect(maxUp).toBe(2);
+  expect(maxReady).toBeGreaterThanOrEqual(1);
   const text = await metrics.metrics();
   expect(text).toMatch(/herd_planner_hold_released_total\{pool="m\/aggregated"\} [1-9]/);
   expect(text).toMatch(/herd_planner_ticks_total\{trigger="poke"\} [1-9]/);

@@ -2,7 +2,7 @@
 // PlannerService (virtual clock, fake supervisor): the table, --json as is, and an unreachable herd.
 import { afterAll, describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { opsMain } from "../../src/ops/commands.ts";
 import { LocalActuator } from "../../src/planner/actuator-local.ts";
 import { PlannerService } from "../../src/planner/service.ts";

@@ -4,7 +4,7 @@
 import { describe, expect, test } from "bun:test";
 import { Registry } from "prom-client";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import type { Config } from "../../src/config/types.ts";
 import { LocalActuator } from "../../src/planner/actuator-local.ts";
 import { PlannerMetrics } from "../../src/planner/metrics.ts";

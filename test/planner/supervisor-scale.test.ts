@@ -3,7 +3,7 @@
 // mimicked by the sim engine: asleep it refuses generation), drain and stop it, reuse its slot.
 import { afterEach, describe, expect, test } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { Supervisor } from "../../src/engine/supervisor.ts";
 import { isRunning } from "../../src/engine/procfs.ts";
 import type { Config } from "../../src/config/types.ts";

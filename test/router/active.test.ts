@@ -1,6 +1,9 @@
 import { describe, expect, test } from "bun:test";
 import { ActiveBlocks } from "../../src/router/active.ts";
-import { mapKey, trackedHashes, trackedKeys } from "../../src/router/sampling.ts";
+import { mapKey, trackedKeys, trackedPositions } from "../../src/router/sampling.ts";
+
+/** The hashes at the tracked positions: the reference trackedKeys is checked against. */
+const trackedHashes = (hashes: readonly bigint[]) => trackedPositions(hashes.length).map((p) => hashes[p]!);
 
 /** A prompt of n blocks whose hashes are chained by `tag`: prompts with the same tag share a prefix. */
 const prompt = (tag: number, n: number): bigint[] => Array.from({ length: n }, (_, i) => (BigInt(tag) << 40n) | BigInt(i + 1));

@@ -42,12 +42,13 @@ const CUSTOM_YAML = `router:
 const custom = parseConfigText(CUSTOM_YAML, "custom.yaml").config!.router;
 
 const cases: [string, PolicyFactory, RouterConfig][] = [
-  ...POLICY_FACTORIES.map((f) => [f.name, f, routerConfig({ policy: f.name as never })] as [string, PolicyFactory, RouterConfig]),
+  ...Object.values(POLICY_FACTORIES).map((f) => [f.name, f, routerConfig({ policy: f.name as never })] as [string, PolicyFactory, RouterConfig]),
   ["custom (YAML router.pipeline)", policyFactory("prefix")!, { ...routerConfig(), ...custom, seed: 42 }],
 ];
 
 test("the registry lists exactly the policies the config accepts", () => {
-  expect(POLICY_FACTORIES.map((f) => f.name).sort()).toEqual([...POLICIES].sort());
+  expect(Object.keys(POLICY_FACTORIES).sort()).toEqual([...POLICIES].sort());
+  for (const [name, f] of Object.entries(POLICY_FACTORIES)) expect(f.name as string).toBe(name);
 });
 
 describe.each(cases)("policy %s", (_name, factory, config) => {

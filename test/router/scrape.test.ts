@@ -1,7 +1,7 @@
 // The scrape loop against real HTTP servers on loopback (Bun.serve, port 0).
 import { afterEach, describe, expect, test } from "bun:test";
 import { RealClock, VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { MetricsScraper } from "../../src/engine/telemetry/scrape.ts";
 import type { WorkerRegistry } from "../../src/workers/registry.ts";
 import { registryWith, worker } from "./fixtures.ts";

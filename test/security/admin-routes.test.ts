@@ -8,7 +8,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { defaultConfig } from "../../src/config/load.ts";
 import type { Config } from "../../src/config/types.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { startDaemon, type Daemon } from "../../src/daemon/daemon.ts";
 import { cleanup, portBase, tempDir } from "../ops/helpers.ts";
 

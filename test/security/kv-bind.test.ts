@@ -3,7 +3,7 @@
 // (`tcp://*:P`, bound) for every engine kind; real vLLM/SGLang get no extra flag (they would reject
 // it), explicit kv_events are passed verbatim. And the sim really binds where it is told.
 import { describe, expect, test } from "bun:test";
-import { loopbackBindHost } from "../../src/engine/drivers.ts";
+import { loopbackBindHost } from "../../src/engine/drivers/common.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import { withBindHost } from "../../src/engine/sim/main.ts";
 import { SimKvPublisher, parseKvEventsConfig } from "../../src/engine/sim/kv-publisher.ts";

@@ -7,7 +7,7 @@ import { exposureInfo, exposureWarnings } from "../../src/daemon/exposure.ts";
 import { KeySet } from "../../src/http/auth.ts";
 import { metricsDenied } from "../../src/http/metrics-access.ts";
 import { REFUSED_LOG_EVERY_MS, adminRoutes } from "../../src/admin/routes.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { startHerd, trackForCleanup } from "../frontend/harness.ts";
 
 const track = trackForCleanup();

@@ -3,7 +3,13 @@
 import { afterAll, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
-import { feedIndex, indexEventsFor } from "../../src/tier/index-feed.ts";
+import type { KvIndex } from "../../src/kv/indexer.ts";
+import { indexEventsFor, type TierChange } from "../../src/tier/index-feed.ts";
+
+/** An `onChange` hook that keeps `index` in step with the tier for these workers (as tier-key.ts tierIndexFeed does per model). */
+const feedIndex = (index: KvIndex, workers: () => readonly string[], hashOfKey: (key: string) => bigint | undefined) => (c: TierChange) => {
+  for (const [w, ev] of indexEventsFor(c, hashOfKey, workers())) index.apply(w, ev);
+};
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
 
 afterAll(cleanupDirs);

@@ -4,7 +4,7 @@
 // miss ($-1 / :0), never an error.
 import { afterEach, describe, expect, test } from "bun:test";
 import { RespServer, type RemoteTierSource } from "../../src/tier/resp/server.ts";
-import { MapStore } from "../../src/tier/store.ts";
+import { MapStore } from "../helpers/map-store.ts";
 import { cmd, transcript } from "./resp-helpers.ts";
 
 /** A remote tier whose answers the test releases by hand; a found key is stored locally, as PeerFetcher does. */

@@ -1,6 +1,7 @@
 // One conformance suite over every TierStore implementation.
 import { afterAll, describe, expect, test } from "bun:test";
-import { MapStore, type TierStore } from "../../src/tier/store.ts";
+import type { TierStore } from "../../src/tier/store.ts";
+import { MapStore } from "../helpers/map-store.ts";
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
 
 const MiB = 1024 * 1024;

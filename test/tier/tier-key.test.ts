@@ -3,7 +3,8 @@
 import { expect, test } from "bun:test";
 import { BlockIndex } from "../../src/kv/block-index.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
-import { hashOfKey, parseTierKey, tierIndexFeed, tierIndexReplay, tierKey } from "../../src/tier/tier-key.ts";
+import { parseTierKey, tierKey } from "../../src/protocol/tier-key.ts";
+import { hashOfKey, tierIndexFeed, tierIndexReplay } from "../../src/tier/tier-key.ts";
 
 test("tierKey ↔ hashOfKey round-trips every u64, including models with colons", () => {
   for (const h of [0n, 1n, 0xdeadbeefn, (1n << 64n) - 1n, ...blockHashes(Array.from({ length: 64 }, (_, i) => i), 16)]) {

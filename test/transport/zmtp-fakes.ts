@@ -1,7 +1,7 @@
 // Socketless harness: a ZmtpConnection over a fake socket that records writes and can accept only
 // part of each write, like Bun's unbuffered socket.write().
 import { type Clock, VirtualClock } from "../../src/core/clock.ts";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { type RawSocket, ZmtpConnection } from "../../src/transport/zmtp/connection.ts";
 import type { ZmtpSocket } from "../../src/transport/zmtp/socket.ts";
 import { buildGreeting, encodeReady, type SocketType } from "../../src/transport/zmtp/protocol.ts";

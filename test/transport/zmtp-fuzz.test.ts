@@ -3,7 +3,7 @@
 // unhandled rejection, valid streams decode exactly, and every protocol close leaves a log line.
 // A few cases go over real TCP sockets to the listening and connecting sides.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { type Rng, SeededRng } from "../../src/core/rng.ts";
 import { DealerSocket, PubSocket, RouterSocket, SubSocket, type ZmtpSocket } from "../../src/transport/zmtp/index.ts";
 import { buildGreeting, encodeCommand, encodeMessage, encodeReady, encodeSubscription, type SocketType } from "../../src/transport/zmtp/protocol.ts";

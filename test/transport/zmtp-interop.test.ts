@@ -2,7 +2,7 @@
 // both binders, topics, multipart, long frames (300 B, 1 MiB), the long-subscription quirk,
 // heartbeats and a peer restart on the same port.
 import { afterEach, describe, expect, test } from "bun:test";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { DealerSocket, PubSocket, RouterSocket, SubSocket } from "../../src/transport/zmtp/index.ts";
 import { hasPyZmq } from "../helpers/peers.ts";
 import { PyPeer, digestMarker, text } from "./zmq-peer.ts";

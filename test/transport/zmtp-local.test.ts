@@ -2,7 +2,7 @@
 // socket pause/resume, PUB high-water-mark drops against a stalled subscriber, DEALER/ROUTER
 // round trips, and close() releasing everything.
 import { describe, expect, test } from "bun:test";
-import { memoryLogger } from "../../src/core/log.ts";
+import { memoryLogger } from "../helpers/log.ts";
 import { DealerSocket, PubSocket, RouterSocket, SubSocket } from "../../src/transport/zmtp/index.ts";
 
 const text = (b: Uint8Array | undefined) => new TextDecoder().decode(b);

@@ -25,6 +25,11 @@ export const command: EngineDriver = {
   // Unknown: it gets GPUs only when the entry names them.
   usesGpus: false,
   wantsKvPorts: false,
+  pdFlow: null,
+  tier: null,
+  lora: false,
+  loadsModelPath: true,
+  builtinTokenizer: false,
   ownKeys: ["command"],
   launch(input) {
     if (input.entry.command.length === 0) throw new Error(`engine ${input.id}: kind command needs a non-empty command`);

@@ -1,7 +1,7 @@
 // Helpers every driver shares: addresses, the KV-events JSON, the base environment, the LaunchSpec
 // shape, flag lookup and the default health / recover rules. Pure.
 import { createHash } from "node:crypto";
-import type { DriverFinding, RecoverCandidate } from "../driver.ts";
+import type { RecoverCandidate } from "../driver.ts";
 import type { DriverInput, KvEventsSpec, LaunchSpec } from "../types.ts";
 
 /** Address herd dials for an engine bound to `host` (a wildcard bind is reached over loopback). */
@@ -121,5 +121,4 @@ export function sameLaunch(previous: RecoverCandidate, spec: LaunchSpec): boolea
   return previous.worker === spec.id && previous.port === spec.port && previous.argvHash === launchHash(spec);
 }
 
-export const noChecks = (): DriverFinding[] => [];
 export const noCapacity = (): undefined => undefined;

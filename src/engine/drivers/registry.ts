@@ -2,6 +2,7 @@
 // config ENGINE_KINDS (the Record type below fails to compile until all three agree).
 import type { EngineKind } from "../../config/types.ts";
 import type { EngineDriver } from "../driver.ts";
+import type { EnginePlan } from "../types.ts";
 import { command } from "./command.ts";
 import { external } from "./external.ts";
 import { sglang } from "./sglang.ts";
@@ -15,4 +16,13 @@ export const ALL_DRIVERS: readonly EngineDriver[] = Object.values(DRIVERS);
 
 export function driverFor(kind: EngineKind): EngineDriver {
   return DRIVERS[kind];
+}
+
+/**
+ * KV capacity in blocks known before the engine runs (sim: --kv-blocks or its default; vLLM:
+ * --num-gpu-blocks-override), so the KV index can be sized up front; undefined otherwise. Running
+ * vLLM engines report theirs in vllm:cache_config_info (MetricsScraper `onKvCapacity`).
+ */
+export function kvCapacityHint(p: Pick<EnginePlan, "kind" | "spec">): number | undefined {
+  return p.spec ? driverFor(p.kind).kvCapacity(p.spec) : undefined;
 }

@@ -18,6 +18,11 @@ export const sglang: EngineDriver = {
   managed: true,
   usesGpus: true,
   wantsKvPorts: true,
+  pdFlow: "sglang-bootstrap",
+  tier: null,
+  lora: true,
+  loadsModelPath: true,
+  builtinTokenizer: false,
   ownKeys: [],
   launch(input) {
     const { model, entry } = input;

@@ -57,6 +57,11 @@ export const trtllm: EngineDriver = {
   // KV events live in trtllm's YAML (`--config`) and their payload's vLLM compatibility is
   // unverified; until tested against a real peer, trtllm workers are routed without them.
   wantsKvPorts: false,
+  pdFlow: null,
+  tier: null,
+  lora: false,
+  loadsModelPath: true,
+  builtinTokenizer: false,
   ownKeys: [],
   launch(input) {
     const { model, entry } = input;

@@ -38,6 +38,11 @@ export const vllm: EngineDriver = {
   managed: true,
   usesGpus: true,
   wantsKvPorts: true,
+  pdFlow: "vllm-nixl",
+  tier: "lmcache-vllm",
+  lora: true,
+  loadsModelPath: true,
+  builtinTokenizer: false,
   ownKeys: [],
   launch(input) {
     const { model, entry } = input;
@@ -90,6 +95,15 @@ export const vllm: EngineDriver = {
     }
     if (entry.gpu_memory_utilization > 0 && lastFlag(entry.args, "--gpu-memory-utilization") !== undefined)
       out.push({ severity: "warning", key: "args", message: "--gpu-memory-utilization in args overrides gpu_memory_utilization; keep one" });
+    // Every vLLM engine of a model must name a block with the same id (P/D transfers, removals and
+    // the KV tier use engine block ids), so the algorithm must agree across a model's entries; the
+    // first vLLM entry of the model is the reference. (The router re-hashes token ids, src/kv/hash.ts.)
+    const algoOf = (e: typeof entry) => lastFlag(e.args, "--prefix-caching-hash-algo") ?? model?.prefix_caching_hash_algo ?? "";
+    const first = config.engines.find((e) => e.kind === "vllm" && e.model === entry.model);
+    if (first && first !== entry && algoOf(first) !== algoOf(entry)) {
+      const [a, b] = [algoOf(entry) || "(vLLM default)", algoOf(first) || "(vLLM default)"];
+      out.push({ severity: "error", key: "args", message: `prefix caching hash ${a} differs from engines[${config.engines.indexOf(first)}] (${b}) for model ${entry.model}: set models[].prefix_caching_hash_algo once` });
+    }
     const drainS = Math.ceil(config.frontend.drain_timeout_ms / 1000);
     if (drainS * 1000 > config.supervisor.stop_timeout_ms)
       out.push({ severity: "warning", key: "supervisor.stop_timeout_ms", message: `shorter than the engine's --shutdown-timeout ${drainS} s (frontend.drain_timeout_ms): vLLM is SIGKILLed before its drain ends` });

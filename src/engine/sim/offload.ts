@@ -1,6 +1,6 @@
 // KV offload to herd's tier (`--kv-offload-url resp://host:port`), modelled on vLLM's offloading
 // connector with herd's RESP server as the CPU store:
-// - a block the GPU prefix cache evicts is SET under its tier key (offload-key.ts) with
+// - a block the GPU prefix cache evicts is SET under its tier key (src/protocol/tier-key.ts) with
 //   `--kv-offload-bytes-per-block` bytes; once stored, a KV event BlockStored with medium "CPU" is
 //   emitted the way vLLM's OffloadingConnector.take_events does (vllm/distributed/kv_transfer/
 //   kv_connector/v1/offloading_connector.py: block_hashes, parent_block_hash None, token_ids [],
@@ -14,7 +14,7 @@
 
 import type { Clock } from "../../core/clock.ts";
 import type { KvEvent } from "./blocks.ts";
-import { tierKey } from "./offload-key.ts";
+import { tierKey } from "../../protocol/tier-key.ts";
 import { RespClient } from "./resp-client.ts";
 import type { SchedulerOffload } from "./scheduler.ts";
 

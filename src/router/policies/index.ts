@@ -1,7 +1,9 @@
 // Every routing policy, one line each. A policy is a preset of the one pipeline (./preset.ts); a
 // new policy is one file in this folder plus one line here (and its name in POLICIES in
-// src/config/types.ts so the config accepts it). No import side effects.
-import type { RouterConfig } from "../../config/types.ts";
+// src/config/types.ts so the config accepts it). The record is keyed by that name union: a name in
+// POLICIES without a factory here, or a factory under another name, does not compile. No import
+// side effects.
+import type { PolicyName, RouterConfig } from "../../config/types.ts";
 import { BASE_FILTERS } from "../pipeline/filters.ts";
 import { unionNeeds, type Needs } from "../pipeline/types.ts";
 import type { PolicyFactory } from "../types.ts";
@@ -13,10 +15,19 @@ import { session } from "./session.ts";
 import { kv } from "./kv.ts";
 import { prefix } from "./prefix.ts";
 
-export const POLICY_FACTORIES: readonly PolicyFactory[] = [roundRobin, random, powerOfTwo, leastLoaded, session, kv, prefix];
+export const POLICY_FACTORIES: { readonly [N in PolicyName]: PolicyFactory & { readonly name: N } } = {
+  "round-robin": roundRobin,
+  random,
+  "power-of-two": powerOfTwo,
+  "least-loaded": leastLoaded,
+  session,
+  kv,
+  prefix,
+};
 
+/** The factory of a name from outside the type system (CLI flags, tests); undefined when unknown. */
 export function policyFactory(name: string): PolicyFactory | undefined {
-  return POLICY_FACTORIES.find((f) => f.name === name);
+  return Object.hasOwn(POLICY_FACTORIES, name) ? POLICY_FACTORIES[name as PolicyName] : undefined;
 }
 
 /**
@@ -24,7 +35,7 @@ export function policyFactory(name: string): PolicyFactory | undefined {
  * to hash prompts). Unknown policy → every input, to be safe.
  */
 export function presetNeeds(cfg: RouterConfig): Required<Needs> {
-  const f = policyFactory(cfg.policy);
+  const f = policyFactory(cfg.policy); // a hand-built config may carry any string
   if (!f) return { blockHashes: true, load: true, sessionKey: true, role: true };
   return unionNeeds([...BASE_FILTERS, { needs: f.create(cfg).needs ?? { blockHashes: true, load: true, sessionKey: true, role: true } }]);
 }

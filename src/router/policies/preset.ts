@@ -16,7 +16,8 @@ export interface Preset {
   source?(cfg: RouterConfig, deps: PolicyDeps): CacheSource;
 }
 
-export function preset(p: Preset): PolicyFactory & { readonly preset: Preset } {
+/** The factory keeps its preset's literal name, so the registry's record can check key = name. */
+export function preset<N extends string>(p: Preset & { readonly name: N }): PolicyFactory & { readonly name: N; readonly preset: Preset } {
   return {
     name: p.name,
     preset: p,

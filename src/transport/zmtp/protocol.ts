@@ -205,12 +205,6 @@ export function toBytes(x: Uint8Array | string): Uint8Array {
   return typeof x === "string" ? ascii.encode(x) : x;
 }
 
-export function bytesEqual(a: Uint8Array, b: Uint8Array): boolean {
-  if (a.length !== b.length) return false;
-  for (let i = 0; i < a.length; i++) if (a[i] !== b[i]) return false;
-  return true;
-}
-
 export function hasPrefix(data: Uint8Array, prefix: Uint8Array): boolean {
   if (prefix.length > data.length) return false;
   for (let i = 0; i < prefix.length; i++) if (data[i] !== prefix[i]) return false;

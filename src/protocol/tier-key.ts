@@ -1,5 +1,6 @@
-// The one place that defines the key a simulated engine stores an offloaded KV block under in herd's
-// tier (RESP server, src/tier), and how a key maps back to the block:
+// The one place that defines the key herd's KV tier names a block by — what a simulated engine
+// stores an offloaded KV block under on the tier's RESP server (src/engine/sim/offload.ts) and what
+// the tier maps back to the block for the KV index (src/tier/tier-key.ts):
 //
 //   herd:<served model>:<16 lowercase hex digits>
 //
@@ -8,6 +9,9 @@
 // it does not depend on the engine's PYTHONHASHSEED, so every engine of the model on the host finds
 // the blocks another one offloaded, and the router maps a key straight to the hash its index keys
 // on (src/tier/tier-key.ts hashOfKey) without a per-engine translation table.
+//
+// It is the tier's format, but it lives here, on line 1: the sim engine (src/engine, line 3) writes
+// it and the tier (src/tier, line 5) reads it, and the lowest folder both may import is protocol.
 
 export const TIER_KEY_PREFIX = "herd:";
 
