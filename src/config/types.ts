@@ -360,6 +360,15 @@ export interface Config {
   kv_tier: KvTierConfig;
   /** The planner (issue 15): scale engines of the listed engines[] entries from herd's own signals. */
   planner: PlannerSectionConfig;
+  /** Decision records in a rotating file (src/request/record-file.ts); path "" = off. */
+  decision_log: DecisionLogConfig;
+}
+
+export interface DecisionLogConfig {
+  path: string;
+  max_bytes: number;
+  files: number;
+  buffer_bytes: number;
 }
 
 /** One planner pool: the engines started from one engines[] entry, scaled together. */
