@@ -36,6 +36,7 @@ import { plannerGate } from "../planner/gate.ts";
 import { plannerAdminRoutes } from "../planner/status.ts";
 import { LocalActuator } from "../planner/actuator-local.ts";
 import { PlannerMetrics } from "../planner/metrics.ts";
+import { TransferLedger } from "../planner/signals.ts";
 import type { AdminBackend } from "../admin/routes.ts";
 import { kvAdminBackend } from "../admin/kv-explain.ts";
 import { Frontend } from "../frontend/app.ts";
@@ -51,7 +52,7 @@ import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataService } from "../pd/nixl-metadata.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
-import type { PdTrace } from "../pd/orchestrator.ts";
+import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -90,6 +91,8 @@ export class HerdNode {
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
+  /** KV transfers each prefill engine owes (the P/D orchestrator reports them; the planner reads them). */
+  private readonly transfers = new TransferLedger();
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -227,7 +230,10 @@ export class HerdNode {
     const { config } = this;
     const { clock, log } = this.o;
     if (!config.planner.enabled) return null;
-    const actuator = new LocalActuator({ config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: detectGpus().ids.length });
+    const actuator = new LocalActuator({
+      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: detectGpus().ids.length,
+      pendingTransfers: (id) => this.transfers.pendingOf(id),
+    });
     return new PlannerService({ config, clock, log, actuator, metrics: new PlannerMetrics(this.metrics.registry) });
   }
 
@@ -279,7 +285,7 @@ export class HerdNode {
     const node = this;
     this.pd = {
       config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,
-      rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
+      rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: withTransfers(new PdMetrics(this.metrics.registry), this.transfers),
       get router() {
         return node.router; // a getter: a reload may replace it
       },
@@ -312,4 +318,21 @@ export class HerdNode {
     this.runtime?.listening(this.listening.url);
     this.o.log.info("listening", { url: this.listening.url, config: this.o.configPath ?? "(embedded default)", policy: this.router.policy.name });
   }
+}
+
+/** The P/D observer the orchestrator reports to: herd's metrics, and the transfers the planner reads. */
+function withTransfers(metrics: PdObserver, ledger: TransferLedger): PdObserver {
+  return {
+    decision: (d) => metrics.decision(d),
+    fallback: (r) => metrics.fallback(r),
+    prefillDone: (ms) => metrics.prefillDone(ms),
+    transferToFirstToken: (ms) => metrics.transferToFirstToken(ms),
+    pair: (p, d) => metrics.pair(p, d),
+    abandonedPrefill: (w) => {
+      metrics.abandonedPrefill(w);
+      ledger.abandonedPrefill(w);
+    },
+    transferOwed: (w) => ledger.transferOwed(w),
+    transferPulled: (w) => ledger.transferPulled(w),
+  };
 }

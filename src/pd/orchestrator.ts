@@ -77,6 +77,10 @@ export interface PdObserver {
    * had already freed them.
    */
   abandonedPrefill(prefillWorker: string): void;
+  /** A prefill answered with held blocks a decode leg will pull (the planner's pending transfers). */
+  transferOwed?(prefillWorker: string): void;
+  /** A decode leg committed with those blocks: the pull is done. */
+  transferPulled?(prefillWorker: string): void;
 }
 
 export interface LegTrace {
@@ -242,6 +246,7 @@ async function runVllm(r: Run): Promise<LegOutcome> {
       return runLocal(r, decodeExclude);
     }
     if (p.params === null) fallback(r, "no_transfer_params");
+    if (holdsBlocks(p.params)) r.obs.transferOwed?.(p.worker.id);
     const body = JSON.stringify(vllmDecodeBody(r.input.body, p.params));
     for (let attempt = 0; attempt < 2; attempt++) {
       const choice = chooseDecode(r.cands, shape(r), decodeExclude, r.deps.rng);
@@ -251,6 +256,7 @@ async function runVllm(r: Run): Promise<LegOutcome> {
       if (last.kind === "committed") {
         r.obs.transferToFirstToken(r.deps.clock.now() - p.doneMs);
         r.obs.pair(p.worker.node, choice.pick.node);
+        if (holdsBlocks(p.params)) r.obs.transferPulled?.(p.worker.id);
       }
       if (last.kind === "aborted" && holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
       if (last.kind !== "failed") return last;

@@ -14,6 +14,7 @@ import { describeAction, type Actuator } from "./actuator.ts";
 import { decide, initialMemory } from "./decide.ts";
 import { plannerConfigFrom } from "./from-config.ts";
 import { HoldQueue } from "./hold.ts";
+import { holdPoolOf, poolsOfModel } from "./signals.ts";
 import type { PlannerMetrics } from "./metrics.ts";
 import type { Action, Decision, PlannerConfig, PlannerMemory, PoolSignals } from "./types.ts";
 import { plannerStatus, type PlannerStatus, type RecentAction } from "./status.ts";
@@ -97,10 +98,24 @@ export class PlannerService implements Service {
     await Promise.allSettled([...this.pending]);
   }
 
-  /** The planner pool a request for `model` (and role) belongs to; null when the planner does not scale it. */
+  /** The planner pool of `model` and `role`; null when the planner does not scale it. */
   poolFor(model: string, role: Role = "aggregated"): string | null {
     const id = `${model}/${role}`;
     return this.plannerConfig.pools.some((p) => p.id === id) ? id : null;
+  }
+
+  /** Every planner pool a request for `model` is work for (P/D: its prefill and its decode pool). */
+  poolsFor(model: string): string[] {
+    return poolsOfModel(this.poolIds, model).map((p) => p.pool);
+  }
+
+  /** The pool a request for `model` waits for when nothing serves it (signals.ts holdPoolOf). */
+  holdPoolFor(model: string): string | null {
+    return holdPoolOf(this.poolIds, model);
+  }
+
+  private get poolIds(): string[] {
+    return this.plannerConfig.pools.map((p) => p.id);
   }
 
   /** The frontend's hook, once per admitted request, before any queue: what the pool is asked to do. */
