@@ -28,7 +28,7 @@ const o: CompareOptions = {
 };
 
 const t0 = performance.now();
-const r = comparePlanners(o);
+const r = await comparePlanners(o);
 const totalS = (performance.now() - t0) / 1000;
 const days = r.duration_s / 86_400;
 const perDay = (name: string) => r.planners[name]!.wall_s / days;

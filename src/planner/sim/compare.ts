@@ -53,20 +53,20 @@ export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, du
  * (what `herd simulate --calibrate` / `herd bench` seed in production). An aggregated engine does
  * both phases, so each phase is credited with half: demand = prefill/cap_p + decode/cap_d = λ / r*.
  */
-export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): { prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number; concurrency: number } {
+export async function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): Promise<{ prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number; concurrency: number }> {
   let concurrency = 1;
-  const meets = (r: number) => {
+  const meets = async (r: number) => {
     const flat: RateShape = { ...shape, rateAt: () => r, peak: r * 1.01, name: `${shape.name}@${r}` };
-    const res = runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1));
+    const res = await runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1));
     if (res.slo_attainment >= o.staticTarget) concurrency = Math.max(1, res.mean_in_flight);
     return res.slo_attainment >= o.staticTarget;
   };
   let lo = 0;
   let hi = 1;
-  while (meets(hi) && hi < 1024) [lo, hi] = [hi, hi * 2];
+  while ((await meets(hi)) && hi < 1024) [lo, hi] = [hi, hi * 2];
   for (let i = 0; i < 8; i++) {
     const mid = (lo + hi) / 2;
-    if (meets(mid)) lo = mid;
+    if (await meets(mid)) lo = mid;
     else hi = mid;
   }
   const r = Math.max(lo, 1e-3);
@@ -74,24 +74,24 @@ export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 
 }
 
 /** The smallest static engine count meeting the target at the peak rate. */
-export function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 600): number {
+export async function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 600): Promise<number> {
   const flat: RateShape = { ...shape, rateAt: () => shape.peak / 1.01, name: `${shape.name}@peak` };
   for (let n = 1; n <= o.gpus; n++) {
-    const r = runFleetSim(specFor(flat, staticLaw(n), o, probeS, n));
+    const r = await runFleetSim(specFor(flat, staticLaw(n), o, probeS, n));
     if (r.slo_attainment >= o.staticTarget) return n;
   }
   return o.gpus;
 }
 
-export function comparePlanners(o: CompareOptions): { shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, SimScore & { wall_s: number }> } {
+export async function comparePlanners(o: CompareOptions): Promise<{ shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, SimScore & { wall_s: number }> }> {
   const shape = parseRateShape(o.shape);
   const durationS = o.durationS ?? shape.durationS;
   const out: Record<string, SimScore & { wall_s: number }> = {};
   let staticN: number | null = null;
-  const cal = calibrateCapacity(shape, o);
+  const cal = await calibrateCapacity(shape, o);
   const capacity = { prefillTokensPerS: cal.prefillTokensPerS, decodeTokensPerS: cal.decodeTokensPerS };
   // The pooling gain from the same measurements: one engine's rate vs the peak pool's per-engine rate.
-  const peakN = staticPeakCount(shape, o);
+  const peakN = await staticPeakCount(shape, o);
   const gain = peakN > 1 ? { engines: peakN, factor: Math.max(1, shape.peak / 1.01 / peakN / cal.ratePerS) } : null;
   for (const name of o.planners) {
     const t0 = performance.now();
@@ -105,8 +105,8 @@ export function comparePlanners(o: CompareOptions): { shape: string; duration_s:
       initial = staticN;
     }
     if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
-    const r = runFleetSim(specFor(shape, law, o, durationS, initial, capacity, gain));
-    const { actions: _log, ...score } = r;
+    const r = await runFleetSim(specFor(shape, law, o, durationS, initial, capacity, gain));
+    const { actions: _log, refused: _r, double_starts: _d, duplicates: _u, leaders: _l, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }
   return { shape: o.shape, duration_s: durationS, seed: o.seed, static_engines: staticN, engine_capacity_rps: Math.round(cal.ratePerS * 1000) / 1000, target_concurrency: Math.round(cal.concurrency * 100) / 100, planners: out };

@@ -1,0 +1,314 @@
+// One planner for the cluster (issue 20): the leader's. Every node publishes a small summary (its
+// pools' cumulative arrivals and tokens, held requests, its engines with in-flight, queue and KV
+// usage, its host's GPUs and the pools it can start: its engines[] templates); the leader's
+// PlannerService reads the sum of them (ClusterPlanning.observe), decides per pool for the cluster,
+// and sends each action as an assignment to the node that carries it out (ClusterActuator). A node
+// applies an assignment only when it is stamped with the current term of the leader whose lease it
+// knows, and only once per assignment id (AssignmentApplier: TermFence on the actuation path,
+// refusals counted). A new leader acts only after it has received two summaries from every live
+// node since it took over (one full window of their counts): until then nodes keep what they run.
+import { TermFence } from "../cluster/fence.ts";
+import type { Clock } from "../core/clock.ts";
+import type { ActuationResult, Actuator } from "./actuator.ts";
+import type { ClusterScope, PoolTotals } from "./service.ts";
+import type { Action, Fleet, FleetEngine, FleetHost, PoolSignals } from "./types.ts";
+
+/** What one node tells the leader each tick (GET /cluster/v1/planner/summary). */
+export interface NodeSummary {
+  node: string;
+  /** The node's planner instance: a restart starts its totals again. */
+  epoch: string;
+  /** Per pool, cumulative since `epoch` began (the leader takes differences between summaries). */
+  totals: Record<string, PoolTotals>;
+  held: Record<string, { requests: number; promptTokens: number }>;
+  /** Its engines of planner pools (host = node). */
+  engines: FleetEngine[];
+  /** Per engine: requests waiting inside it and KV usage (0..1), as scraped; null when unknown. */
+  load: Record<string, { waiting: number | null; kvUsage: number | null }>;
+  host: { gpusTotal: number; gpusFree: number; backoffUntilMs: number };
+  /** Pools this node can start: the planner pools among its engines[] entries (its templates). */
+  templates: string[];
+  /** Latency this node's requests saw (ms), for status and the SLA mode; null when none yet. */
+  latency: { ttftMsP50: number; ttftMsP99: number; itlMsP50: number; itlMsP99: number } | null;
+}
+
+export interface Assignment {
+  /** `leader/term/seq`: applied at most once per node. */
+  id: string;
+  term: number;
+  leader: string;
+  action: Action;
+}
+
+export type RefusalReason = "stale_term" | "conflicting_leader" | "no_lease" | "unknown_term" | "bad_assignment";
+
+export type AssignmentReply = { ok: true; result: ActuationResult; duplicate: boolean } | { ok: false; refused: RefusalReason; term: number };
+
+/** A node's view of the election: the leader whose lease it holds fresh, and its term; null when none. */
+export type LeaseView = () => { term: number; leader: string } | null;
+
+const REMEMBERED_IDS = 1024;
+
+/** The node side: assignments pass the fence, then this node's own actuator, once per id. */
+export class AssignmentApplier {
+  private readonly applied = new Map<string, Promise<ActuationResult>>();
+  readonly refused: Record<RefusalReason, number> = { stale_term: 0, conflicting_leader: 0, no_lease: 0, unknown_term: 0, bad_assignment: 0 };
+  duplicates = 0;
+
+  constructor(
+    private readonly o: { fence: TermFence; lease: LeaseView; local: Actuator; onRefused?: (why: RefusalReason) => void; onApplied?: (a: Assignment, r: ActuationResult) => void },
+  ) {}
+
+  /** Synchronous up to the actuator call: the checks and the id's record happen in one turn. */
+  async apply(a: Assignment): Promise<AssignmentReply> {
+    const refuse = (why: RefusalReason): AssignmentReply => {
+      this.refused[why]++;
+      this.o.onRefused?.(why);
+      return { ok: false, refused: why, term: Math.max(this.o.fence.term, this.o.lease()?.term ?? 0) };
+    };
+    if (!isAssignment(a)) return refuse("bad_assignment");
+    const lease = this.o.lease();
+    if (lease !== null && a.term < lease.term) return refuse("stale_term");
+    if (lease === null) return refuse("no_lease");
+    if (a.term > lease.term) return refuse("unknown_term"); // this node has not seen that leader's beat yet: the leader retries
+    if (a.leader !== lease.leader) return refuse("conflicting_leader");
+    const v = this.o.fence.admit(a.term, a.leader);
+    if (!v.ok) return refuse(v.reason);
+    const known = this.applied.get(a.id);
+    if (known) {
+      this.duplicates++;
+      return { ok: true, result: await known, duplicate: true };
+    }
+    const p = this.o.local.act(a.action);
+    this.applied.set(a.id, p);
+    if (this.applied.size > REMEMBERED_IDS) this.applied.delete(this.applied.keys().next().value!);
+    const result = await p;
+    this.o.onApplied?.(a, result);
+    return { ok: true, result, duplicate: false };
+  }
+
+  get refusedTotal(): number {
+    return Object.values(this.refused).reduce((n, x) => n + x, 0);
+  }
+}
+
+function isAssignment(a: unknown): a is Assignment {
+  if (typeof a !== "object" || a === null) return false;
+  const x = a as Record<string, unknown>;
+  const act = x.action as Record<string, unknown> | undefined;
+  if (typeof x.id !== "string" || x.id.length > 256 || !Number.isSafeInteger(x.term) || typeof x.leader !== "string" || typeof act !== "object" || act === null) return false;
+  if (typeof act.pool !== "string") return false;
+  if (act.kind === "start") return typeof act.host === "string";
+  return ["wake", "drain", "stop", "sleep"].includes(act.kind as string) && typeof act.engine === "string";
+}
+
+interface Received {
+  s: NodeSummary;
+  atMs: number;
+}
+
+export interface ClusterPlanningOptions {
+  self: string;
+  clock: Clock;
+  pools: readonly string[];
+  /** This node's leadership: the term it leads in with a fresh lease, or null. */
+  leading: () => number | null;
+  leader: () => string | null;
+  /** The nodes the membership says are alive (this one included). */
+  live: () => readonly string[];
+  /** Send an assignment to a node (this node's own applier for itself). */
+  send: (node: string, a: Assignment) => Promise<AssignmentReply>;
+  /** A summary older than this is stale: its node is left out of the plan (e.g. 3 × tick). */
+  staleMs: number;
+  /** GPUs one engine of a pool takes (a start counts them until a summary shows the engine). */
+  gpusOf: (pool: string) => number;
+  /** More per-pool figures for the decision, cluster-wide (the simulator's emulated anchors). */
+  extraSignals?: (pool: string) => object;
+}
+
+/** The leader's side: summaries in, cluster signals and fleet out, actions out as assignments. */
+export class ClusterPlanning implements ClusterScope {
+  private readonly nodes = new Map<string, { prev: Received | null; last: Received; leaderCount: number }>();
+  private leaderSinceMs: number | null = null;
+  private leaderTerm: number | null = null;
+  private actuators = new Map<number, ClusterActuator>();
+  /** A follower with held requests pushed its summary (wake on request across nodes); set by the wiring. */
+  nudge: (() => void) | null = null;
+
+  constructor(private readonly o: ClusterPlanningOptions) {}
+
+  /** A node's summary arrived (the leader pulled it, or a follower pushed it). */
+  ingest(s: NodeSummary): void {
+    const atMs = this.o.clock.now();
+    const had = this.nodes.get(s.node);
+    const sameEpoch = had !== undefined && had.last.s.epoch === s.epoch;
+    const counts = this.leaderSinceMs !== null && atMs >= this.leaderSinceMs ? 1 : 0;
+    // Rates need a window: a summary that comes soon after the last (a push on a held request)
+    // replaces it but keeps the older one as the window's start.
+    const short = sameEpoch && had.prev !== null && atMs - had.last.atMs < this.o.staleMs / 3;
+    const prev = !sameEpoch ? null : short ? had.prev : had.last;
+    this.nodes.set(s.node, { prev, last: { s, atMs }, leaderCount: (sameEpoch ? had.leaderCount : 0) + counts });
+  }
+
+  leading(): number | null {
+    const term = this.o.leading();
+    if (term !== null && term !== this.leaderTerm) {
+      this.leaderTerm = term;
+      this.leaderSinceMs = this.o.clock.now();
+      for (const n of this.nodes.values()) n.leaderCount = 0;
+      this.actuators.clear();
+    }
+    if (term === null) this.leaderTerm = this.leaderSinceMs = null;
+    return term;
+  }
+
+  leader(): string | null {
+    return this.o.leader();
+  }
+
+  /** The nodes whose summaries are fresh. */
+  private fresh(nowMs: number): Received[] {
+    const live = new Set(this.o.live());
+    return [...this.nodes.entries()].filter(([name, n]) => live.has(name) && nowMs - n.last.atMs <= this.o.staleMs).map(([, n]) => n.last);
+  }
+
+  observe(nowMs: number, _term: number): { signals: Map<string, PoolSignals>; fleet: Fleet } | string {
+    const since = this.leaderSinceMs ?? nowMs;
+    // A full window: two summaries since this leadership began from every live node (a node
+    // that stays silent for staleMs after it is left out: it is gone or cut off).
+    const missing = this.o.live().filter((name) => {
+      const n = this.nodes.get(name);
+      if (n && n.leaderCount >= 2 && n.prev !== null) return false;
+      return nowMs - since < this.o.staleMs || (n !== undefined && nowMs - n.last.atMs <= this.o.staleMs);
+    });
+    if (missing.length > 0) return `new_leader_window: waiting for ${missing.join(",")}`;
+    const signals = new Map<string, PoolSignals>();
+    for (const pool of this.o.pools) signals.set(pool, { arrivalsPerS: 0, uncachedPrefillTokensPerS: 0, decodeTokensPerS: 0, heldRequests: 0, heldTokens: 0, ...this.o.extraSignals?.(pool) });
+    const engines: FleetEngine[] = [];
+    const hosts: FleetHost[] = [];
+    for (const r of this.fresh(nowMs)) {
+      const n = this.nodes.get(r.s.node)!;
+      const dtS = n.prev ? Math.max(1, r.atMs - n.prev.atMs) / 1000 : 0;
+      for (const pool of this.o.pools) {
+        const x = signals.get(pool)!;
+        const a = r.s.totals[pool];
+        const b = n.prev?.s.totals[pool];
+        if (a && dtS > 0) {
+          x.arrivalsPerS += Math.max(0, a.arrivals - (b?.arrivals ?? 0)) / dtS;
+          x.uncachedPrefillTokensPerS += Math.max(0, a.promptTokens - (b?.promptTokens ?? 0)) / dtS;
+          x.decodeTokensPerS += Math.max(0, a.decodeTokens - (b?.decodeTokens ?? 0)) / dtS;
+        }
+        x.heldRequests += r.s.held[pool]?.requests ?? 0;
+        x.heldTokens += r.s.held[pool]?.promptTokens ?? 0;
+      }
+      engines.push(...r.s.engines.map((e) => ({ ...e, host: r.s.node })));
+      hosts.push({ name: r.s.node, ...r.s.host, pools: r.s.templates });
+    }
+    return { signals, fleet: this.actuator(this.leaderTerm ?? 0).withLaunched({ engines, hosts }, nowMs) };
+  }
+
+  actuator(term: number): ClusterActuator {
+    let a = this.actuators.get(term);
+    if (!a) {
+      a = new ClusterActuator({ self: this.o.self, term, send: this.o.send, clock: this.o.clock, fleet: () => this.lastFleet(), forgetMs: this.o.staleMs * 2, gpusOf: this.o.gpusOf });
+      this.actuators.set(term, a);
+    }
+    return a;
+  }
+
+  private lastFleet(): Fleet {
+    const v = this.observe(this.o.clock.now(), this.leaderTerm ?? 0);
+    return typeof v === "string" ? { engines: [], hosts: [] } : v.fleet;
+  }
+
+  /** Every node's last summary (for GET /admin/planner: hosts and what they run). */
+  summaries(): NodeSummary[] {
+    return [...this.nodes.values()].map((n) => n.last.s);
+  }
+
+  /** A node left the membership. */
+  forget(node: string): void {
+    this.nodes.delete(node);
+  }
+}
+
+/** The leader's actions as assignments stamped with its term; starts count as starting until a summary shows them. */
+export class ClusterActuator implements Actuator {
+  private seq = 0;
+  private readonly launched = new Map<string, { engine: FleetEngine; atMs: number }>();
+  refused = 0;
+
+  constructor(private readonly o: { self: string; term: number; send: (node: string, a: Assignment) => Promise<AssignmentReply>; clock: Clock; fleet: () => Fleet; forgetMs: number; gpusOf: (pool: string) => number }) {}
+
+  fleet(): Fleet {
+    return this.o.fleet();
+  }
+
+  /** The summaries' fleet plus engines this leader started that no summary shows yet. */
+  withLaunched(f: Fleet, nowMs: number): Fleet {
+    const seen = new Set(f.engines.map((e) => e.id));
+    const extra: FleetEngine[] = [];
+    for (const [id, l] of this.launched) {
+      if (seen.has(id) || nowMs - l.atMs > this.o.forgetMs) this.launched.delete(id);
+      else extra.push(l.engine);
+    }
+    if (extra.length === 0) return f;
+    const hosts = f.hosts.map((h) => {
+      const used = extra.filter((e) => e.host === h.name).reduce((n, e) => n + e.gpus, 0);
+      return used > 0 ? { ...h, gpusFree: Math.max(0, h.gpusFree - used) } : h;
+    });
+    return { engines: [...f.engines, ...extra], hosts };
+  }
+
+  async act(action: Action): Promise<ActuationResult> {
+    const node = action.kind === "start" ? action.host : this.o.fleet().engines.find((e) => e.id === action.engine)?.host;
+    const engine = action.kind === "start" ? null : action.engine;
+    if (!node) return { ok: true, engine, skipped: "unknown engine" };
+    const a: Assignment = { id: `${this.o.self}/${this.o.term}/${this.seq++}`, term: this.o.term, leader: this.o.self, action };
+    let reply: AssignmentReply;
+    try {
+      reply = await this.o.send(node, a);
+    } catch (e) {
+      return { ok: false, engine, error: `assignment to ${node}: ${e instanceof Error ? e.message : String(e)}` };
+    }
+    if (!reply.ok) {
+      this.refused++;
+      return { ok: false, engine, error: `refused by ${node}: ${reply.refused} (its term ${reply.term})` };
+    }
+    const r = reply.result;
+    if (action.kind === "start" && r.ok && r.engine) {
+      const gpus = this.o.gpusOf(action.pool);
+      this.launched.set(r.engine, { engine: { id: r.engine, pool: action.pool, host: node, state: "starting", inFlight: 0, pendingTransfers: 0, gpus, sinceMs: this.o.clock.now() }, atMs: this.o.clock.now() });
+    }
+    return r;
+  }
+
+  watch(): () => void {
+    return () => {};
+  }
+
+  predictReadyMs(): number | null {
+    return null;
+  }
+}
+
+/** What a node's planner tells the leader (the summary's figures from its own service and actuator). */
+export function nodeSummary(
+  planner: { poolTotals(): Record<string, PoolTotals>; hold: { summary(pool: string): { requests: number; promptTokens: number } }; plannerConfig: { pools: readonly { id: string }[] }; localFleet(): Fleet },
+  node: string,
+  epoch: string,
+  extra: { load?: NodeSummary["load"]; latency?: NodeSummary["latency"] } = {},
+): NodeSummary {
+  const fleet = planner.localFleet();
+  const pools = planner.plannerConfig.pools.map((p) => p.id);
+  const held: NodeSummary["held"] = {};
+  for (const p of pools) {
+    const h = planner.hold.summary(p);
+    if (h.requests > 0) held[p] = { requests: h.requests, promptTokens: h.promptTokens };
+  }
+  const h = fleet.hosts.find((x) => x.name === node) ?? fleet.hosts[0];
+  return {
+    node, epoch, totals: planner.poolTotals(), held, engines: fleet.engines.map((e) => ({ ...e })), load: extra.load ?? {},
+    host: { gpusTotal: h?.gpusTotal ?? 0, gpusFree: h?.gpusFree ?? 0, backoffUntilMs: h?.backoffUntilMs ?? 0 }, templates: pools, latency: extra.latency ?? null,
+  };
+}
