@@ -132,6 +132,8 @@ export class ClusterPlanning implements ClusterScope {
   private leaderSinceMs: number | null = null;
   private leaderTerm: number | null = null;
   private actuators = new Map<number, ClusterActuator>();
+  /** Assignment ids never repeat within this planner's life, even across its leaderships of one term. */
+  private readonly ids = { next: 0 };
   /** A follower with held requests pushed its summary (wake on request across nodes); set by the wiring. */
   nudge: (() => void) | null = null;
 
@@ -210,7 +212,7 @@ export class ClusterPlanning implements ClusterScope {
   actuator(term: number): ClusterActuator {
     let a = this.actuators.get(term);
     if (!a) {
-      a = new ClusterActuator({ self: this.o.self, term, send: this.o.send, clock: this.o.clock, fleet: () => this.lastFleet(), forgetMs: this.o.staleMs * 2, gpusOf: this.o.gpusOf });
+      a = new ClusterActuator({ self: this.o.self, term, ids: this.ids, send: this.o.send, clock: this.o.clock, fleet: () => this.lastFleet(), forgetMs: this.o.staleMs * 2, gpusOf: this.o.gpusOf });
       this.actuators.set(term, a);
     }
     return a;
@@ -234,11 +236,10 @@ export class ClusterPlanning implements ClusterScope {
 
 /** The leader's actions as assignments stamped with its term; starts count as starting until a summary shows them. */
 export class ClusterActuator implements Actuator {
-  private seq = 0;
   private readonly launched = new Map<string, { engine: FleetEngine; atMs: number }>();
   refused = 0;
 
-  constructor(private readonly o: { self: string; term: number; send: (node: string, a: Assignment) => Promise<AssignmentReply>; clock: Clock; fleet: () => Fleet; forgetMs: number; gpusOf: (pool: string) => number }) {}
+  constructor(private readonly o: { self: string; term: number; ids: { next: number }; send: (node: string, a: Assignment) => Promise<AssignmentReply>; clock: Clock; fleet: () => Fleet; forgetMs: number; gpusOf: (pool: string) => number }) {}
 
   fleet(): Fleet {
     return this.o.fleet();
@@ -264,7 +265,7 @@ export class ClusterActuator implements Actuator {
     const node = action.kind === "start" ? action.host : this.o.fleet().engines.find((e) => e.id === action.engine)?.host;
     const engine = action.kind === "start" ? null : action.engine;
     if (!node) return { ok: true, engine, skipped: "unknown engine" };
-    const a: Assignment = { id: `${this.o.self}/${this.o.term}/${this.seq++}`, term: this.o.term, leader: this.o.self, action };
+    const a: Assignment = { id: `${this.o.self}/${this.o.term}/${this.o.ids.next++}`, term: this.o.term, leader: this.o.self, action };
     let reply: AssignmentReply;
     try {
       reply = await this.o.send(node, a);

@@ -20,7 +20,14 @@ export interface CompareOptions {
   /** SLO attainment static provisioning must reach at the peak rate. */
   staticTarget: number;
   tickS: number;
+  /** GPUs per host (the fleet is ceil(gpus / hostGpus) hosts); default 8. */
+  hostGpus?: number;
+  /** Faults during the compared runs (not the calibration): a host dying, a leader failover. */
+  faults?: FleetSimSpec["faults"];
 }
+
+/** One planner's row: the score, the fence's refusals and double starts across faults, wall time. */
+export type PlannerRow = SimScore & { wall_s: number; refused: number; double_starts: number; duplicates: number; leaders: string[] };
 
 export const DEFAULT_POOL: PoolSpec = {
   id: "herd-sim/aggregated", model: "herd-sim", role: "aggregated", min: 0, max: 16, gpusPerEngine: 1,
@@ -41,10 +48,14 @@ export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, du
   const pool = { ...DEFAULT_POOL, max: o.gpus, capacity, poolingGain };
   return {
     shape, durationS, seed: o.seed, law, planner: { ...DEFAULT_PLANNER, gpuBudget: o.gpus, pools: [pool] },
-    hosts: Array.from({ length: Math.ceil(o.gpus / 8) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(8, o.gpus - 8 * i) })),
+    hosts: hostsFor(o.gpus, o.hostGpus ?? 8),
     engine: DEFAULT_ENGINE, startMedianS: 45, startSigma: 0.35, wakeS: 3, tickS: o.tickS, holdMax: 1024, holdTimeoutS: 300,
     slo: { ttftS: o.sloTtftS, itlS: o.sloItlS }, initialEngines: initial,
   };
+}
+
+export function hostsFor(gpus: number, perHost: number): { name: string; gpus: number }[] {
+  return Array.from({ length: Math.ceil(gpus / perHost) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(perHost, gpus - perHost * i) }));
 }
 
 /**
@@ -83,10 +94,10 @@ export async function staticPeakCount(shape: RateShape, o: CompareOptions, probe
   return o.gpus;
 }
 
-export async function comparePlanners(o: CompareOptions): Promise<{ shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, SimScore & { wall_s: number }> }> {
+export async function comparePlanners(o: CompareOptions): Promise<{ shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, PlannerRow> }> {
   const shape = parseRateShape(o.shape);
   const durationS = o.durationS ?? shape.durationS;
-  const out: Record<string, SimScore & { wall_s: number }> = {};
+  const out: Record<string, PlannerRow> = {};
   let staticN: number | null = null;
   const cal = await calibrateCapacity(shape, o);
   const capacity = { prefillTokensPerS: cal.prefillTokensPerS, decodeTokensPerS: cal.decodeTokensPerS };
@@ -105,8 +116,8 @@ export async function comparePlanners(o: CompareOptions): Promise<{ shape: strin
       initial = staticN;
     }
     if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
-    const r = await runFleetSim(specFor(shape, law, o, durationS, initial, capacity, gain));
-    const { actions: _log, refused: _r, double_starts: _d, duplicates: _u, leaders: _l, ...score } = r;
+    const r = await runFleetSim({ ...specFor(shape, law, o, durationS, initial, capacity, gain), ...(o.faults ? { faults: o.faults } : {}) });
+    const { actions: _log, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }
   return { shape: o.shape, duration_s: durationS, seed: o.seed, static_engines: staticN, engine_capacity_rps: Math.round(cal.ratePerS * 1000) / 1000, target_concurrency: Math.round(cal.concurrency * 100) / 100, planners: out };

@@ -202,10 +202,11 @@ class FleetSim {
     });
     node.cluster = new ClusterPlanning({
       self: name, clock, pools: [this.pool.id], staleMs: spec.tickS * 3000, gpusOf: () => this.pool.gpusPerEngine,
-      leading: () => (node.up && !node.stalled && node.lease?.leader === name ? node.lease.term : null),
+      // A stalled process does not know it stalled: it still believes it leads (its sends do not go out).
+      leading: () => (node.up && node.lease?.leader === name ? node.lease.term : null),
       leader: () => node.lease?.leader ?? null,
       live: () => this.nodes.filter((n) => n.up).map((n) => n.name),
-      send: (to, a) => this.deliver(to, a),
+      send: (to, a) => this.deliver(node, to, a),
       extraSignals: () => this.extras(),
     });
     node.planner = new PlannerService({
@@ -225,7 +226,8 @@ class FleetSim {
   }
 
   /** One assignment over the "network": a down or stalled node does not answer. */
-  private async deliver(to: string, a: Assignment): Promise<AssignmentReply> {
+  private async deliver(from: SimNode, to: string, a: Assignment): Promise<AssignmentReply> {
+    if (from.stalled || !from.up) throw new Error(`${from.name} is stalled`);
     const n = this.nodes.find((x) => x.name === to && x.up);
     if (!n || n.stalled) throw new Error(`${to} unreachable`);
     // The double-start check: a start while an engine started under another term is still coming.
@@ -244,7 +246,7 @@ class FleetSim {
     const every = this.spec.tickS * 1000;
     const round = () => {
       for (const l of this.nodes) {
-        if (!l.up || l.stalled || l.cluster.leading() === null) continue;
+        if (!l.up || l.stalled || l.lease?.leader !== l.name) continue;
         for (const n of this.nodes) if (n.up && !n.stalled) l.cluster.ingest(this.summaryOf(n));
       }
       this.clock.setTimer(every, round);
