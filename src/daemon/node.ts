@@ -14,7 +14,7 @@ import type { Logger } from "../core/log.ts";
 import { SeededRng } from "../core/rng.ts";
 import { seedFor } from "../core/seed.ts";
 import { service, type Service } from "../core/service.ts";
-import type { Config } from "../config/types.ts";
+import type { Config, Role } from "../config/types.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
@@ -34,7 +34,9 @@ import { applyTierLaunch, tierPassword } from "../tier/launch.ts";
 import { PlannerService } from "../planner/service.ts";
 import { plannerGate } from "../planner/gate.ts";
 import { plannerAdminRoutes } from "../planner/status.ts";
-import { LocalActuator } from "../planner/actuator-local.ts";
+import { LocalActuator, poolIdOf } from "../planner/actuator-local.ts";
+import { ClusterPlannerWiring } from "../planner/cluster-wire.ts";
+import { gpusPerEngine } from "../engine/scale.ts";
 import { PlannerMetrics } from "../planner/metrics.ts";
 import { TransferLedger } from "../planner/signals.ts";
 import type { AdminBackend } from "../admin/routes.ts";
@@ -91,6 +93,8 @@ export class HerdNode {
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
+  /** The cluster planner's wiring (summaries, assignments, the cluster-wide status), when planner.enabled. */
+  private plannerWire: ClusterPlannerWiring | null = null;
   /** KV transfers each prefill engine owes (the P/D orchestrator reports them; the planner reads them). */
   private readonly transfers = new TransferLedger();
   private listening: Listening | null = null;
@@ -130,6 +134,7 @@ export class HerdNode {
       maxBodyBytes: () => this.running.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
       maxInFlight: () => this.running.frontend.max_in_flight,
+      planner: () => this.plannerWire?.routes() ?? null,
     });
     this.frontend = this.buildFrontend(localUpstream);
     this.scraper = new MetricsScraper({
@@ -184,9 +189,25 @@ export class HerdNode {
         () => this.tier.stop(),
       ),
       service("scraper", () => this.scraper.start(), () => this.scraper.stop()),
-      ...(this.planner ? [this.planner] : []),
+      ...(this.planner ? [this.planner, this.plannerService()] : []),
       this.readiness,
     ];
+  }
+
+  /** The summary rounds, and held requests released when any node's engine of their pool turns ready. */
+  private plannerService(): Service {
+    let unsub: (() => void) | null = null;
+    return service(
+      "planner-cluster",
+      () => {
+        this.plannerWire!.start();
+        unsub = this.registry.onChange(() => this.planner?.releaseReady());
+      },
+      () => {
+        this.plannerWire!.stop();
+        unsub?.();
+      },
+    );
   }
 
   /** A reload's config: a changed `router` section is swapped in first (see swapRouter). */
@@ -225,16 +246,38 @@ export class HerdNode {
     this.o.log.info("router replaced", { policy: fresh.policy.name, seed: fresh.seed });
   }
 
-  /** The planner (off unless planner.enabled) scales the listed engines[] entries through the supervisor. */
+  /**
+   * The planner (off unless planner.enabled) scales the listed engines[] entries. One planner acts
+   * for the cluster, the leader's (src/planner/cluster-wire.ts): every node counts its arrivals,
+   * holds its requests and publishes a summary; the leader decides and sends fenced assignments;
+   * this node applies them through its own supervisor (LocalActuator).
+   */
   private buildPlanner(): PlannerService | null {
     const { config } = this;
     const { clock, log } = this.o;
     if (!config.planner.enabled) return null;
+    const host = detectGpus();
     const actuator = new LocalActuator({
-      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: detectGpus().ids.length,
+      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: host.ids.length,
       pendingTransfers: (id) => this.transfers.pendingOf(id),
     });
-    return new PlannerService({ config, clock, log, actuator, metrics: new PlannerMetrics(this.metrics.registry) });
+    const metrics = new PlannerMetrics(this.metrics.registry);
+    const entryOf = new Map(config.planner.pools.map((p) => [poolIdOf(config, p.engine), p.engine]));
+    const gpusOf = (pool: string) => (entryOf.has(pool) ? gpusPerEngine(config, entryOf.get(pool)!, host) : 0);
+    this.plannerWire = new ClusterPlannerWiring({
+      membership: { self: config.node.name, leader: () => this.cluster.leadership(), peers: () => this.cluster.livePeers(), token: () => this.cluster.token() },
+      clock, log: log.child("planner"), local: actuator, tickMs: config.planner.tick_ms, pools: [...entryOf.keys()], gpusOf, metrics, epoch: `${config.node.name}@${wallClockMs()}`,
+    });
+    const planner = new PlannerService({
+      config, clock, log, actuator, metrics, gpusPerEngine: (i) => gpusPerEngine(config, i, host), cluster: this.plannerWire.planning,
+      // Held requests go as soon as any node's engine of their pool is ready (the registry is cluster-wide).
+      hasReady: (pool) => {
+        const i = pool.lastIndexOf("/");
+        return this.registry.eligible(pool.slice(0, i), pool.slice(i + 1) as Role).length > 0;
+      },
+    });
+    this.plannerWire.attach(planner);
+    return planner;
   }
 
   /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
@@ -246,7 +289,7 @@ export class HerdNode {
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : [])],
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).

@@ -124,6 +124,10 @@ export interface ClusterPlanningOptions {
   gpusOf: (pool: string) => number;
   /** More per-pool figures for the decision, cluster-wide (the simulator's emulated anchors). */
   extraSignals?: (pool: string) => object;
+  /** A full window lasts at least this long (one planner tick): two quick pushes are not a window. */
+  windowMs?: number;
+  /** This node's own summary, taken fresh at every decision (its held requests, its engines now). */
+  selfSummary?: () => NodeSummary;
 }
 
 /** The leader's side: summaries in, cluster signals and fleet out, actions out as assignments. */
@@ -175,12 +179,14 @@ export class ClusterPlanning implements ClusterScope {
   }
 
   observe(nowMs: number, _term: number): { signals: Map<string, PoolSignals>; fleet: Fleet } | string {
+    if (this.o.selfSummary) this.ingest(this.o.selfSummary());
     const since = this.leaderSinceMs ?? nowMs;
+    const windowMs = this.o.windowMs ?? 0;
     // A full window: two summaries since this leadership began from every live node (a node
     // that stays silent for staleMs after it is left out: it is gone or cut off).
     const missing = this.o.live().filter((name) => {
       const n = this.nodes.get(name);
-      if (n && n.leaderCount >= 2 && n.prev !== null) return false;
+      if (n && n.leaderCount >= 2 && n.prev !== null && n.last.atMs - since >= windowMs) return false;
       return nowMs - since < this.o.staleMs || (n !== undefined && nowMs - n.last.atMs <= this.o.staleMs);
     });
     if (missing.length > 0) return `new_leader_window: waiting for ${missing.join(",")}`;
@@ -218,9 +224,15 @@ export class ClusterPlanning implements ClusterScope {
     return a;
   }
 
+  /** The fleet as the summaries last showed it (no fresh ingest: an action's lookup must not move the window). */
   private lastFleet(): Fleet {
-    const v = this.observe(this.o.clock.now(), this.leaderTerm ?? 0);
-    return typeof v === "string" ? { engines: [], hosts: [] } : v.fleet;
+    const engines: FleetEngine[] = [];
+    const hosts: FleetHost[] = [];
+    for (const r of this.fresh(this.o.clock.now())) {
+      engines.push(...r.s.engines.map((e) => ({ ...e, host: r.s.node })));
+      hosts.push({ name: r.s.node, ...r.s.host, pools: r.s.templates });
+    }
+    return { engines, hosts };
   }
 
   /** Every node's last summary (for GET /admin/planner: hosts and what they run). */

@@ -264,6 +264,11 @@ export class PlannerService implements Service {
     return { actions: [], pools: [], memory: this.memory };
   }
 
+  /** The last decision this planner took (null before its first, and on a follower). */
+  get lastDecision(): Decision | null {
+    return this.last;
+  }
+
   /** This node's own engines and host (the node summary's fleet), whoever plans. */
   localFleet(): Fleet {
     return this.o.actuator.fleet();

@@ -208,6 +208,8 @@ class FleetSim {
       live: () => this.nodes.filter((n) => n.up).map((n) => n.name),
       send: (to, a) => this.deliver(node, to, a),
       extraSignals: () => this.extras(),
+      windowMs: spec.tickS * 1000,
+      selfSummary: () => this.summaryOf(node),
     });
     node.planner = new PlannerService({
       config, clock, log, actuator, plannerConfig: { ...spec.planner, gpuBudget: spec.planner.gpuBudget }, decide: spec.law.decide as DecideFn, timeOfDayS: () => (clock.now() / 1000) % 86_400,
