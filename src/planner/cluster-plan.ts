@@ -132,7 +132,7 @@ export interface ClusterPlanningOptions {
 
 /** The leader's side: summaries in, cluster signals and fleet out, actions out as assignments. */
 export class ClusterPlanning implements ClusterScope {
-  private readonly nodes = new Map<string, { prev: Received | null; last: Received; leaderCount: number }>();
+  private readonly nodes = new Map<string, { prev: Received | null; last: Received; leaderCount: number; history: Received[] }>();
   private leaderSinceMs: number | null = null;
   private leaderTerm: number | null = null;
   private actuators = new Map<number, ClusterActuator>();
@@ -149,11 +149,14 @@ export class ClusterPlanning implements ClusterScope {
     const had = this.nodes.get(s.node);
     const sameEpoch = had !== undefined && had.last.s.epoch === s.epoch;
     const counts = this.leaderSinceMs !== null && atMs >= this.leaderSinceMs ? 1 : 0;
-    // Rates need a window: a summary that comes soon after the last (a push on a held request)
-    // replaces it but keeps the older one as the window's start.
-    const short = sameEpoch && had.prev !== null && atMs - had.last.atMs < this.o.staleMs / 3;
-    const prev = !sameEpoch ? null : short ? had.prev : had.last;
-    this.nodes.set(s.node, { prev, last: { s, atMs }, leaderCount: (sameEpoch ? had.leaderCount : 0) + counts });
+    // Rates need a window of at least windowMs: the window starts at the newest earlier summary
+    // that old (a push on a held request, or a fresh own summary at every decision, does not
+    // shorten it); bounded history.
+    const minMs = this.o.windowMs ?? this.o.staleMs / 3;
+    const history = sameEpoch ? [...had.history, had.last].filter((x) => atMs - x.atMs <= 4 * minMs + this.o.staleMs).slice(-16) : [];
+    let prev: Received | null = null;
+    for (const x of history) if (atMs - x.atMs >= minMs) prev = x;
+    this.nodes.set(s.node, { prev, last: { s, atMs }, leaderCount: (sameEpoch ? had.leaderCount : 0) + counts, history });
   }
 
   leading(): number | null {
