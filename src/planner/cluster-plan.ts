@@ -140,6 +140,19 @@ export class ClusterPlanning implements ClusterScope {
   private readonly ids = { next: 0 };
   /** A follower with held requests pushed its summary (wake on request across nodes); set by the wiring. */
   nudge: (() => void) | null = null;
+  /** When a leader last reached this node (pulled its summary, sent an assignment); null = never. */
+  private leaderContactMs: number | null = null;
+
+  /** A leader reached this node (its summary pulled, an assignment received). */
+  heardFromLeader(): void {
+    this.leaderContactMs = this.o.clock.now();
+  }
+
+  /** No leader known, or none reached this node within staleMs: its holds may wake its own sleepers. */
+  cutOff(): boolean {
+    if (this.o.leader() === null) return true;
+    return this.leaderContactMs === null ? false : this.o.clock.now() - this.leaderContactMs > this.o.staleMs;
+  }
 
   constructor(private readonly o: ClusterPlanningOptions) {}
 
@@ -262,11 +275,15 @@ export class ClusterActuator implements Actuator {
 
   /** The summaries' fleet plus engines this leader started that no summary shows yet. */
   withLaunched(f: Fleet, nowMs: number): Fleet {
-    const seen = new Set(f.engines.map((e) => e.id));
+    // Seen means seen serving or coming: a supervisor may hand a new engine the id of one it is
+    // still removing (ids are stable per slot), and that one's draining entry is not the start.
+    const seen = new Set(f.engines.filter((e) => e.state === "starting" || e.state === "ready" || e.state === "waking").map((e) => e.id));
+    const shown = new Set(f.engines.map((e) => e.id));
     const extra: FleetEngine[] = [];
     for (const [id, l] of this.launched) {
       if (seen.has(id) || nowMs - l.atMs > this.o.forgetMs) this.launched.delete(id);
-      else extra.push(l.engine);
+      else if (!shown.has(id)) extra.push(l.engine);
+      else extra.push({ ...l.engine, id: `${id}#launched` });
     }
     if (extra.length === 0) return f;
     const hosts = f.hosts.map((h) => {
@@ -281,12 +298,20 @@ export class ClusterActuator implements Actuator {
     const engine = action.kind === "start" ? null : action.engine;
     if (!node) return { ok: true, engine, skipped: "unknown engine" };
     const a: Assignment = { id: `${this.o.self}/${this.o.term}/${this.o.ids.next++}`, term: this.o.term, leader: this.o.self, action };
+    // A start counts as starting from the moment it is sent: a tick (or a poke) before the node's
+    // answer must not start another (the double start this guards against).
+    const placeholder = `pending:${a.id}`;
+    const now = this.o.clock.now();
+    if (action.kind === "start")
+      this.launched.set(placeholder, { engine: { id: placeholder, pool: action.pool, host: node, state: "starting", inFlight: 0, pendingTransfers: 0, gpus: this.o.gpusOf(action.pool), sinceMs: now }, atMs: now });
     let reply: AssignmentReply;
     try {
       reply = await this.o.send(node, a);
     } catch (e) {
+      this.launched.delete(placeholder);
       return { ok: false, engine, error: `assignment to ${node}: ${e instanceof Error ? e.message : String(e)}` };
     }
+    this.launched.delete(placeholder);
     if (!reply.ok) {
       this.refused++;
       return { ok: false, engine, error: `refused by ${node}: ${reply.refused} (its term ${reply.term})` };

@@ -94,8 +94,14 @@ export class ClusterPlannerWiring {
   /** The peer API's planner routes (src/cluster/routes.ts PeerPlannerRoutes). */
   routes() {
     return {
-      summary: () => this.summary(),
-      assign: (body: unknown) => this.applier.apply(body as Assignment),
+      summary: () => {
+        this.planning.heardFromLeader();
+        return this.summary();
+      },
+      assign: (body: unknown) => {
+        this.planning.heardFromLeader();
+        return this.applier.apply(body as Assignment);
+      },
       push: (body: unknown) => {
         if (!isSummary(body)) return { ok: false };
         if (this.planning.leading() === null) return { ok: false };

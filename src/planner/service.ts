@@ -63,6 +63,8 @@ export interface ClusterScope {
   leader(): string | null;
   /** A follower holds requests: tell the leader now (push this node's summary, poke it); null = wait for its pull. */
   nudge: (() => void) | null;
+  /** This follower has not heard from a leader for a while (none known, or no pull or assignment lately). */
+  cutOff(): boolean;
 }
 
 /** Cumulative counts per pool since start (the node summary carries them; the leader takes differences). */
@@ -245,13 +247,15 @@ export class PlannerService implements Service {
   /**
    * A follower does not plan: the leader decides from its summary. One local duty stays, so a node
    * cut off from the leader still serves: a request held here for longer than a tick wakes this
-   * node's own sleeping engine of its pool (a wake starts nothing and stops nothing).
+   * node's own sleeping engine of its pool (a wake starts nothing and stops nothing). Only when cut
+   * off: with a leader in touch, the leader decides, or both would add an engine (a double start).
    */
   private follow(now: number): Decision {
     this.leaderTerm = null;
     const fleet = this.o.actuator.fleet();
     if (this.hold.size.count > 0) this.o.cluster?.nudge?.();
-    for (const pool of this.hold.heldPools()) {
+    const cutOff = this.o.cluster?.cutOff() ?? false;
+    for (const pool of cutOff ? this.hold.heldPools() : []) {
       const h = this.hold.summary(pool);
       if (h.oldestWaitMs === null || h.oldestWaitMs < this.o.config.planner.tick_ms) continue;
       const engines = fleet.engines.filter((e) => e.pool === pool);

@@ -5,7 +5,7 @@ import { describe, expect, test } from "bun:test";
 import { TermFence } from "../../src/cluster/fence.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import type { ActuationResult, Actuator } from "../../src/planner/actuator.ts";
-import { AssignmentApplier, ClusterPlanning, type Assignment, type NodeSummary } from "../../src/planner/cluster-plan.ts";
+import { AssignmentApplier, ClusterPlanning, type Assignment, type AssignmentReply, type NodeSummary } from "../../src/planner/cluster-plan.ts";
 import { pickHost } from "../../src/planner/placement.ts";
 import type { Action, PoolSpec } from "../../src/planner/types.ts";
 
@@ -93,6 +93,23 @@ describe("the leader's view", () => {
     const later = cp.observe(clock.now(), 4);
     if (typeof later === "string") throw new Error(later);
     expect(later.fleet.hosts.map((h) => h.name)).toEqual(["n1"]);
+  });
+
+  test("a start counts as starting from the moment it is sent, before the node answers (no double start from a quick second tick)", async () => {
+    const clock = new VirtualClock(0);
+    let answer: (r: AssignmentReply) => void = () => {};
+    const cp = new ClusterPlanning({
+      self: "n1", clock, pools: ["m/aggregated"], leading: () => 1, leader: () => "n1", live: () => ["n1"], staleMs: 30_000, gpusOf: () => 1,
+      send: () => new Promise<AssignmentReply>((r) => (answer = r)),
+    });
+    cp.leading();
+    const act = cp.actuator(1).act({ kind: "start", pool: "m/aggregated", host: "n1" });
+    const f = cp.actuator(1).withLaunched({ engines: [], hosts: [{ name: "n1", gpusTotal: 2, gpusFree: 2, backoffUntilMs: 0 }] }, clock.now());
+    expect(f.engines.map((e) => e.state)).toEqual(["starting"]);
+    expect(f.hosts[0]!.gpusFree).toBe(1);
+    answer({ ok: true, duplicate: false, result: { ok: true, engine: "n1/sim-0" } });
+    await act;
+    expect(cp.actuator(1).withLaunched({ engines: [], hosts: [] }, clock.now()).engines.map((e) => e.id)).toEqual(["n1/sim-0"]);
   });
 
   test("placement: only hosts with the pool's template, TP on one host", () => {

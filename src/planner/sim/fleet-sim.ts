@@ -249,7 +249,11 @@ class FleetSim {
     const round = () => {
       for (const l of this.nodes) {
         if (!l.up || l.stalled || l.lease?.leader !== l.name) continue;
-        for (const n of this.nodes) if (n.up && !n.stalled) l.cluster.ingest(this.summaryOf(n));
+        for (const n of this.nodes)
+          if (n.up && !n.stalled) {
+            l.cluster.ingest(this.summaryOf(n));
+            n.cluster.heardFromLeader();
+          }
       }
       this.clock.setTimer(every, round);
     };
