@@ -7,9 +7,10 @@
 // Then the multi-host day (issue 20): 4 hosts × 4 GPUs, one node per host running the real
 // PlannerService, the leader planning for the cluster through fenced assignments; host h2 dies at
 // 10:00 and is back (empty) at 12:00, the leader stalls at 14:00 (rising load) past the election
-// timeout and resumes believing it leads for 30 s; every planner on the same trace and faults, plus
-// the assignments the nodes refused (the fence at work) and the double starts (a start applied while
-// an engine started under another term was still coming).
+// timeout with its next start on the wire (mid-scale-up), resumes, sends it and believes it leads
+// for 30 s; every planner on the same trace and faults, plus the assignments the nodes refused (the
+// fence at work) and the double starts (a start decided without seeing an engine another term
+// started that was still coming).
 // Usage: bun bench/planner-day.ts [--duration S] [--seed K] [--gpus N] [--tick-s S] [--workload SHAPE] [--fleet-only] [--no-fleet]
 import { comparePlanners, type CompareOptions } from "../src/planner/sim/compare.ts";
 import { renderPlannerTable } from "../src/simulate/planner-cli.ts";
@@ -71,7 +72,7 @@ async function fleetDay(): Promise<void> {
   const t0 = performance.now();
   const r = await comparePlanners(f);
   console.log("");
-  console.log("multi-host day: 4 hosts × 4 GPUs; h2 down 10:00–12:00; leader stalls at 14:00 (20 s), deposed for 30 s after");
+  console.log("multi-host day: 4 hosts × 4 GPUs; h2 down 10:00–12:00; leader stalls mid-scale-up after 14:00 (20 s), deposed for 30 s after");
   console.log(renderPlannerTable(r));
   console.log("planner        refused  double starts  duplicate ids  leaders (time s, node, term)");
   for (const [name, p] of Object.entries(r.planners)) console.log(`${name.padEnd(13)}  ${String(p.refused).padStart(7)}  ${String(p.double_starts).padStart(13)}  ${String(p.duplicates).padStart(13)}  ${p.leaders.join("; ")}`);

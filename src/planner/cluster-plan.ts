@@ -140,6 +140,8 @@ export class ClusterPlanning implements ClusterScope {
   private readonly ids = { next: 0 };
   /** A follower with held requests pushed its summary (wake on request across nodes); set by the wiring. */
   nudge: (() => void) | null = null;
+  /** The fleet of the last decision (the simulator checks it against the truth: a blind start is a double start). */
+  observed: Fleet | null = null;
   /** When a leader last reached this node (pulled its summary, sent an assignment); null = never. */
   private leaderContactMs: number | null = null;
 
@@ -228,7 +230,9 @@ export class ClusterPlanning implements ClusterScope {
       engines.push(...r.s.engines.map((e) => ({ ...e, host: r.s.node })));
       hosts.push({ name: r.s.node, ...r.s.host, pools: r.s.templates });
     }
-    return { signals, fleet: this.actuator(this.leaderTerm ?? 0).withLaunched({ engines, hosts }, nowMs) };
+    const fleet = this.actuator(this.leaderTerm ?? 0).withLaunched({ engines, hosts }, nowMs);
+    this.observed = fleet;
+    return { signals, fleet };
   }
 
   actuator(term: number): ClusterActuator {

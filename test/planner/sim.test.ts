@@ -50,6 +50,18 @@ describe("planner simulation", async () => {
     expect(r.dropped).toBe(0);
   });
 
+  test("multi-host: a host dies and the leader stalls mid-scale-up; the fence refuses the deposed leader's start, no double start, invariants hold", async () => {
+    const shape = parseRateShape("ramp:from=1,to=10,duration=2400,isl=2048,osl=128");
+    const spec = { ...specFor(shape, HERD, { ...o, hostGpus: 2 }, 2400, 1, cap), faults: { hostDown: { host: "h1", atS: 900, backAtS: 1500 }, failover: { atS: 300, stallS: 20, deposedS: 30 } } };
+    expect(spec.hosts.length).toBe(4);
+    const r = await runFleetSim(spec);
+    expect(r.leaders.length).toBeGreaterThanOrEqual(2); // the stall elected another leader at a higher term (h1 dying may elect a third)
+    expect(r.refused).toBeGreaterThan(0); // the old leader's start on the wire was refused
+    expect(r.double_starts).toBe(0);
+    expect(r.duplicates).toBe(0);
+    expect(r.slo_attainment).toBeGreaterThan(0.8);
+  });
+
   test("static provisioning never scales; more engines never cost fewer GPU-seconds", async () => {
     const shape = parseRateShape("step:from=2,to=2,at=0,duration=600,isl=1024,osl=64");
     const two = await runFleetSim(specFor(shape, staticLaw(2), o, 600, 2, cap));

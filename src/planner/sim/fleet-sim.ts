@@ -65,7 +65,7 @@ export interface FleetSimSpec {
   faults?: {
     /** A host dies at atS (engines and their requests lost); back empty at backAtS (null: never). */
     hostDown?: { host: string; atS: number; backAtS: number | null };
-    /** The leader stalls at atS for stallS (past the election timeout); resumed, it believes it leads for deposedS. */
+    /** From atS the leader stalls with its next start on the wire (mid-scale-up) for stallS, past the election timeout; resumed, it sends it and believes it leads for deposedS. */
     failover?: { atS: number; stallS: number; deposedS: number };
   };
 }
@@ -75,7 +75,7 @@ export interface FleetSimResult extends SimScore {
   actions: string[];
   /** Assignments the nodes refused (stale term, unknown term, no lease): the fence at work. */
   refused: number;
-  /** Starts applied while an engine of the pool started under another term was still coming. */
+  /** Starts applied that were decided without seeing an engine another term started that was still coming. */
   double_starts: number;
   /** Assignment ids seen twice (suppressed). */
   duplicates: number;
@@ -103,6 +103,8 @@ interface SimNode {
   stalled: boolean;
   /** A node that comes back is a new planner instance: its totals start again. */
   epoch: string;
+  /** Its lease was renewed through quorum contact lately (false after a stall until it hears the cluster again). */
+  leaseFresh: boolean;
 }
 
 /** The sim's config for one node: one sim engine entry (count 0: the planner starts them), its planner section. */
@@ -133,6 +135,9 @@ class FleetSim {
   private readonly nodes: SimNode[] = [];
   private readonly violations: string[] = [];
   private term = 1;
+  private stallArmed = false;
+  /** Counts of nodes replaced by their restarted selves. */
+  private readonly retired = { refused: 0, duplicates: 0 };
   private rr = 0;
   private doubleStarts = 0;
   private inFlightArea = 0;
@@ -176,8 +181,8 @@ class FleetSim {
     for (let i = 0; i < 8; i++) await null;
     return {
       ...this.score.result(clock.now()), mean_in_flight: clock.now() > 0 ? this.totalArea / clock.now() : 0, actions: this.actionLog,
-      refused: this.nodes.reduce((n, x) => n + x.applier.refusedTotal, 0), double_starts: this.doubleStarts,
-      duplicates: this.nodes.reduce((n, x) => n + x.applier.duplicates, 0), leaders: this.leaders,
+      refused: this.retired.refused + this.nodes.reduce((n, x) => n + x.applier.refusedTotal, 0), double_starts: this.doubleStarts,
+      duplicates: this.retired.duplicates + this.nodes.reduce((n, x) => n + x.applier.duplicates, 0), leaders: this.leaders,
     };
   }
 
@@ -190,10 +195,11 @@ class FleetSim {
       startDelayMs: () => spec.startMedianS * 1000 * lognormal(this.startRng, spec.startSigma) * Math.exp((spec.startSigma * spec.startSigma) / 2),
     });
     const actuator = new LocalActuator({ config, supervisor: sup, clock, log, inFlight: (id) => sup.engines.get(id)?.inFlight ?? 0, hostGpus: gpus });
-    const node = { name, gpus, sup, lease: null, up: true, stalled: false, epoch: `${name}@${clock.now()}` } as unknown as SimNode;
+    const node = { name, gpus, sup, lease: null, up: true, stalled: false, epoch: `${name}@${clock.now()}`, leaseFresh: true } as unknown as SimNode;
     const fence = new TermFence();
     node.applier = new AssignmentApplier({
-      fence, lease: () => node.lease, local: actuator,
+      // A lease not renewed since a stall is not fresh: the node's own applier refuses (no_lease).
+      fence, lease: () => (node.leaseFresh ? node.lease : null), local: actuator,
       onApplied: (a, r) => {
         if (!r.ok || r.skipped) return;
         this.actionLog.push(`${(clock.now() / 1000).toFixed(1)} ${a.action.kind} ${a.action.kind === "start" ? a.action.host : a.action.engine}`);
@@ -230,16 +236,21 @@ class FleetSim {
   /** One assignment over the "network": a down or stalled node does not answer. */
   private async deliver(from: SimNode, to: string, a: Assignment): Promise<AssignmentReply> {
     if (from.stalled || !from.up) throw new Error(`${from.name} is stalled`);
+    // Mid-scale-up: the leader stalls with this start on the wire; it goes out when the process resumes.
+    if (this.stallArmed && a.action.kind === "start" && from.lease?.leader === from.name) await this.stall(from);
     const n = this.nodes.find((x) => x.name === to && x.up);
     if (!n || n.stalled) throw new Error(`${to} unreachable`);
-    // The double-start check: a start while an engine started under another term is still coming.
-    if (a.action.kind === "start" && n.lease?.term === a.term && this.comingFromOtherTerm(a.term)) this.doubleStarts++;
+    // The double-start check: a start decided without seeing an engine another term started that is
+    // still coming (the leader would have counted it, and not started this one).
+    if (a.action.kind === "start" && n.lease?.term === a.term && this.blindTo(from, a.term)) this.doubleStarts++;
     n.sup.currentTerm = a.term;
     return n.applier.apply(a);
   }
 
-  private comingFromOtherTerm(term: number): boolean {
-    for (const n of this.nodes) for (const e of n.sup.engines.values()) if (e.term !== term && (e.phase === "starting" || e.sleep === "waking")) return true;
+  private blindTo(leader: SimNode, term: number): boolean {
+    const seen = new Set((leader.cluster.observed?.engines ?? []).map((e) => e.id));
+    for (const n of this.nodes)
+      if (n.up) for (const e of n.sup.engines.values()) if (e.term !== term && e.phase === "starting" && !seen.has(e.id)) return true;
     return false;
   }
 
@@ -299,28 +310,40 @@ class FleetSim {
           const fresh = this.newNode(host, this.nodes[i]!.gpus);
           const leaderNode = this.nodes.find((x) => x.up && x.lease?.leader === x.name && !x.stalled);
           fresh.lease = leaderNode?.lease ? { ...leaderNode.lease } : null;
+          this.retired.refused += this.nodes[i]!.applier.refusedTotal;
+          this.retired.duplicates += this.nodes[i]!.applier.duplicates;
           this.nodes[i] = fresh;
           fresh.planner.start();
         });
     }
     if (f?.failover) {
-      const { atS, stallS, deposedS } = f.failover;
-      this.clock.setTimer(atS * 1000, () => {
-        const old = this.nodes.find((n) => n.up && n.lease?.leader === n.name);
-        if (!old) return;
-        old.stalled = true;
-        this.clock.setTimer(stallS * 1000, () => {
-          this.term++;
-          // The others elected the next node while the old leader stalled (its lease expired for them).
-          this.elect(this.nodes.find((n) => n.up && !n.stalled)!);
-          old.stalled = false; // resumed, still believing it leads at the old term
-          this.clock.setTimer(deposedS * 1000, () => {
-            const cur = this.nodes.find((n) => n.up && !n.stalled && n.lease?.term === this.term);
-            if (old.up && cur?.lease) old.lease = { ...cur.lease };
-          });
-        });
+      const { atS } = f.failover;
+      // Armed at atS: the leader stalls with its next start assignment on the wire (mid-scale-up),
+      // or an hour later whatever it is doing.
+      this.clock.setTimer(atS * 1000, () => (this.stallArmed = true));
+      this.clock.setTimer((atS + 3600) * 1000, () => {
+        const old = this.nodes.find((n) => n.up && !n.stalled && n.lease?.leader === n.name);
+        if (this.stallArmed && old) void this.stall(old);
       });
     }
+  }
+
+  /** The leader stalls past the election timeout; the others elect the next node; it resumes believing it leads. */
+  private stall(old: SimNode): Promise<void> {
+    const { stallS, deposedS } = this.spec.faults!.failover!;
+    this.stallArmed = false;
+    old.stalled = true;
+    return this.clock.sleep(stallS * 1000).then(() => {
+      this.term++;
+      this.elect(this.nodes.find((n) => n.up && !n.stalled)!);
+      old.stalled = false; // resumed, still believing it leads at the old term
+      old.leaseFresh = false;
+      this.clock.setTimer(deposedS * 1000, () => {
+        const cur = this.nodes.find((n) => n.up && !n.stalled && n.lease?.term === this.term);
+        if (old.up && cur?.lease) old.lease = { ...cur.lease };
+        old.leaseFresh = true;
+      });
+    });
   }
 
   private scheduleArrivals(): void {
