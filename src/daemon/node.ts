@@ -257,8 +257,11 @@ export class HerdNode {
     const { clock, log } = this.o;
     if (!config.planner.enabled) return null;
     const host = detectGpus();
+    // The host's GPUs for placement: the detected ones, or as many as the engines[] entries name
+    // (a declared inventory: `gpus: [0, 1]` says the host has at least GPUs 0 and 1).
+    const declared = Math.max(0, ...config.engines.flatMap((e) => e.gpus).map((g) => g + 1));
     const actuator = new LocalActuator({
-      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: host.ids.length,
+      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: Math.max(host.ids.length, declared),
       pendingTransfers: (id) => this.transfers.pendingOf(id),
     });
     const metrics = new PlannerMetrics(this.metrics.registry);

@@ -1,6 +1,7 @@
 // Issue 20 end to end: three `herd run` nodes (peers discovery, one cluster token), the same sim
 // pool on each (min 0, max 1, from zero), one planner acting for the cluster — the leader's. A burst
 // entering a follower is held there, the follower pushes its summary, the leader starts one engine
+// on a host with room (each node declares one GPU through its entry; on a, another model holds it)
 // on a host and the held requests are answered; `GET /admin/planner` on the follower answers for the
 // cluster (planner_node, term, per pool desired/actual/hosts). Then, back at zero, a second burst
 // enters a follower and the leader is SIGKILLed as soon as its start is under way: the survivors
@@ -25,14 +26,21 @@ const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-20
 const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 40_000) => waitForLog(what, fn, timeoutMs, logs);
 const get = async (n: Name, path: string): Promise<any> => (await fetch(`${url(n)}${path}`, { signal: AbortSignal.timeout(3000) })).json();
 
+// Each node declares one GPU (its entry names GPU 0): one engine per host at most. On a, a model
+// outside the planner holds that GPU all along: a has no room, so the leader never places there
+// (with hosts tied, placement would pick a by name).
+const maxEngines = 1;
+const prefillTokensPerS = 100_000;
+
 function config(n: Name): string {
   return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend: { first_token_timeout_ms: 20000, drain_timeout_ms: 1000 }
 router: { policy: least-loaded }
 supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
-models: [{ name: m }]
+models: [{ name: m }, { name: other }]
 engines:
-  - { kind: sim, model: m, count: 1, args: ["--time-scale", "10", "--startup-delay-ms", "2500"] }
+  - { kind: sim, model: m, count: 1, gpus: [0], share_gpu: true, args: ["--time-scale", "10", "--startup-delay-ms", "2500"] }
+${n === "a" ? `  - { kind: sim, model: other, count: 1, gpus: [0], share_gpu: true, args: ["--time-scale", "10"] }\n` : ""}
 planner:
   enabled: true
   tick_ms: 300
@@ -43,7 +51,7 @@ planner:
   up_hold_ms: 1000
   idle_to_sleep_ms: 3000
   hold_timeout_ms: 60000
-  pools: [{ engine: 0, min: 0, max: 1, prefill_tokens_per_s: 100000, decode_tokens_per_s: 10000 }]
+  pools: [{ engine: 0, min: 0, max: ${maxEngines}, prefill_tokens_per_s: ${prefillTokensPerS}, decode_tokens_per_s: 10000 }]
 cluster:
   discovery: peers
   token: ${TOKEN}
@@ -97,7 +105,7 @@ describe("one planner for the cluster: the leader's", () => {
     if (dir) cleanup(dir);
   });
 
-  test("a burst entering a follower: the leader starts one engine, the held requests are answered, /admin/planner answers for the cluster", async () => {
+  test("a burst entering a follower: the leader starts one engine on a host with room, the held requests are answered, /admin/planner answers for the cluster", async () => {
     const l = await waitFor("one leader agreed by all three", () => agreedLeader(NAMES));
     const follower = NAMES.find((n) => n !== l.leader)!;
     expect(await poolEngines(NAMES)).toEqual([]);
@@ -105,6 +113,7 @@ describe("one planner for the cluster: the leader's", () => {
     expect(statuses).toEqual([200, 200, 200, 200]);
     const engines = await poolEngines(NAMES);
     expect(engines.length).toBe(1);
+    expect(engines[0]!.startsWith("a/")).toBe(false); // a's one GPU is taken (a would win the name tie-break): the leader placed it on a host with room
     const view = await waitFor("the follower's /admin/planner names the leader and the engine's host", async () => {
       const v = await get(follower, "/admin/planner");
       return v.planner_node === l.leader && v.cluster_pools?.[0]?.actual === 1 ? v : null;
