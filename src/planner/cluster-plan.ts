@@ -198,6 +198,9 @@ export class ClusterPlanning implements ClusterScope {
 
   observe(nowMs: number, _term: number): { signals: Map<string, PoolSignals>; fleet: Fleet } | string {
     if (this.o.selfSummary) this.ingest(this.o.selfSummary());
+    // Nodes that left long ago are forgotten (the map stays bounded by the membership).
+    const alive = new Set(this.o.live());
+    for (const [name, n] of this.nodes) if (!alive.has(name) && nowMs - n.last.atMs > 10 * this.o.staleMs) this.nodes.delete(name);
     const since = this.leaderSinceMs ?? nowMs;
     const windowMs = this.o.windowMs ?? 0;
     // A full window: two summaries since this leadership began from every live node (a node

@@ -47,6 +47,8 @@ export class ClusterPlannerWiring {
   private planner: PlannerService | null = null;
   private timer: TimerHandle | null = null;
   private readonly epoch: string;
+  /** Peers with a summary pull in flight: one at a time each (a hung peer cannot pile them up). */
+  private readonly pulling = new Set<string>();
 
   constructor(
     private readonly o: { membership: ClusterMembership; clock: Clock; log: Logger; local: Actuator; tickMs: number; pools: readonly string[]; gpusOf: (pool: string) => number; metrics?: PlannerMetrics | null; epoch: string },
@@ -154,12 +156,16 @@ export class ClusterPlannerWiring {
     this.timer = this.o.clock.setTimer(this.o.tickMs, () => {
       if (this.planning.leading() !== null && this.planner) {
         this.planning.ingest(this.summary());
-        for (const p of this.o.membership.peers())
+        for (const p of this.o.membership.peers()) {
+          if (this.pulling.has(p.name)) continue;
+          this.pulling.add(p.name);
           this.post<NodeSummary>(p.name, "planner/summary", {})
             .then((s) => {
               if (isSummary(s) && s.node === p.name) this.planning.ingest(s);
             })
-            .catch((e) => this.o.log.debug("planner summary pull failed", { node: p.name, err: errorMessage(e) }));
+            .catch((e) => this.o.log.debug("planner summary pull failed", { node: p.name, err: errorMessage(e) }))
+            .finally(() => this.pulling.delete(p.name));
+        }
       }
       this.round();
     });
