@@ -5,7 +5,8 @@ import { describe, expect, test } from "bun:test";
 import { TermFence } from "../../src/cluster/fence.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import type { ActuationResult, Actuator } from "../../src/planner/actuator.ts";
-import { AssignmentApplier, ClusterPlanning, type Assignment, type AssignmentReply, type NodeSummary } from "../../src/planner/cluster-plan.ts";
+import { AssignmentApplier, type Assignment, type AssignmentReply } from "../../src/planner/assign.ts";
+import { ClusterPlanning, type NodeSummary } from "../../src/planner/cluster-plan.ts";
 import { pickHost } from "../../src/planner/placement.ts";
 import type { Action, PoolSpec } from "../../src/planner/types.ts";
 
