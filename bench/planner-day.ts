@@ -4,9 +4,17 @@
 // herd's as a ratio against the static run measured in the same process (the baseline: same trace,
 // same engine model, a planner that never acts), plus the calibration and peak search that come
 // before them. Figures only, nothing asserted (the issue's target: a day in ≤ 60 s of wall time).
-// Usage: bun bench/planner-day.ts [--duration S] [--seed K] [--gpus N] [--tick-s S] [--workload SHAPE]
+// Then the multi-host day (issue 20): 4 hosts × 4 GPUs, one node per host running the real
+// PlannerService, the leader planning for the cluster through fenced assignments; host h2 dies at
+// 10:00 and is back (empty) at 12:00, the leader stalls at 14:00 (rising load) past the election
+// timeout with its next start on the wire (mid-scale-up), resumes, sends it and believes it leads
+// for 30 s; every planner on the same trace and faults, plus the assignments the nodes refused (the
+// fence at work) and the double starts (a start decided without seeing an engine another term
+// started that was still coming).
+// Usage: bun bench/planner-day.ts [--duration S] [--seed K] [--gpus N] [--tick-s S] [--workload SHAPE] [--fleet-only] [--no-fleet]
 import { comparePlanners, type CompareOptions } from "../src/planner/sim/compare.ts";
 import { renderPlannerTable } from "../src/simulate/planner-cli.ts";
+import { EMULATED_LAWS } from "../src/planner/sim/laws.ts";
 
 const argv = process.argv.slice(2);
 const flag = (name: string, def: string) => {
@@ -27,8 +35,13 @@ const o: CompareOptions = {
   tickS: Number(flag("tick-s", "10")),
 };
 
+const fleetOnly = argv.includes("--fleet-only");
+if (!fleetOnly) await singleDay();
+if (!argv.includes("--no-fleet")) await fleetDay();
+
+async function singleDay(): Promise<void> {
 const t0 = performance.now();
-const r = comparePlanners(o);
+const r = await comparePlanners(o);
 const totalS = (performance.now() - t0) / 1000;
 const days = r.duration_s / 86_400;
 const perDay = (name: string) => r.planners[name]!.wall_s / days;
@@ -48,3 +61,22 @@ const stat = r.planners.static!;
 console.log(
   `herd vs static: GPU-seconds ${((1 - herd.gpu_seconds / stat.gpu_seconds) * 100).toFixed(1)}% fewer, SLO attainment ${((herd.slo_attainment - stat.slo_attainment) * 100).toFixed(2)} points`,
 );
+}
+
+async function fleetDay(): Promise<void> {
+  const scale = (o.durationS ?? 86_400) / 86_400; // a shorter --duration compresses the fault times with it
+  const f: CompareOptions = {
+    ...o, planners: ["static", "herd", ...EMULATED_LAWS], gpus: 16, hostGpus: 4,
+    faults: { hostDown: { host: "h2", atS: 36_000 * scale, backAtS: 43_200 * scale }, failover: { atS: 50_400 * scale, stallS: 20, deposedS: 30 } },
+  };
+  const t0 = performance.now();
+  const r = await comparePlanners(f);
+  console.log("");
+  console.log("multi-host day: 4 hosts × 4 GPUs; h2 down 10:00–12:00; leader stalls mid-scale-up after 14:00 (20 s), deposed for 30 s after");
+  console.log(renderPlannerTable(r));
+  console.log("planner        refused  double starts  duplicate ids  leaders (time s, node, term)");
+  for (const [name, p] of Object.entries(r.planners)) console.log(`${name.padEnd(13)}  ${String(p.refused).padStart(7)}  ${String(p.double_starts).padStart(13)}  ${String(p.duplicates).padStart(13)}  ${p.leaders.join("; ")}`);
+  const herd = r.planners.herd!;
+  const stat = r.planners.static!;
+  console.log(`herd vs static: GPU-seconds ${((1 - herd.gpu_seconds / stat.gpu_seconds) * 100).toFixed(1)}% fewer, SLO attainment ${((herd.slo_attainment - stat.slo_attainment) * 100).toFixed(2)} points; whole run ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+}

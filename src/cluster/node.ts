@@ -21,7 +21,7 @@ import type { ClusterEvent, HeartbeatTiming } from "./backend.ts";
 import type { ElectionTiming } from "./election.ts";
 import { ADVERT_META_KEY, advertise, decodeAdvert, encodeAdvert, poolWorkers, type ModelCard, type NodeAdvert } from "./publish.ts";
 import { ClusterService, type ClusterView } from "./service.ts";
-import { clusterRoutes } from "./routes.ts";
+import { clusterRoutes, type PeerPlannerRoutes } from "./routes.ts";
 import { forwardHandler } from "./forward.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { httpPeerClient } from "./client.ts";
@@ -56,6 +56,8 @@ export interface ClusterNodeOptions {
   kvIndex?: RelayIndex;
   /** This node's KV tier as peers see it (GET /cluster/v1/tier/<key>, peer-tier.ts); absent: 404 there. */
   tierSource?: PeerTierSource;
+  /** The planner's peer routes (src/planner/cluster-wire.ts), when this node runs the planner. */
+  planner?: () => PeerPlannerRoutes | null;
   /** Test seams. */
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
@@ -136,6 +138,7 @@ export class ClusterNode {
     this.app = clusterRoutes(this.svc, {
       forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward") }, this.forwards),
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
+      ...(this.o.planner ? { planner: this.o.planner } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
     this.unsubs.push(
@@ -186,6 +189,12 @@ export class ClusterNode {
   handle(req: Request, env: { ip: string | null }): Response | Promise<Response> {
     if (!this.app || this.stopped) return Response.json({ error: { message: "cluster not started", type: "server_error", code: "cluster_not_started" } }, { status: 503 });
     return this.app.fetch(req, env);
+  }
+
+  /** The leader this node knows of and its term; `self` only while this node holds a live grant. */
+  leadership(): { leader: string | null; term: number; self: boolean } {
+    if (!this.svc || this.stopped) return { leader: null, term: 0, self: false };
+    return this.svc.leader();
   }
 
   /** The cluster token for this node's own peer calls ("" before start or without one). */

@@ -38,7 +38,22 @@ export interface ClusterRouteOptions {
   kv?: (cursor: { epoch: string; seq: number }) => unknown;
   /** GET /cluster/v1/tier/<url-encoded key>: an object of this node's KV tier for a peer (peer-tier.ts). */
   tier?: PeerTierSource;
+  /** POST /cluster/v1/planner/{summary,assign,push,status}: the cluster planner (src/planner/cluster-wire.ts). */
+  planner?: () => PeerPlannerRoutes | null;
 }
+
+/** The planner's peer routes: the leader pulls summaries and sends assignments; a follower pushes its summary. */
+export interface PeerPlannerRoutes {
+  summary(): unknown;
+  assign(body: unknown): Promise<unknown>;
+  push(body: unknown): unknown;
+  status(): unknown;
+}
+
+/** An assignment is one action with an id, a term and a leader's name: a few hundred bytes. */
+export const PLANNER_ASSIGN_MAX_BYTES = 16 * 1024;
+/** A pushed node summary: its engines (≤ 4096) and pools. */
+export const PLANNER_SUMMARY_MAX_BYTES = 4 * 1024 * 1024;
 
 export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions = {}): Hono<Env> {
   const app = new Hono<Env>();
@@ -76,6 +91,22 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       }
       return tierAnswer(tier, key);
     });
+
+  const planner = opts.planner;
+  if (planner) {
+    const route = (path: string, limitBytes: number, handle: (p: PeerPlannerRoutes, body: unknown) => unknown) =>
+      app.post(`${PEER_API_PREFIX}/planner/${path}`, async (c: Context) => {
+        const p = planner();
+        if (!p) return c.json({ error: { message: "the planner is off on this node", type: "not_found_error", code: "planner_off" } }, 404);
+        const read = await peerJson(c.req.raw, limitBytes);
+        if (read instanceof Response) return read;
+        return c.json((await handle(p, read.body)) as object);
+      });
+    route("summary", PLANNER_ASSIGN_MAX_BYTES, (p) => p.summary());
+    route("assign", PLANNER_ASSIGN_MAX_BYTES, (p, body) => p.assign(body));
+    route("push", PLANNER_SUMMARY_MAX_BYTES, (p, body) => p.push(body));
+    route("status", PLANNER_ASSIGN_MAX_BYTES, (p) => p.status());
+  }
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any, ip: string | null) => unknown) =>
     app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {

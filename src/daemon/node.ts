@@ -14,7 +14,7 @@ import type { Logger } from "../core/log.ts";
 import { SeededRng } from "../core/rng.ts";
 import { seedFor } from "../core/seed.ts";
 import { service, type Service } from "../core/service.ts";
-import type { Config } from "../config/types.ts";
+import type { Config, Role } from "../config/types.ts";
 import { LiveConfig } from "../config/live.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
@@ -38,8 +38,11 @@ import { applyTierLaunch, tierPassword } from "../tier/launch.ts";
 import { PlannerService } from "../planner/service.ts";
 import { plannerGate } from "../planner/gate.ts";
 import { plannerAdminRoutes } from "../planner/status.ts";
-import { LocalActuator } from "../planner/actuator-local.ts";
+import { LocalActuator, poolIdOf } from "../planner/actuator-local.ts";
+import { ClusterPlannerWiring } from "../planner/cluster-wire.ts";
+import { gpusPerEngine } from "../engine/scale.ts";
 import { PlannerMetrics } from "../planner/metrics.ts";
+import { TransferLedger } from "../planner/signals.ts";
 import type { AdminBackend } from "../admin/routes.ts";
 import { kvAdminBackend } from "../admin/kv-explain.ts";
 import { Frontend } from "../frontend/app.ts";
@@ -54,7 +57,7 @@ import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
 import { NixlMetadataThread } from "../pd/nixl-thread.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
-import type { PdTrace } from "../pd/orchestrator.ts";
+import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
 import type { Endpoint } from "../protocol/openai.ts";
@@ -104,6 +107,10 @@ export class HerdNode {
   private pd: PdPlanDeps | null = null;
   /** SGLang-flow prefill workers' planned bootstrap ports (src/pd/launch.ts), for the legs' body. */
   private readonly bootstrapPorts = new Map<string, number>();
+  /** The cluster planner's wiring (summaries, assignments, the cluster-wide status), when planner.enabled. */
+  private plannerWire: ClusterPlannerWiring | null = null;
+  /** KV transfers each prefill engine owes (the P/D orchestrator reports them; the planner reads them). */
+  private readonly transfers = new TransferLedger();
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -143,6 +150,7 @@ export class HerdNode {
       maxBodyBytes: () => this.live.current.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
       maxInFlight: () => this.live.current.frontend.max_in_flight,
+      planner: () => this.plannerWire?.routes() ?? null,
     });
     this.frontend = this.buildFrontend(localUpstream);
     // The frontend's admission, keys and timeouts; the router is swapped before the handle (apply).
@@ -205,9 +213,25 @@ export class HerdNode {
         () => this.tier.stop(),
       ),
       service("scraper", () => this.scraper.start(), () => this.scraper.stop()),
-      ...(this.planner ? [this.planner] : []),
+      ...(this.planner ? [this.planner, this.plannerService()] : []),
       this.readiness,
     ];
+  }
+
+  /** The summary rounds, and held requests released when any node's engine of their pool turns ready. */
+  private plannerService(): Service {
+    let unsub: (() => void) | null = null;
+    return service(
+      "planner-cluster",
+      () => {
+        this.plannerWire!.start();
+        unsub = this.registry.onChange(() => this.planner?.releaseReady());
+      },
+      () => {
+        this.plannerWire!.stop();
+        unsub?.();
+      },
+    );
   }
 
   /** What runs now (the live handle's value). */
@@ -254,13 +278,41 @@ export class HerdNode {
     this.o.log.info("router replaced", { policy: fresh.policy.name, seed: fresh.seed });
   }
 
-  /** The planner (off unless planner.enabled) scales the listed engines[] entries through the supervisor. */
+  /**
+   * The planner (off unless planner.enabled) scales the listed engines[] entries. One planner acts
+   * for the cluster, the leader's (src/planner/cluster-wire.ts): every node counts its arrivals,
+   * holds its requests and publishes a summary; the leader decides and sends fenced assignments;
+   * this node applies them through its own supervisor (LocalActuator).
+   */
   private buildPlanner(): PlannerService | null {
     const { config } = this;
     const { clock, log } = this.o;
     if (!config.planner.enabled) return null;
-    const actuator = new LocalActuator({ config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: detectGpus().ids.length });
-    return new PlannerService({ config, clock, log, actuator, metrics: new PlannerMetrics(this.metrics.registry) });
+    const host = detectGpus();
+    // The host's GPUs for placement: the detected ones, or as many as the engines[] entries name
+    // (a declared inventory: `gpus: [0, 1]` says the host has at least GPUs 0 and 1).
+    const declared = Math.max(0, ...config.engines.flatMap((e) => e.gpus).map((g) => g + 1));
+    const actuator = new LocalActuator({
+      config, supervisor: this.supervisor, clock, log: log.child("actuator"), inFlight: (id) => this.registry.inFlightOf(id), hostGpus: Math.max(host.ids.length, declared),
+      pendingTransfers: (id) => this.transfers.pendingOf(id),
+    });
+    const metrics = new PlannerMetrics(this.metrics.registry);
+    const entryOf = new Map(config.planner.pools.map((p) => [poolIdOf(config, p.engine), p.engine]));
+    const gpusOf = (pool: string) => (entryOf.has(pool) ? gpusPerEngine(config, entryOf.get(pool)!, host) : 0);
+    this.plannerWire = new ClusterPlannerWiring({
+      membership: { self: config.node.name, leader: () => this.cluster.leadership(), peers: () => this.cluster.livePeers(), token: () => this.cluster.token() },
+      clock, log: log.child("planner"), local: actuator, tickMs: config.planner.tick_ms, pools: [...entryOf.keys()], gpusOf, metrics, epoch: `${config.node.name}@${wallClockMs()}`,
+    });
+    const planner = new PlannerService({
+      config, clock, log, actuator, metrics, gpusPerEngine: (i) => gpusPerEngine(config, i, host), cluster: this.plannerWire.planning,
+      // Held requests go as soon as any node's engine of their pool is ready (the registry is cluster-wide).
+      hasReady: (pool) => {
+        const i = pool.lastIndexOf("/");
+        return this.registry.eligible(pool.slice(0, i), pool.slice(i + 1) as Role).length > 0;
+      },
+    });
+    this.plannerWire.attach(planner);
+    return planner;
   }
 
   /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
@@ -272,7 +324,7 @@ export class HerdNode {
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
       records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
@@ -317,7 +369,7 @@ export class HerdNode {
       // The live config and router, read per request: a reload reaches P/D as it reaches aggregated routing.
       config: () => node.live.current, router: () => node.router,
       registry: this.registry, clock: this.o.clock,
-      rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
+      rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: withTransfers(new PdMetrics(this.metrics.registry), this.transfers),
       bootstrapPort: (w) => this.bootstrapPorts.get(w.id) ?? null,
       onTrace: (requestId, trace) => {
         this.pdTraces.push({ requestId, trace });
@@ -349,4 +401,21 @@ export class HerdNode {
     this.runtime?.listening(this.listening.url);
     this.o.log.info("listening", { url: this.listening.url, config: this.o.configPath ?? "(embedded default)", policy: this.router.policy.name });
   }
+}
+
+/** The P/D observer the orchestrator reports to: herd's metrics, and the transfers the planner reads. */
+function withTransfers(metrics: PdObserver, ledger: TransferLedger): PdObserver {
+  return {
+    decision: (d) => metrics.decision(d),
+    fallback: (r) => metrics.fallback(r),
+    prefillDone: (ms) => metrics.prefillDone(ms),
+    transferToFirstToken: (ms) => metrics.transferToFirstToken(ms),
+    pair: (p, d) => metrics.pair(p, d),
+    abandonedPrefill: (w) => {
+      metrics.abandonedPrefill(w);
+      ledger.abandonedPrefill(w);
+    },
+    transferOwed: (w) => ledger.transferOwed(w),
+    transferPulled: (w) => ledger.transferPulled(w),
+  };
 }

@@ -22,6 +22,13 @@ export interface PlannerView {
     predicted_ready_ms: number | null;
   }[];
   recent_actions: { action: string; reason: string; outcome: string; detail: string | null; ms_ago: number }[];
+  /** The cluster's planner (src/planner/cluster-wire.ts); absent from an older herd. */
+  planner_node?: string | null;
+  term?: number;
+  waiting_for?: string | null;
+  leader_unreachable?: boolean;
+  cluster_pools?: { pool: string; desired: number | null; actual: number; reason: string | null; hosts: Record<string, string[]> }[];
+  assignments?: { refused: Record<string, number>; duplicates: number };
 }
 
 const dash = "-";
@@ -45,6 +52,7 @@ export function renderPlanner(v: PlannerView, recent = 10): string {
     `held ${v.held.requests}`,
   ].join("  ");
   if (v.pools.length === 0) return `${head}\n(no pools: planner.pools is empty)`;
+  const cluster = clusterLines(v);
   const rows = [
     ["POOL", "ENTRY", "DESIRED", "ACTUAL", "REASON", "HELD", "OLDEST", "READY IN", "TERMS"],
     ...v.pools.map((p) => [
@@ -52,11 +60,25 @@ export function renderPlanner(v: PlannerView, recent = 10): string {
       String(p.held.requests), secs(p.held.oldest_wait_ms), secs(p.predicted_ready_ms), termsCell(p.terms),
     ]),
   ];
-  const lines = [head, renderTable(rows)];
+  const lines = [head, ...cluster, renderTable(rows)];
   const last = v.recent_actions.slice(-recent);
   if (last.length) {
     lines.push("", "recent actions (newest last):");
     for (const a of last) lines.push(`  ${secs(a.ms_ago)} ago  ${a.action}  (${a.reason}) ${a.outcome}${a.detail ? `: ${a.detail}` : ""}`);
   }
   return lines.join("\n");
+}
+
+/** Who plans for the cluster, in which term, and per pool which host runs what. */
+function clusterLines(v: PlannerView): string[] {
+  if (v.planner_node === undefined) return [];
+  const refused = Object.entries(v.assignments?.refused ?? {}).filter(([, n]) => n > 0).map(([k, n]) => `${k}=${n}`).join(" ");
+  const out = [
+    `cluster planner: ${v.planner_node ?? "none (no leader)"}  term ${v.term ?? 0}${v.leader_unreachable ? "  (leader unreachable: this node's own view)" : ""}${v.waiting_for ? `  waiting: ${v.waiting_for}` : ""}${refused ? `  refused: ${refused}` : ""}`,
+  ];
+  if (v.cluster_pools?.length) {
+    const rows = [["POOL", "DESIRED", "ACTUAL", "REASON", "HOSTS"], ...v.cluster_pools.map((p) => [p.pool, p.desired === null ? dash : String(p.desired), String(p.actual), p.reason ?? dash, Object.entries(p.hosts).map(([h, es]) => `${h}: ${es.join(",")}`).join("; ") || "none"])];
+    out.push(renderTable(rows), "");
+  }
+  return out;
 }

@@ -51,6 +51,10 @@ export interface PdObserver {
    * had already freed them.
    */
   abandonedPrefill(prefillWorker: string): void;
+  /** A prefill answered with held blocks a decode leg will pull (the planner's pending transfers). */
+  transferOwed?(prefillWorker: string): void;
+  /** A decode leg committed with those blocks: the pull is done. */
+  transferPulled?(prefillWorker: string): void;
 }
 
 /** The routing decision that chose a leg's worker: the leg preset, its reason, every candidate's terms. */
@@ -253,6 +257,7 @@ async function runVllm(r: Run): Promise<LegOutcome> {
       return runLocal(r, decodeExclude);
     }
     if (p.params === null) fallback(r, "no_transfer_params");
+    if (holdsBlocks(p.params)) r.obs.transferOwed?.(p.worker.id);
     const body = JSON.stringify(vllmDecodeBody(r.input.body, p.params));
     for (let attempt = 0; attempt < 2; attempt++) {
       const choice = route(r, "decode", decodeExclude);
@@ -262,6 +267,7 @@ async function runVllm(r: Run): Promise<LegOutcome> {
       if (last.kind === "committed") {
         r.obs.transferToFirstToken(r.deps.clock.now() - p.doneMs);
         r.obs.pair(p.worker.node, choice.worker.node);
+        if (holdsBlocks(p.params)) r.obs.transferPulled?.(p.worker.id);
       }
       if (last.kind === "aborted" && holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
       if (last.kind !== "failed") return last;

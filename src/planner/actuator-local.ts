@@ -32,6 +32,8 @@ export interface LocalActuatorOptions {
   inFlight: (id: string) => number;
   /** The host's GPU count (0 = none: GPU-less kinds such as sim need none). */
   hostGpus: number;
+  /** KV transfers a worker still owes (signals.ts TransferLedger); default none. */
+  pendingTransfers?: (id: string) => number;
 }
 
 /** Pool id of an engines[] entry: `model/role` (planner types.ts). */
@@ -62,7 +64,7 @@ export class LocalActuator implements Actuator {
       const id = s.worker.id;
       const prev = this.seen.get(id);
       if (!prev || prev.state !== state) this.observe(id, pool, prev, state, now);
-      engines.push({ id, pool, host: this.o.config.node.name, state, inFlight: this.o.inFlight(id), pendingTransfers: 0, gpus, sinceMs: this.seen.get(id)!.sinceMs });
+      engines.push({ id, pool, host: this.o.config.node.name, state, inFlight: this.o.inFlight(id), pendingTransfers: this.o.pendingTransfers?.(id) ?? 0, gpus, sinceMs: this.seen.get(id)!.sinceMs });
     }
     // planner.gpu_budget caps what the planner spends (PlannerConfig.gpuBudget); the host has what it has.
     const total = this.o.hostGpus;

@@ -16,6 +16,7 @@ export const PLANNER_METRIC = {
   holdRejectedTotal: "herd_planner_hold_rejected_total",
   holdWaitSeconds: "herd_planner_hold_wait_seconds_total",
   holdReleasedTotal: "herd_planner_hold_released_total",
+  assignmentsRefusedTotal: "herd_planner_assignments_refused_total",
 } as const;
 
 export type ActionOutcome = "ok" | "skipped" | "failed" | "dry_run";
@@ -31,6 +32,7 @@ export class PlannerMetrics {
   private readonly rejected: Counter<"pool" | "reason">;
   private readonly waited: Counter<"pool">;
   private readonly released: Counter<"pool">;
+  private readonly refusedAssignments: Counter<"reason">;
 
   constructor(registry: Registry) {
     const registers = [registry];
@@ -46,6 +48,7 @@ export class PlannerMetrics {
     this.rejected = counter(PLANNER_METRIC.holdRejectedTotal, "Requests the hold queue answered 503 (count, bytes, timeout, disabled).", ["pool", "reason"]);
     this.waited = counter(PLANNER_METRIC.holdWaitSeconds, "Seconds released requests spent held (divide by released for the mean).", ["pool"]);
     this.released = counter(PLANNER_METRIC.holdReleasedTotal, "Held requests released to the router once an engine was ready.", ["pool"]);
+    this.refusedAssignments = counter(PLANNER_METRIC.assignmentsRefusedTotal, "Leader assignments this node refused (stale_term, conflicting_leader, no_lease, unknown_term, bad_assignment): the term fence at work.", ["reason"]);
   }
 
   tick(trigger: "timer" | "poke"): void {
@@ -63,6 +66,10 @@ export class PlannerMetrics {
 
   action(a: Action, outcome: ActionOutcome): void {
     this.actions.inc({ pool: a.pool, kind: a.kind, outcome });
+  }
+
+  assignmentRefused(why: string): void {
+    this.refusedAssignments.inc({ reason: why });
   }
 
   holdRejected(pool: string, why: HoldRejection): void {

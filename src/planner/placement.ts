@@ -1,5 +1,6 @@
 // Where a new engine goes, and which engine leaves (pure).
-//  - a start goes to a host with enough free GPUs and no start backoff (failed starts back off per
+//  - a start goes to a host that has the pool's engines[] entry (its template), with enough free
+//    GPUs on that one host (a TP engine never spans hosts) and no start backoff (failed starts back off per
 //    host), preferring a host that already runs the same model (P/D pairs close: KV moves over
 //    NVLink or the host's own NIC), then the host with the most free GPUs (fewer stranded GPUs),
 //    then by name (deterministic);
@@ -12,7 +13,7 @@ export function pickHost(pool: PoolSpec, fleet: Fleet, free: ReadonlyMap<string,
   let best: { name: string; score: [number, number] } | null = null;
   for (const h of fleet.hosts) {
     const f = free.get(h.name) ?? 0;
-    if (f < pool.gpusPerEngine || h.backoffUntilMs > nowMs) continue;
+    if (f < pool.gpusPerEngine || h.backoffUntilMs > nowMs || (h.pools && !h.pools.includes(pool.id))) continue;
     const score: [number, number] = [sameModel.has(h.name) ? 1 : 0, f];
     if (!best || score[0] > best.score[0] || (score[0] === best.score[0] && (score[1] > best.score[1] || (score[1] === best.score[1] && h.name < best.name))))
       best = { name: h.name, score };

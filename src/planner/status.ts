@@ -75,11 +75,11 @@ export function plannerStatus(s: {
 }
 
 /** The GET /admin/planner handler (JSON), for the admin app to mount. */
-export function plannerRoute(service: { status(): PlannerStatus }): (req: Request) => Response {
-  return () => Response.json(service.status());
+export function plannerRoute(service: { status(): PlannerStatus | Promise<PlannerStatus> }): (req: Request) => Promise<Response> {
+  return async () => Response.json(await service.status());
 }
 
-/** GET /admin/planner, as an admin contribution (src/http/admin-route.ts). */
-export function plannerAdminRoutes(service: { status(): PlannerStatus }): AdminRoute[] {
+/** GET /admin/planner, as an admin contribution (src/http/admin-route.ts): the cluster's planner on any node. */
+export function plannerAdminRoutes(service: { status(): PlannerStatus | Promise<PlannerStatus> }): AdminRoute[] {
   return [{ method: "GET", path: "/planner", handle: plannerRoute(service) }];
 }

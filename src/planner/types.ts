@@ -73,6 +73,8 @@ export interface FleetHost {
   gpusFree: number;
   /** Failed starts back off per host: no start here before this time (clock ms). */
   backoffUntilMs: number;
+  /** Pools this host can start (its engines[] entries: the templates); absent = any. */
+  pools?: readonly string[];
 }
 
 export interface Fleet {

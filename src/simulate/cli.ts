@@ -98,7 +98,7 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engi
 /** Run `herd simulate ARGV…`; returns the exit code (0 ok, 1 failure, 2 usage). */
 export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
   try {
-    if (isPlannerRun(argv)) return plannerMain(argv, io);
+    if (isPlannerRun(argv)) return await plannerMain(argv, io);
     if (isPdRun(argv)) return pdSimMain(argv, io);
     const parsed = parseFlags(argv);
     if (parsed === "help") {

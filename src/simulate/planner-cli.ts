@@ -28,7 +28,7 @@ export function isPlannerRun(argv: readonly string[]): boolean {
   return argv.some((a) => a === "--planner" || a.startsWith("--planner="));
 }
 
-export function plannerMain(argv: readonly string[], io: SimIo): number {
+export async function plannerMain(argv: readonly string[], io: SimIo): Promise<number> {
   const flags = new Map<string, string>();
   for (let i = 0; i < argv.length; i++) {
     const a = argv[i]!;
@@ -64,7 +64,7 @@ export function plannerMain(argv: readonly string[], io: SimIo): number {
     tickS: num("tick-s", 10, (n) => n >= 1),
   };
   for (const p of o.planners) if (!PLANNER_NAMES.includes(p)) throw new BenchInputError(`--planner: unknown planner ${JSON.stringify(p)} (one of ${PLANNER_NAMES.join(", ")})`);
-  const r = comparePlanners(o);
+  const r = await comparePlanners(o);
   io.out(renderPlannerTable(r));
   if (flags.has("json")) writeFileSync(flags.get("json")!, JSON.stringify(r, null, 2) + "\n");
   return 0;
@@ -82,7 +82,7 @@ function parseSlo(text: string): { ttftS: number; itlS: number } {
   return out;
 }
 
-export function renderPlannerTable(r: ReturnType<typeof comparePlanners>): string {
+export function renderPlannerTable(r: Awaited<ReturnType<typeof comparePlanners>>): string {
   const cols = ["planner", "GPU-s", "SLO", "SLO/GPU-h", "scale ev", "flaps", "held p99 s", "dropped", "requests", "wall s"];
   const rows = Object.entries(r.planners).map(([name, s]) => [
     name === "static" && r.static_engines !== null ? `static (${r.static_engines})` : name,

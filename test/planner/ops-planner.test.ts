@@ -60,3 +60,18 @@ describe("herd planner status", () => {
     expect((await cli(["extra", "--url", url])).code).toBe(2);
   });
 });
+
+describe("herd planner status: the cluster's planner", () => {
+  test("names the planner node and term, per pool desired/actual and which host runs what, refusals", async () => {
+    const { renderPlanner } = await import("../../src/ops/planner.ts");
+    const text = renderPlanner({
+      enabled: true, dry_run: false, tick_ms: 300, ticks: 9, last_tick_ms_ago: 100, held: { requests: 0, bytes: 0 },
+      pools: [{ pool: "m/aggregated", entry: 0, desired: 2, actual: { ready: 1 }, reason: "scale_up", terms: {}, held: { requests: 0, oldest_wait_ms: null }, predicted_ready_ms: null }],
+      recent_actions: [], planner_node: "b", term: 4, waiting_for: null,
+      cluster_pools: [{ pool: "m/aggregated", desired: 2, actual: 2, reason: "scale_up", hosts: { a: ["a/sim-0:ready"], c: ["c/sim-0:starting"] } }],
+      assignments: { refused: { stale_term: 3, no_lease: 0 }, duplicates: 0 },
+    });
+    expect(text).toContain("cluster planner: b  term 4  refused: stale_term=3");
+    expect(text).toMatch(/m\/aggregated\s+2\s+2\s+scale_up\s+a: a\/sim-0:ready; c: c\/sim-0:starting/);
+  });
+});

@@ -158,7 +158,7 @@ describe("planner service", () => {
   test("GET /admin/planner: desired vs actual, reason, terms, held", async () => {
     const { planner, run } = setup(plannerConfig({}, { min: 1 }));
     await run(6_000);
-    const body = (await plannerRoute(planner)(new Request("http://x/admin/planner")).json()) as ReturnType<PlannerService["status"]>;
+    const body = (await (await plannerRoute(planner)(new Request("http://x/admin/planner"))).json()) as ReturnType<PlannerService["status"]>;
     expect(body.enabled).toBe(true);
     expect(body.pools[0]).toMatchObject({ pool: POOL, entry: 0, desired: 1, actual: { ready: 1 }, held: { requests: 0 } });
     expect(body.pools[0]!.terms.floor).toBe(1);

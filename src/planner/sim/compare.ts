@@ -20,7 +20,14 @@ export interface CompareOptions {
   /** SLO attainment static provisioning must reach at the peak rate. */
   staticTarget: number;
   tickS: number;
+  /** GPUs per host (the fleet is ceil(gpus / hostGpus) hosts); default 8. */
+  hostGpus?: number;
+  /** Faults during the compared runs (not the calibration): a host dying, a leader failover. */
+  faults?: FleetSimSpec["faults"];
 }
+
+/** One planner's row: the score, the fence's refusals and double starts across faults, wall time. */
+export type PlannerRow = SimScore & { wall_s: number; refused: number; double_starts: number; duplicates: number; leaders: string[] };
 
 export const DEFAULT_POOL: PoolSpec = {
   id: "herd-sim/aggregated", model: "herd-sim", role: "aggregated", min: 0, max: 16, gpusPerEngine: 1,
@@ -41,10 +48,14 @@ export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, du
   const pool = { ...DEFAULT_POOL, max: o.gpus, capacity, poolingGain };
   return {
     shape, durationS, seed: o.seed, law, planner: { ...DEFAULT_PLANNER, gpuBudget: o.gpus, pools: [pool] },
-    hosts: Array.from({ length: Math.ceil(o.gpus / 8) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(8, o.gpus - 8 * i) })),
+    hosts: hostsFor(o.gpus, o.hostGpus ?? 8),
     engine: DEFAULT_ENGINE, startMedianS: 45, startSigma: 0.35, wakeS: 3, tickS: o.tickS, holdMax: 1024, holdTimeoutS: 300,
     slo: { ttftS: o.sloTtftS, itlS: o.sloItlS }, initialEngines: initial,
   };
+}
+
+export function hostsFor(gpus: number, perHost: number): { name: string; gpus: number }[] {
+  return Array.from({ length: Math.ceil(gpus / perHost) }, (_, i) => ({ name: `h${i}`, gpus: Math.min(perHost, gpus - perHost * i) }));
 }
 
 /**
@@ -53,20 +64,20 @@ export function specFor(shape: RateShape, law: PlannerLaw, o: CompareOptions, du
  * (what `herd simulate --calibrate` / `herd bench` seed in production). An aggregated engine does
  * both phases, so each phase is credited with half: demand = prefill/cap_p + decode/cap_d = λ / r*.
  */
-export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): { prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number; concurrency: number } {
+export async function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 300): Promise<{ prefillTokensPerS: number; decodeTokensPerS: number; ratePerS: number; concurrency: number }> {
   let concurrency = 1;
-  const meets = (r: number) => {
+  const meets = async (r: number) => {
     const flat: RateShape = { ...shape, rateAt: () => r, peak: r * 1.01, name: `${shape.name}@${r}` };
-    const res = runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1));
+    const res = await runFleetSim(specFor(flat, staticLaw(1), o, probeS, 1));
     if (res.slo_attainment >= o.staticTarget) concurrency = Math.max(1, res.mean_in_flight);
     return res.slo_attainment >= o.staticTarget;
   };
   let lo = 0;
   let hi = 1;
-  while (meets(hi) && hi < 1024) [lo, hi] = [hi, hi * 2];
+  while ((await meets(hi)) && hi < 1024) [lo, hi] = [hi, hi * 2];
   for (let i = 0; i < 8; i++) {
     const mid = (lo + hi) / 2;
-    if (meets(mid)) lo = mid;
+    if (await meets(mid)) lo = mid;
     else hi = mid;
   }
   const r = Math.max(lo, 1e-3);
@@ -74,24 +85,24 @@ export function calibrateCapacity(shape: RateShape, o: CompareOptions, probeS = 
 }
 
 /** The smallest static engine count meeting the target at the peak rate. */
-export function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 600): number {
+export async function staticPeakCount(shape: RateShape, o: CompareOptions, probeS = 600): Promise<number> {
   const flat: RateShape = { ...shape, rateAt: () => shape.peak / 1.01, name: `${shape.name}@peak` };
   for (let n = 1; n <= o.gpus; n++) {
-    const r = runFleetSim(specFor(flat, staticLaw(n), o, probeS, n));
+    const r = await runFleetSim(specFor(flat, staticLaw(n), o, probeS, n));
     if (r.slo_attainment >= o.staticTarget) return n;
   }
   return o.gpus;
 }
 
-export function comparePlanners(o: CompareOptions): { shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, SimScore & { wall_s: number }> } {
+export async function comparePlanners(o: CompareOptions): Promise<{ shape: string; duration_s: number; seed: number; static_engines: number | null; engine_capacity_rps: number; target_concurrency: number; planners: Record<string, PlannerRow> }> {
   const shape = parseRateShape(o.shape);
   const durationS = o.durationS ?? shape.durationS;
-  const out: Record<string, SimScore & { wall_s: number }> = {};
+  const out: Record<string, PlannerRow> = {};
   let staticN: number | null = null;
-  const cal = calibrateCapacity(shape, o);
+  const cal = await calibrateCapacity(shape, o);
   const capacity = { prefillTokensPerS: cal.prefillTokensPerS, decodeTokensPerS: cal.decodeTokensPerS };
   // The pooling gain from the same measurements: one engine's rate vs the peak pool's per-engine rate.
-  const peakN = staticPeakCount(shape, o);
+  const peakN = await staticPeakCount(shape, o);
   const gain = peakN > 1 ? { engines: peakN, factor: Math.max(1, shape.peak / 1.01 / peakN / cal.ratePerS) } : null;
   for (const name of o.planners) {
     const t0 = performance.now();
@@ -105,7 +116,7 @@ export function comparePlanners(o: CompareOptions): { shape: string; duration_s:
       initial = staticN;
     }
     if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
-    const r = runFleetSim(specFor(shape, law, o, durationS, initial, capacity, gain));
+    const r = await runFleetSim({ ...specFor(shape, law, o, durationS, initial, capacity, gain), ...(o.faults ? { faults: o.faults } : {}) });
     const { actions: _log, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }

@@ -1,22 +1,35 @@
-// A day of one pool on the virtual clock: offered load (src/workload/rate-shapes.ts) → herd's real
-// Router (least-loaded over the ready engines) → engine models (engine-model.ts), with a planner law
-// (herd's decide(), static peak provisioning, or an emulated anchor: laws.ts) scaling the pool
-// through the actions an actuator would carry out: cold starts with a long-tailed latency, wakes,
-// drains, stops. Requests for a pool with no ready engine are held in a bounded queue with a
-// deadline and poke the planner at once. Every tick checks the invariants the issue names; a
-// violation throws with the tick's time. Seeded: one seed gives one action log.
+// A day of one pool on the virtual clock, on the real planner: every host is a node running herd's
+// PlannerService (its HoldQueue behind the real plannerGate) over a LocalActuator on a
+// VirtualSupervisor (virtual-supervisor.ts: engine models priced by the sim engine's step cost).
+// The leader's service plans for the cluster (cluster-plan.ts): the nodes' summaries in, the
+// decision, assignments out through each node's AssignmentApplier (TermFence on the actuation
+// path). Offered load (src/workload/rate-shapes.ts) enters the nodes round-robin and goes through
+// herd's real Router (least-loaded over every ready engine). A planner law replaces only decide():
+// herd's, static peak provisioning, or an emulated anchor (laws.ts). Faults: a host that dies (its
+// engines and their requests gone), and a leader failover (the leader stalls past the election
+// timeout, the next node leads at term + 1, the old one resumes believing it still leads and keeps
+// sending for `deposedS`: the nodes refuse it). Invariants (GPU budget and host GPUs never exceeded,
+// no stop or sleep of an engine with requests in flight) throw with the time. One seed, one log.
+import { TermFence } from "../../cluster/fence.ts";
 import { VirtualClock } from "../../core/clock.ts";
+import { createLogger } from "../../core/log.ts";
 import { SeededRng } from "../../core/rng.ts";
 import { defaultConfig } from "../../config/index.ts";
+import type { Config } from "../../config/types.ts";
 import { DEFAULT_COST } from "../../engine/sim/cost.ts";
+import type { RequestGate } from "../../request/gate.ts";
 import { Router } from "../../router/index.ts";
-import type { Lease } from "../../router/index.ts";
 import { WorkerRegistry } from "../../workers/registry.ts";
-import { emptyLoad } from "../../workers/worker.ts";
 import { lognormal, shapedArrivals, type RateShape } from "../../workload/rate-shapes.ts";
-import type { Action, Decision, Fleet, FleetEngine, PlannerConfig, PlannerMemory, PoolSignals } from "../types.ts";
-import { EngineModel, type EngineModelParams } from "./engine-model.ts";
+import { LocalActuator } from "../actuator-local.ts";
+import { AssignmentApplier, type Assignment, type AssignmentReply } from "../assign.ts";
+import { ClusterPlanning, nodeSummary } from "../cluster-plan.ts";
+import { plannerGate } from "../gate.ts";
+import { PlannerService, type DecideFn } from "../service.ts";
+import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../types.ts";
+import type { EngineModelParams } from "./engine-model.ts";
 import { Scorecard, type SimScore } from "./score.ts";
+import { VirtualSupervisor } from "./virtual-supervisor.ts";
 
 /** A planner under test: herd's decide() or an emulated rule, same inputs, same outputs. */
 export interface PlannerLaw {
@@ -28,7 +41,7 @@ export interface PlannerLaw {
 export interface LawExtras {
   /** Mean requests in flight per ready engine over the last tick. */
   concurrencyPerEngine: number;
-  /** Requests waiting inside the engines (queued, not yet prefilling). */
+  /** Requests waiting for an engine (held). */
   waiting: number;
 }
 
@@ -48,29 +61,68 @@ export interface FleetSimSpec {
   holdMax: number;
   holdTimeoutS: number;
   slo: { ttftS: number; itlS: number };
-  /** Engines ready at t = 0 (before the first tick). */
+  /** Engines ready at t = 0 (before the first tick), spread over the hosts. */
   initialEngines: number;
+  faults?: {
+    /** A host dies at atS (engines and their requests lost); back empty at backAtS (null: never). */
+    hostDown?: { host: string; atS: number; backAtS: number | null };
+    /** From atS the leader stalls with its next start on the wire (mid-scale-up) for stallS, past the election timeout; resumed, it sends it and believes it leads for deposedS. */
+    failover?: { atS: number; stallS: number; deposedS: number };
+  };
+}
+
+export interface FleetSimResult extends SimScore {
+  mean_in_flight: number;
+  actions: string[];
+  /** Assignments the nodes refused (stale term, unknown term, no lease): the fence at work. */
+  refused: number;
+  /** Starts applied that were decided without seeing an engine another term started that was still coming. */
+  double_starts: number;
+  /** Assignment ids seen twice (suppressed). */
+  duplicates: number;
+  /** `time leader term` at every leadership change. */
+  leaders: string[];
 }
 
 export const DEFAULT_ENGINE: EngineModelParams = { cost: DEFAULT_COST, maxNumSeqs: 256, maxBatchedTokens: 8192, kvTokens: 395_200 };
 
-interface SimEngine extends FleetEngine {
-  model: EngineModel | null;
-  timer: { cancel(): void } | null;
-}
-
-interface Held {
-  isl: number;
-  osl: number;
-  atMs: number;
-  deadline: { cancel(): void };
-}
-
-export function runFleetSim(spec: FleetSimSpec): SimScore & { mean_in_flight: number; actions: string[] } {
+export function runFleetSim(spec: FleetSimSpec): Promise<FleetSimResult> {
   return new FleetSim(spec).run();
 }
 
-/** One simulated run; the state of the fleet, the hold queue and the counters of the current tick. */
+interface SimNode {
+  name: string;
+  gpus: number;
+  sup: VirtualSupervisor;
+  planner: PlannerService;
+  applier: AssignmentApplier;
+  cluster: ClusterPlanning;
+  gate: RequestGate;
+  /** This node's view of the election. */
+  lease: { term: number; leader: string } | null;
+  up: boolean;
+  stalled: boolean;
+  /** A node that comes back is a new planner instance: its totals start again. */
+  epoch: string;
+  /** Its lease was renewed through quorum contact lately (false after a stall until it hears the cluster again). */
+  leaseFresh: boolean;
+}
+
+/** The sim's config for one node: one sim engine entry (count 0: the planner starts them), its planner section. */
+function nodeConfig(spec: FleetSimSpec, name: string): Config {
+  const base = defaultConfig();
+  const pool = spec.planner.pools[0]!;
+  return {
+    ...base,
+    node: { ...base.node, name },
+    engines: [{ kind: "sim", model: pool.model, count: 0, role: pool.role, gpus: [], host: "127.0.0.1", port: 0, args: [], env: {}, command: [], url: "", kv_events: null, health_path: "/health", gpu_memory_utilization: 0, share_gpu: false }],
+    planner: {
+      ...base.planner, enabled: true, dry_run: false, tick_ms: spec.tickS * 1000, hold_max: spec.holdMax, hold_max_bytes: spec.holdMax * 1_000_000, hold_timeout_ms: spec.holdTimeoutS * 1000,
+      pools: [{ engine: 0, min: pool.min, max: pool.max, prefill_tokens_per_s: pool.capacity.prefillTokensPerS, decode_tokens_per_s: pool.capacity.decodeTokensPerS, can_sleep: pool.canSleep, floors: [], pin: -1 }],
+    },
+  };
+}
+
 class FleetSim {
   private readonly clock = new VirtualClock(0);
   private readonly rng: SeededRng;
@@ -78,21 +130,22 @@ class FleetSim {
   private readonly pool;
   private readonly registry = new WorkerRegistry();
   private readonly router: Router;
-  private readonly engines = new Map<string, SimEngine>();
   private readonly score: Scorecard;
   private readonly actionLog: string[] = [];
-  private readonly held: Held[] = [];
-  private memory: PlannerMemory = { leaderSinceMs: 0, pools: {} };
-  private seq = 0;
-  // Counters since the last tick, for the signals.
-  private arrivals = 0;
-  private prefillTokens = 0;
-  private decodeTokens = 0;
+  private readonly leaders: string[] = [];
+  private readonly nodes: SimNode[] = [];
+  private readonly violations: string[] = [];
+  private term = 1;
+  private stallArmed = false;
+  /** Counts of nodes replaced by their restarted selves. */
+  private readonly retired = { refused: 0, duplicates: 0 };
+  private rr = 0;
+  private doubleStarts = 0;
   private inFlightArea = 0;
   private lastAreaMs = 0;
-  private lastTickMs = 0;
-  /** Requests in flight × ms over the whole run (Little's law: the mean concurrency). */
   private totalArea = 0;
+  private lastTickAreaMs = 0;
+  private tickArea = 0;
 
   constructor(private readonly spec: FleetSimSpec) {
     this.rng = new SeededRng(spec.seed);
@@ -102,9 +155,200 @@ class FleetSim {
     this.score = new Scorecard(spec.slo, this.pool.gpusPerEngine);
   }
 
-  run(): SimScore & { mean_in_flight: number; actions: string[] } {
+  async run(): Promise<FleetSimResult> {
     const { spec, clock } = this;
-    for (let i = 0; i < spec.initialEngines; i++) this.newEngine(spec.hosts[i % spec.hosts.length]!.name, true);
+    for (const h of spec.hosts) this.nodes.push(this.newNode(h.name, h.gpus));
+    this.elect(this.nodes[0]!);
+    for (let i = 0; i < spec.initialEngines; i++) {
+      const n = this.nodes[i % this.nodes.length]!;
+      n.sup.currentTerm = this.term;
+      n.sup.addReady(0);
+    }
+    for (const n of this.nodes) n.planner.start();
+    this.scheduleArrivals();
+    this.scheduleSummaries();
+    this.scheduleFaults();
+    const endMs = spec.durationS * 1000;
+    // Every event runs inside step(); the microtasks it queued (actuations, hold releases) run
+    // before the next event, so a virtual day sees what a live node would, in order.
+    while (clock.peek() !== undefined && (clock.now() < endMs || this.totalInFlight() > 0 || this.heldTotal() > 0)) {
+      if (clock.peek()! > endMs + 3_600_000) break;
+      clock.step();
+      for (let i = 0; i < 4; i++) await null;
+      if (this.violations.length > 0) throw new Error(`invariant: ${this.violations[0]}`);
+    }
+    this.accrue();
+    for (const n of this.nodes) if (n.up) await n.planner.stop();
+    for (let i = 0; i < 8; i++) await null;
+    return {
+      ...this.score.result(clock.now()), mean_in_flight: clock.now() > 0 ? this.totalArea / clock.now() : 0, actions: this.actionLog,
+      refused: this.retired.refused + this.nodes.reduce((n, x) => n + x.applier.refusedTotal, 0), double_starts: this.doubleStarts,
+      duplicates: this.retired.duplicates + this.nodes.reduce((n, x) => n + x.applier.duplicates, 0), leaders: this.leaders,
+    };
+  }
+
+  private newNode(name: string, gpus: number): SimNode {
+    const { spec, clock } = this;
+    const config = nodeConfig(spec, name);
+    const log = createLogger("sim", { level: "error", sink: { write() {} } });
+    const sup = new VirtualSupervisor({
+      node: name, config, clock, gpusPerEngine: this.pool.gpusPerEngine, engine: spec.engine, wakeMs: spec.wakeS * 1000, onViolation: (m) => this.violations.push(m),
+      startDelayMs: () => spec.startMedianS * 1000 * lognormal(this.startRng, spec.startSigma) * Math.exp((spec.startSigma * spec.startSigma) / 2),
+    });
+    const actuator = new LocalActuator({ config, supervisor: sup, clock, log, inFlight: (id) => sup.engines.get(id)?.inFlight ?? 0, hostGpus: gpus });
+    const node = { name, gpus, sup, lease: null, up: true, stalled: false, epoch: `${name}@${clock.now()}`, leaseFresh: true } as unknown as SimNode;
+    const fence = new TermFence();
+    node.applier = new AssignmentApplier({
+      // A lease not renewed since a stall is not fresh: the node's own applier refuses (no_lease).
+      fence, lease: () => (node.leaseFresh ? node.lease : null), local: actuator,
+      onApplied: (a, r) => {
+        if (!r.ok || r.skipped) return;
+        this.actionLog.push(`${(clock.now() / 1000).toFixed(1)} ${a.action.kind} ${a.action.kind === "start" ? a.action.host : a.action.engine}`);
+        this.score.action(a.action.kind, clock.now());
+      },
+    });
+    node.cluster = new ClusterPlanning({
+      self: name, clock, pools: [this.pool.id], staleMs: spec.tickS * 3000, gpusOf: () => this.pool.gpusPerEngine,
+      // A stalled process does not know it stalled: it still believes it leads (its sends do not go out).
+      leading: () => (node.up && node.lease?.leader === name ? node.lease.term : null),
+      leader: () => node.lease?.leader ?? null,
+      live: () => this.nodes.filter((n) => n.up).map((n) => n.name),
+      send: (to, a) => this.deliver(node, to, a),
+      extraSignals: () => this.extras(),
+      windowMs: spec.tickS * 1000,
+      selfSummary: () => this.summaryOf(node),
+    });
+    node.planner = new PlannerService({
+      config, clock, log, actuator, plannerConfig: { ...spec.planner, gpuBudget: spec.planner.gpuBudget }, decide: spec.law.decide as DecideFn, timeOfDayS: () => (clock.now() / 1000) % 86_400,
+      cluster: node.cluster, hasReady: () => this.registry.eligible(this.pool.model).length > 0,
+    });
+    node.cluster.nudge = () => this.nudge(node);
+    node.gate = plannerGate(node.planner, this.registry, false);
+    sup.onChange((w) => {
+      this.accrue();
+      if (w.state === "stopped") this.registry.remove(w.id);
+      else this.registry.upsert(w);
+      this.checkGpus();
+      if (w.state === "ready") for (const n of this.nodes) if (n.up) n.planner.releaseReady();
+    });
+    return node;
+  }
+
+  /** One assignment over the "network": a down or stalled node does not answer. */
+  private async deliver(from: SimNode, to: string, a: Assignment): Promise<AssignmentReply> {
+    if (from.stalled || !from.up) throw new Error(`${from.name} is stalled`);
+    // Mid-scale-up: the leader stalls with this start on the wire; it goes out when the process resumes.
+    if (this.stallArmed && a.action.kind === "start" && from.lease?.leader === from.name) await this.stall(from);
+    const n = this.nodes.find((x) => x.name === to && x.up);
+    if (!n || n.stalled) throw new Error(`${to} unreachable`);
+    // The double-start check: a start decided without seeing an engine another term started that is
+    // still coming (the leader would have counted it, and not started this one).
+    if (a.action.kind === "start" && n.lease?.term === a.term && this.blindTo(from, a.term)) this.doubleStarts++;
+    n.sup.currentTerm = a.term;
+    return n.applier.apply(a);
+  }
+
+  private blindTo(leader: SimNode, term: number): boolean {
+    const seen = new Set((leader.cluster.observed?.engines ?? []).map((e) => e.id));
+    for (const n of this.nodes)
+      if (n.up) for (const e of n.sup.engines.values()) if (e.term !== term && e.phase === "starting" && !seen.has(e.id)) return true;
+    return false;
+  }
+
+  /** Every tick, between the planners' ticks, each node that believes it leads pulls every reachable node's summary. */
+  private scheduleSummaries(): void {
+    const every = this.spec.tickS * 1000;
+    const round = () => {
+      for (const l of this.nodes) {
+        if (!l.up || l.stalled || l.lease?.leader !== l.name) continue;
+        for (const n of this.nodes)
+          if (n.up && !n.stalled) {
+            l.cluster.ingest(this.summaryOf(n));
+            n.cluster.heardFromLeader();
+          }
+      }
+      this.clock.setTimer(every, round);
+    };
+    this.clock.setTimer(every / 2, round);
+  }
+
+  private summaryOf(n: SimNode): ReturnType<typeof nodeSummary> {
+    return nodeSummary(n.planner, n.name, n.epoch);
+  }
+
+  /** A follower with a held request pushes its summary to the leader and pokes it (wake on request across nodes). */
+  private nudge(from: SimNode): void {
+    const l = this.nodes.find((n) => n.up && !n.stalled && n.lease?.leader === n.name && n.lease.term === from.lease?.term);
+    if (!l || l === from) return;
+    l.cluster.ingest(this.summaryOf(from));
+    l.planner.poke();
+  }
+
+  private elect(leader: SimNode): void {
+    for (const n of this.nodes) if (n.up && !n.stalled) n.lease = { term: this.term, leader: leader.name };
+    this.leaders.push(`${(this.clock.now() / 1000).toFixed(1)} ${leader.name} ${this.term}`);
+  }
+
+  private scheduleFaults(): void {
+    const f = this.spec.faults;
+    if (f?.hostDown) {
+      const { host, atS, backAtS } = f.hostDown;
+      this.clock.setTimer(atS * 1000, () => {
+        const n = this.nodes.find((x) => x.name === host);
+        if (!n || !n.up) return;
+        n.up = false;
+        for (let i = n.sup.fail(); i > 0; i--) this.score.drop();
+        void n.planner.stop();
+        // The leader died: the next live node leads at a higher term.
+        if (n.lease?.leader === n.name) {
+          this.term++;
+          this.elect(this.nodes.find((x) => x.up && !x.stalled)!);
+        }
+      });
+      if (backAtS !== null)
+        this.clock.setTimer(backAtS * 1000, () => {
+          const i = this.nodes.findIndex((x) => x.name === host);
+          const fresh = this.newNode(host, this.nodes[i]!.gpus);
+          const leaderNode = this.nodes.find((x) => x.up && x.lease?.leader === x.name && !x.stalled);
+          fresh.lease = leaderNode?.lease ? { ...leaderNode.lease } : null;
+          this.retired.refused += this.nodes[i]!.applier.refusedTotal;
+          this.retired.duplicates += this.nodes[i]!.applier.duplicates;
+          this.nodes[i] = fresh;
+          fresh.planner.start();
+        });
+    }
+    if (f?.failover) {
+      const { atS } = f.failover;
+      // Armed at atS: the leader stalls with its next start assignment on the wire (mid-scale-up),
+      // or an hour later whatever it is doing.
+      this.clock.setTimer(atS * 1000, () => (this.stallArmed = true));
+      this.clock.setTimer((atS + 3600) * 1000, () => {
+        const old = this.nodes.find((n) => n.up && !n.stalled && n.lease?.leader === n.name);
+        if (this.stallArmed && old) void this.stall(old);
+      });
+    }
+  }
+
+  /** The leader stalls past the election timeout; the others elect the next node; it resumes believing it leads. */
+  private stall(old: SimNode): Promise<void> {
+    const { stallS, deposedS } = this.spec.faults!.failover!;
+    this.stallArmed = false;
+    old.stalled = true;
+    return this.clock.sleep(stallS * 1000).then(() => {
+      this.term++;
+      this.elect(this.nodes.find((n) => n.up && !n.stalled)!);
+      old.stalled = false; // resumed, still believing it leads at the old term
+      old.leaseFresh = false;
+      this.clock.setTimer(deposedS * 1000, () => {
+        const cur = this.nodes.find((n) => n.up && !n.stalled && n.lease?.term === this.term);
+        if (old.up && cur?.lease) old.lease = { ...cur.lease };
+        old.leaseFresh = true;
+      });
+    });
+  }
+
+  private scheduleArrivals(): void {
+    const { clock, spec } = this;
     const it = shapedArrivals(spec.shape, spec.durationS, this.rng.fork());
     const next = () => {
       const n = it.next();
@@ -115,187 +359,121 @@ class FleetSim {
       });
     };
     next();
-    clock.setTimer(spec.tickS * 1000, () => this.tick(true));
-    while (clock.step()) {
-      // every event runs inside step()
-    }
-    this.accrue();
-    for (const h of this.held) this.score.drop(), h.deadline.cancel();
-    return { ...this.score.result(clock.now()), mean_in_flight: clock.now() > 0 ? this.totalArea / clock.now() : 0, actions: this.actionLog };
   }
 
-  private live(): SimEngine[] {
-    return [...this.engines.values()].filter((e) => e.state !== "stopped");
+  private arrive(isl: number, osl: number): void {
+    const front = this.nodes.filter((n) => n.up && !n.stalled);
+    if (front.length === 0) return this.score.drop();
+    const node = front[this.rr++ % front.length]!;
+    const arrivedMs = this.clock.now();
+    node.gate.arrived(this.pool.model, isl, osl);
+    node.gate.pass(this.pool.model, { bytes: isl * 4, promptTokens: isl, signal: NEVER }).then(
+      () => {
+        if (arrivedMs !== this.clock.now()) this.score.heldWait((this.clock.now() - arrivedMs) / 1000);
+        if (!this.dispatch(isl, osl, arrivedMs)) this.score.drop();
+      },
+      () => this.score.drop(),
+    );
   }
 
-  private totalInFlight(): number {
-    let n = 0;
-    for (const e of this.engines.values()) n += e.inFlight;
-    return n;
-  }
-
-  private accrue(): void {
-    const now = this.clock.now();
-    const area = this.totalInFlight() * (now - this.lastAreaMs);
-    this.inFlightArea += area;
-    this.totalArea += area;
-    this.lastAreaMs = now;
-    this.score.gpuTick(now, this.live().length);
-  }
-
-  private setState(e: SimEngine, state: FleetEngine["state"]): void {
-    this.accrue();
-    e.state = state;
-    e.sinceMs = this.clock.now();
-    if (state === "stopped") this.registry.remove(e.id);
-    else {
-      const routed = state === "ready" ? "ready" : state === "draining" ? "draining" : "starting";
-      this.registry.upsert({ id: e.id, node: e.host, model: this.pool.model, role: this.pool.role, kind: "sim", url: `sim://${e.id}`, state: routed, restarts: 0, load: emptyLoad() });
-    }
-    if (state === "ready") this.drainHeld();
-  }
-
-  private newEngine(host: string, ready: boolean): SimEngine {
-    const e: SimEngine = { id: `e${this.seq++}`, pool: this.pool.id, host, state: "starting", inFlight: 0, pendingTransfers: 0, gpus: this.pool.gpusPerEngine, sinceMs: this.clock.now(), model: null, timer: null };
-    this.engines.set(e.id, e);
-    if (ready) e.model = new EngineModel(this.spec.engine, this.clock.now());
-    this.setState(e, ready ? "ready" : "starting");
-    return e;
-  }
-
-  /** Schedule the engine model's next event on the clock. */
-  private pump(e: SimEngine): void {
-    e.timer?.cancel();
-    e.timer = null;
-    const at = e.model?.nextEventMs();
-    if (at === null || at === undefined) return;
-    e.timer = this.clock.setTimer(Math.max(0, at - this.clock.now()), () => {
-      e.model!.advanceTo(this.clock.now());
-      this.pump(e);
-    });
-  }
-
-  /** Route and submit one request; false when no engine is ready (the caller holds it). */
-  private dispatch(r: { isl: number; osl: number; arrivedMs: number }): boolean {
+  /** Route and submit one request; false when no engine can take it. */
+  private dispatch(isl: number, osl: number, arrivedMs: number): boolean {
     const { clock } = this;
-    let worker: string;
-    let lease: Lease;
+    let routed;
     try {
-      const routed = this.router.routeAndBook({ model: this.pool.model, sessionId: null, promptTokens: r.isl, exclude: new Set() });
-      worker = routed.worker.id;
-      lease = routed.lease;
+      routed = this.router.routeAndBook({ model: this.pool.model, sessionId: null, promptTokens: isl, exclude: new Set() });
     } catch {
       return false;
     }
-    const e = this.engines.get(worker)!;
+    const id = routed.worker.id;
+    const e = this.nodes.find((n) => n.up && n.sup.engines.has(id))?.sup.engines.get(id);
+    if (!e?.model) {
+      routed.lease.release();
+      return false;
+    }
+    this.accrue();
     e.inFlight++;
-    const rec = this.score.begin(r.arrivedMs, clock.now());
-    e.model!.advanceTo(clock.now());
-    e.model!.submit({
-      isl: r.isl, osl: r.osl, arrivalMs: clock.now() + this.spec.engine.cost.requestMs,
+    const rec = this.score.begin(arrivedMs, clock.now());
+    const lease = routed.lease;
+    const model = e.model;
+    model.advanceTo(clock.now());
+    model.submit({
+      isl, osl, arrivalMs: clock.now() + this.spec.engine.cost.requestMs,
       onFirstToken: (t) => {
         lease.firstToken();
         rec.firstTokenMs = t;
       },
       onFinish: (t) => {
         lease.release();
+        if (e.model !== model) return; // the host died under it: already counted as dropped
+        this.accrue();
         e.inFlight--;
-        this.score.finish(rec, t, r.osl);
+        this.score.finish(rec, t, osl);
       },
     });
     this.pump(e);
     return true;
   }
 
-  private drainHeld(): void {
-    while (this.held.length > 0) {
-      const h = this.held[0]!;
-      if (!this.dispatch({ isl: h.isl, osl: h.osl, arrivedMs: h.atMs })) return;
-      this.held.shift();
-      h.deadline.cancel();
-      this.score.heldWait((this.clock.now() - h.atMs) / 1000);
-    }
-  }
-
-  private arrive(isl: number, osl: number): void {
-    this.arrivals++;
-    this.prefillTokens += isl;
-    this.decodeTokens += osl;
-    if (this.held.length === 0 && this.dispatch({ isl, osl, arrivedMs: this.clock.now() })) return;
-    if (this.held.length >= this.spec.holdMax) return this.score.drop();
-    const item: Held = { isl, osl, atMs: this.clock.now(), deadline: { cancel() {} } };
-    item.deadline = this.clock.setTimer(this.spec.holdTimeoutS * 1000, () => {
-      const i = this.held.indexOf(item);
-      if (i >= 0) this.held.splice(i, 1);
-      this.score.drop();
+  private pump(e: { model: import("./engine-model.ts").EngineModel | null; timer: { cancel(): void } | null }): void {
+    e.timer?.cancel();
+    e.timer = null;
+    const at = e.model?.nextEventMs();
+    if (at === null || at === undefined) return;
+    e.timer = this.clock.setTimer(Math.max(0, at - this.clock.now()), () => {
+      e.model?.advanceTo(this.clock.now());
+      this.pump(e);
     });
-    this.held.push(item);
-    // Wake on request: no waiting for the next tick.
-    if (this.held.length === 1) this.tick(false);
   }
 
-  private actuate(a: Action): void {
-    const { clock, spec } = this;
-    this.actionLog.push(`${(clock.now() / 1000).toFixed(1)} ${a.kind} ${"engine" in a ? a.engine : a.host}`);
-    this.score.action(a.kind, clock.now());
-    if (a.kind === "start") {
-      const e = this.newEngine(a.host, false);
-      const delayMs = spec.startMedianS * 1000 * lognormal(this.startRng, spec.startSigma) * Math.exp((spec.startSigma * spec.startSigma) / 2);
-      clock.setTimer(delayMs, () => {
-        if (e.state !== "starting") return;
-        e.model = new EngineModel(spec.engine, clock.now());
-        this.setState(e, "ready");
-      });
-      return;
-    }
-    const e = this.engines.get(a.engine);
-    if (!e) return;
-    if (a.kind === "wake") {
-      this.setState(e, "waking");
-      clock.setTimer(spec.wakeS * 1000, () => e.state === "waking" && this.setState(e, "ready"));
-    } else if (a.kind === "sleep") {
-      if (e.inFlight > 0) throw new Error(`invariant: engine ${e.id} put to sleep with ${e.inFlight} in flight at ${clock.now()} ms`);
-      this.setState(e, "sleeping");
-    } else if (a.kind === "drain") this.setState(e, "draining");
-    else {
-      if (e.inFlight > 0) throw new Error(`invariant: engine ${e.id} stopped with ${e.inFlight} in flight at ${clock.now()} ms`);
-      e.timer?.cancel();
-      this.setState(e, "stopped");
-    }
+  private totalInFlight(): number {
+    let n = 0;
+    for (const x of this.nodes) for (const e of x.sup.engines.values()) n += e.inFlight;
+    return n;
   }
 
-  private signals(): Map<string, PoolSignals & LawExtras> {
-    const dt = Math.max(1, this.clock.now() - this.lastTickMs) / 1000;
-    const ready = [...this.engines.values()].filter((e) => e.state === "ready").length;
-    return new Map([[this.pool.id, {
-      arrivalsPerS: this.arrivals / dt, uncachedPrefillTokensPerS: this.prefillTokens / dt, decodeTokensPerS: this.decodeTokens / dt,
-      heldRequests: this.held.length, heldTokens: this.held.reduce((n, h) => n + h.isl, 0),
-      concurrencyPerEngine: ready > 0 ? this.inFlightArea / (dt * 1000) / ready : 0, waiting: this.held.length,
-    }]]);
+  private heldTotal(): number {
+    return this.nodes.reduce((n, x) => n + (x.up ? x.planner.hold.size.count : 0), 0);
   }
 
-  private fleet(): Fleet {
-    const engines = this.live();
-    const hosts = this.spec.hosts.map((h) => ({
-      name: h.name, gpusTotal: h.gpus, backoffUntilMs: 0,
-      gpusFree: h.gpus - engines.filter((e) => e.host === h.name).length * this.pool.gpusPerEngine,
-    }));
-    return { engines, hosts };
+  private engineCount(): number {
+    return this.nodes.reduce((n, x) => n + (x.up ? x.sup.engines.size : 0), 0);
   }
 
-  /** One planner decision: scheduled every tickS, or at once when a request is held (a poke). */
-  private tick(scheduled: boolean): void {
-    const { clock, spec } = this;
+  private accrue(): void {
+    const now = this.clock.now();
+    const area = this.totalInFlight() * (now - this.lastAreaMs);
+    this.tickArea += area;
+    this.totalArea += area;
+    this.lastAreaMs = now;
+    this.score.gpuTick(now, this.engineCount());
+  }
+
+  /** The anchors' extra signals, cluster-wide: mean concurrency per ready engine since the last tick, held requests. */
+  private extras(): LawExtras {
     this.accrue();
-    const d = spec.law.decide(clock.now(), (clock.now() / 1000) % 86_400, this.signals(), this.fleet(), spec.planner, this.memory);
-    this.memory = d.memory;
-    for (const a of d.actions) this.actuate(a);
-    // Invariant: the GPU budget holds after the actions.
-    const used = this.live().length * this.pool.gpusPerEngine;
-    if (spec.planner.gpuBudget !== null && used > spec.planner.gpuBudget) throw new Error(`invariant: ${used} GPUs in use over the budget ${spec.planner.gpuBudget} at ${clock.now()} ms`);
-    if (!scheduled) return;
-    this.arrivals = this.prefillTokens = this.decodeTokens = this.inFlightArea = 0;
-    this.lastTickMs = clock.now();
-    if (clock.now() < spec.durationS * 1000 || this.totalInFlight() > 0 || this.held.length > 0) clock.setTimer(spec.tickS * 1000, () => this.tick(true));
+    const now = this.clock.now();
+    const dtMs = Math.max(1, now - this.lastTickAreaMs);
+    const ready = this.registry.eligible(this.pool.model).length;
+    const out = { concurrencyPerEngine: ready > 0 ? this.tickArea / dtMs / ready : 0, waiting: this.heldTotal() };
+    if (dtMs >= this.spec.tickS * 1000) {
+      this.tickArea = 0;
+      this.lastTickAreaMs = now;
+    }
+    return out;
+  }
+
+  private checkGpus(): void {
+    let used = 0;
+    for (const n of this.nodes) {
+      if (!n.up) continue;
+      const u = n.sup.gpusUsed();
+      used += u;
+      if (u > n.gpus) this.violations.push(`host ${n.name} holds ${u} GPUs of ${n.gpus} at ${this.clock.now()} ms`);
+    }
+    const budget = this.spec.planner.gpuBudget;
+    if (budget !== null && used > budget) this.violations.push(`${used} GPUs in use over the budget ${budget} at ${this.clock.now()} ms`);
   }
 }
+
+const NEVER = new AbortController().signal;
