@@ -89,7 +89,7 @@ describe("traces across two herd run nodes (OTLP/HTTP JSON receiver)", () => {
       }),
     );
     await waitFor("a pools b's worker", async () => {
-      const ws: { model: string; state: string }[] = (await (await fetch(`${url("a")}/admin/cluster`)).json()).workers;
+      const ws = ((await (await fetch(`${url("a")}/admin/cluster`)).json()) as { workers: { model: string; state: string }[] }).workers;
       return ws.some((w) => w.model === "only-b" && w.state === "ready");
     });
   }, 90_000);
