@@ -131,7 +131,7 @@ describe("herd version", () => {
 
 describe("one help layout for every command", () => {
   // Every command `herd --help` lists, pass-through ones included (their own parsers print it).
-  const names = ["run", "config check", "doctor", "status", "drain", "undrain", "logs", "sim-engine", "bench", "bench compare", "simulate", "version"];
+  const names = ["run", "config check", "doctor", "status", "drain", "undrain", "logs", "top", "sim-engine", "bench", "bench compare", "simulate", "version"];
   test.each(names)("herd %s --help: title line, Usage:, Options:", async (name) => {
     const p = Bun.spawnSync([process.execPath, join(root, "src", "cli.ts"), ...name.split(" "), "--help"], { cwd: root, stdout: "pipe", stderr: "pipe" });
     expect(p.exitCode).toBe(0);
@@ -243,7 +243,7 @@ describe("as a real process (bun src/cli.ts)", () => {
     const r = spawn("config", "check", good);
     expect(r.code).toBe(0);
     expect(r.out).toContain("listen: 127.0.0.1:8123");
-    expect(r.out.trimEnd()).toEndWith("  pools: []"); // nothing lost to process.exit (the planner section is last)
+    expect(r.out.trimEnd()).toEndWith("  engines: true"); // nothing lost to process.exit (the tracing section is last)
   });
 
   test("config check on a bad file: exit 1, findings on stderr", () => {

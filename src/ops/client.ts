@@ -149,18 +149,15 @@ export class AdminClient {
     return this.call("POST", `/admin/workers/${workerPath(worker)}/${drained ? "drain" : "undrain"}`);
   }
 
+  /** GET /metrics as text (`herd top`'s rates); the admin token is sent, as frontend.metrics: token wants. */
+  async metrics(): Promise<string> {
+    const { res, text } = await this.send("GET", "/metrics");
+    if (!res.ok) throw new OpsError(`herd at ${this.target.url} answered ${res.status} on /metrics${res.status === 401 || res.status === 403 ? hintForAuth(this.target) : ""}`);
+    return text;
+  }
+
   private async call<T>(method: string, path: string): Promise<T> {
-    const headers: Record<string, string> = {};
-    if (this.target.token) headers.authorization = `Bearer ${this.target.token}`;
-    let res: Response;
-    try {
-      res = await fetch(this.target.url + path, { method, headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "error" });
-    } catch (e) {
-      const why = fetchFailure(e, this.timeoutMs);
-      const hint = this.target.source === "default" ? " (no runtime file of a running herd found; pass --url or --config if it listens elsewhere)" : "";
-      throw new OpsError(`herd is not reachable at ${this.target.url} (from ${this.target.source}): ${why}. Is herd running?${hint}`);
-    }
-    const text = await res.text();
+    const { res, text } = await this.send(method, path);
     let body: unknown = null;
     try {
       body = JSON.parse(text);
@@ -175,6 +172,20 @@ export class AdminClient {
     }
     if (body === null) throw new OpsError(`herd at ${this.target.url} answered ${res.status} with a body that is not JSON`);
     return body as T;
+  }
+
+  private async send(method: string, path: string): Promise<{ res: Response; text: string }> {
+    const headers: Record<string, string> = {};
+    if (this.target.token) headers.authorization = `Bearer ${this.target.token}`;
+    let res: Response;
+    try {
+      res = await fetch(this.target.url + path, { method, headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "error" });
+    } catch (e) {
+      const why = fetchFailure(e, this.timeoutMs);
+      const hint = this.target.source === "default" ? " (no runtime file of a running herd found; pass --url or --config if it listens elsewhere)" : "";
+      throw new OpsError(`herd is not reachable at ${this.target.url} (from ${this.target.source}): ${why}. Is herd running?${hint}`);
+    }
+    return { res, text: await res.text() };
   }
 }
 

@@ -4,12 +4,15 @@
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
 //   herd planner status [--json]          the planner: desired vs actual per pool, reasons, held requests
+//   herd top [--interval-ms N] [--once]   a live terminal view of workers and rates; q quits
 // Exit codes: 0 done, 1 herd unreachable or the call refused, 2 usage error.
 import { errorMessage } from "../core/errors.ts";
 import { OpsUsageError, parseOpsArgs, type OpsArgs, type OpsFlagSpec } from "./args.ts";
 import { AdminClient, OpsError, resolveTarget } from "./client.ts";
 import { renderStatus } from "./status.ts";
 import { renderPlanner, type PlannerView } from "./planner.ts";
+import { RealClock } from "../core/clock.ts";
+import { processTerminal, topLive, topOnce } from "./top-live.ts";
 
 export interface OpsIo {
   out(text: string): void;
@@ -148,7 +151,34 @@ const plannerStatus: OpsCommand = {
   },
 };
 
-export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs, "planner status": plannerStatus } as const;
+const top: OpsCommand = {
+  name: "top",
+  title: "a live terminal view of workers and rates; q quits",
+  usage: "herd top [--interval-ms N] [--once] [--url URL | --config FILE] [--token TOKEN]",
+  about: [
+    "Redraws every interval: the node, leader and term; request, 5xx, rejection and retry rates;",
+    "per model the request rate and TTFT / end-to-end p50 and p95 over the last interval (from",
+    "herd's /metrics histograms); per worker its state, role, load, KV use, request and 5xx",
+    "rates and restarts. q (or Ctrl-C) quits. Reads GET /admin/cluster and /metrics.",
+  ],
+  options: ["  --interval-ms N  time between polls (default 1000, 100..60000)", "  --once           print one frame as text (two polls one interval apart) and exit"],
+  flags: { values: [...TARGET_FLAGS, "interval-ms"], bools: ["once"], maxPositionals: 0 },
+  async run(a, client, io) {
+    const raw = a.values["interval-ms"] ?? "1000";
+    const intervalMs = Number(raw);
+    if (!Number.isInteger(intervalMs) || intervalMs < 100 || intervalMs > 60_000) throw new OpsUsageError(`--interval-ms: expected a whole number 100..60000, got ${JSON.stringify(raw)}`);
+    const o = { client, clock: new RealClock(), intervalMs };
+    if (a.bools.has("once")) {
+      io.out(await topOnce(o));
+      return 0;
+    }
+    const term = processTerminal();
+    if (!term) throw new OpsUsageError("the live view needs a terminal (stdin and stdout); use --once to print one frame");
+    return topLive(o, term);
+  },
+};
+
+export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs, "planner status": plannerStatus, top } as const;
 export type OpsCommandName = keyof typeof OPS_COMMANDS;
 
 /** The same layout as every herd command's help: title line, Usage:, description, Options:. */
