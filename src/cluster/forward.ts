@@ -14,7 +14,7 @@
 // figure here too, so this node's router and advert see the load remote nodes put on it.
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { NOOP_TRACER, type Span, type Tracer } from "../core/trace.ts";
+import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
 import { readBodyLimited } from "../http/body.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
@@ -133,7 +133,7 @@ export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 
       body,
       stream: req.headers.get(H_STREAM) === "1",
     };
-    const span = (o.tracer ?? NOOP_TRACER).start("herd.forward", req.headers.get("traceparent"), { "herd.node": o.self, "herd.origin": req.headers.get(H_ORIGIN) ?? "", "herd.worker": workerId, "herd.attempt_id": leg.id }, "server");
+    const span = !o.tracer?.enabled ? NOOP_SPAN : o.tracer.start("herd.forward", req.headers.get("traceparent"), { "herd.node": o.self, "herd.origin": req.headers.get(H_ORIGIN) ?? "", "herd.worker": workerId, "herd.attempt_id": leg.id }, "server");
     if (span.traceparent) leg.traceparent = span.traceparent;
     return runLocal(o, leg, req.signal, stats, span);
   };
@@ -158,13 +158,13 @@ function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal,
   return new Promise((resolve) => {
     o.upstream.send(leg, ac.signal, (r) => {
       if ("error" in r) {
-        span.set({ "herd.error": "no answer" });
+        if (span.recording) span.set({ "herd.error": "no answer" });
         end();
         o.log.debug("forwarded leg failed before an answer", { worker: leg.workerId, request_id: leg.requestId });
         return resolve(refuse(502, `worker ${leg.workerId} did not answer`, "forward_upstream_failed"));
       }
       const headers: Record<string, string> = { "content-type": r.contentType ?? "application/json", "x-request-id": leg.requestId };
-      span.set({ "http.response.status_code": r.status });
+      if (span.recording) span.set({ "http.response.status_code": r.status });
       if (!r.body) {
         end();
         return resolve(new Response(null, { status: r.status, headers }));

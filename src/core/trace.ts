@@ -13,6 +13,8 @@ export type SpanKind = "server" | "client" | "internal";
 export interface Span {
   /** This span as a W3C traceparent for an outgoing request (engine, peer node); null when not recorded. */
   readonly traceparent: string | null;
+  /** Its attributes are kept (sampled): callers skip computing costly attributes otherwise. */
+  readonly recording: boolean;
   /** Add attributes (later values for a key win). */
   set(attrs: SpanAttrs): void;
   /** A child span of this one. */
@@ -34,6 +36,7 @@ export interface Tracer {
 
 export const NOOP_SPAN: Span = {
   traceparent: null,
+  recording: false,
   set() {},
   child: () => NOOP_SPAN,
   end() {},

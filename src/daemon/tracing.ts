@@ -56,6 +56,7 @@ export async function startTracing(config: Config, log: Logger, env: Env = proce
         }
         return header;
       },
+      recording: s.isRecording(),
       set: (attrs) => void s.setAttributes(attrs),
       child: (name, attrs, kind = "internal") => open(name, api.trace.setSpan(api.ROOT_CONTEXT, s), attrs, kind),
       end(error) {

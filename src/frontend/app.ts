@@ -10,7 +10,7 @@ import { Hono, type Context } from "hono";
 import type { Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { NOOP_SPAN, NOOP_TRACER, type Span, type Tracer } from "../core/trace.ts";
+import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
 import type { Config } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
@@ -273,7 +273,8 @@ export class Frontend {
   private async inference(c: Context<HonoEnv>, endpoint: Endpoint): Promise<Response> {
     const t = this.admission.ticket(c.req.raw.signal);
     // The caller's W3C traceparent is continued (else a new trace); the span ends with the ticket.
-    t.span = (this.o.tracer ?? NOOP_TRACER).start("herd.request", c.req.header("traceparent") ?? null, { "http.request.method": "POST", "url.path": new URL(c.req.url).pathname, "herd.node": this.o.config.node.name });
+    const tracer = this.o.tracer;
+    if (tracer?.enabled) t.span = tracer.start("herd.request", c.req.header("traceparent") ?? null, { "http.request.method": "POST", "url.path": new URL(c.req.url).pathname, "herd.node": this.o.config.node.name });
     const adm = t.span.child("herd.admission");
     const refused = this.refuseEarly(c, t);
     if (refused) return adm.end("refused"), refused;
@@ -285,7 +286,7 @@ export class Frontend {
       return this.bodyFailed(c.req.raw, t, e);
     }
     const admitted = t.admit();
-    adm.set({ "herd.admitted": admitted, "herd.body_bytes": body.text.length });
+    if (adm.recording) adm.set({ "herd.admitted": admitted, "herd.body_bytes": body.text.length });
     adm.end(admitted ? undefined : "too many in flight");
     if (!admitted) {
       const max = this.o.config.frontend.max_in_flight;
@@ -361,7 +362,7 @@ export class Frontend {
     if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
     const headerId = c.req.header("x-request-id");
     const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
-    const prepared = this.hashPrompts ? await spanned(t.span.child("herd.preprocess", { "gen_ai.request.model": model }), () => this.preparePrompt(checked, model, base?.lora)) : null;
+    const prepared = this.hashPrompts ? await spanned(t.span, "herd.preprocess", () => this.preparePrompt(checked, model, base?.lora)) : null;
     const route = {
       model,
       sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
@@ -370,7 +371,7 @@ export class Frontend {
     if (this.o.gate) {
       const promptTokens = prepared?.tokens ?? route.promptTokens;
       this.o.gate.arrived(model, promptTokens, requestedMaxTokens(checked.body));
-      await spanned(t.span.child("herd.gate"), () => this.o.gate!.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal }));
+      await spanned(t.span, "herd.gate", () => this.o.gate!.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal }));
     }
     const plan = this.plan({
       endpoint,
@@ -411,9 +412,10 @@ export class Frontend {
   }
 }
 
-/** Await `work` under `span`, ended either way (a rejection marks it failed). */
-async function spanned<T>(span: Span, work: () => Promise<T>): Promise<T> {
-  if (span === NOOP_SPAN) return work();
+/** Await `work` under a child span of `parent` named `name`, ended either way (a rejection marks it failed). */
+async function spanned<T>(parent: Span, name: string, work: () => Promise<T>): Promise<T> {
+  if (parent === NOOP_SPAN) return work();
+  const span = parent.child(name);
   try {
     const r = await work();
     span.end();

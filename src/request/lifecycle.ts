@@ -68,7 +68,7 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: strin
     try {
       // route() and book() in one call, so no other request can slip between them. With block
       // hashes in the route the lease also counts the prompt's blocks active on the worker.
-      routed = routeSpan(t.span, { "herd.leg": leg.name, "herd.attempt": n }, () => d.router.routeAndBook({ ...leg.route, exclude }));
+      routed = routeSpan(t.span, () => ({ "herd.leg": leg.name, "herd.attempt": n }), () => d.router.routeAndBook({ ...leg.route, exclude }));
     } catch (e) {
       // No (other) worker: after a failed attempt report that failure, it is the real cause.
       return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
@@ -170,7 +170,7 @@ function settle<C>(s: AttemptState<C>, r: AttemptEnd<C>): void {
   if (s.settled) return;
   s.settled = true;
   s.headersTimer.cancel();
-  s.span.set({ "herd.attempt_outcome": r.kind });
+  if (s.span.recording) s.span.set({ "herd.attempt_outcome": r.kind });
   if (r.kind === "failed") s.span.end(`${r.reason}: ${r.message}`);
   else if (!(r.kind === "committed" && r.answer.kind === "stream")) s.span.end();
   s.cb(r);
@@ -368,7 +368,7 @@ function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, co
 
 function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
   const { t, d } = s.x;
-  s.span.set({ "herd.relay_end": end.kind });
+  if (s.span.recording) s.span.set({ "herd.relay_end": end.kind });
   s.span.end(end.kind === "complete" || end.kind === "client_closed" || end.kind === "client_stalled" ? undefined : `${end.reason}: ${end.message}`);
   if (end.kind === "client_closed") return t.release({ kind: "client_closed", phase: "streaming" });
   if (end.kind === "client_stalled") {

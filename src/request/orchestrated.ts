@@ -25,7 +25,7 @@ export function runOrchestrated<C>(d: LifecycleDeps<C>, t: Ticket, plan: Orchest
     done(a);
   };
   const runner: LegRunner = {
-    route: (req, dryRun) => routeSpan(t.span, { "herd.leg": req.leg ?? "", "herd.dry_run": dryRun === true }, () => (dryRun ? d.router.explain(req) : d.router.route(req))),
+    route: (req, dryRun) => routeSpan(t.span, () => ({ "herd.leg": req.leg ?? "", "herd.dry_run": dryRun === true }), () => (dryRun ? d.router.explain(req) : d.router.route(req))),
     run: (leg, signal) =>
       new Promise<LegOutcome>((resolve) => {
         if (answered || signal.aborted || t.clientSignal?.aborted) return resolve({ kind: "aborted" });

@@ -23,9 +23,17 @@ export function decisionAttrs(d: Pick<Decision, "policy" | "chosen" | "reason" |
 }
 
 /** Run `route` under a `herd.route` span, a child of `parent`; ended whether it chose or threw. */
-export function routeSpan<R extends { decision: Decision }>(parent: Span, attrs: SpanAttrs, route: () => R): R {
-  const s = parent.child("herd.route", attrs);
-  if (s === NOOP_SPAN) return route();
+export function routeSpan<R extends { decision: Decision }>(parent: Span, attrs: () => SpanAttrs, route: () => R): R {
+  if (parent === NOOP_SPAN) return route(); // tracing off: nothing allocated
+  const s = parent.child("herd.route", attrs());
+  if (!s.recording) {
+    // Unsampled: no attributes to compute; the span still ends (the SDK's non-recording span).
+    try {
+      return route();
+    } finally {
+      s.end();
+    }
+  }
   try {
     const r = route();
     s.set(decisionAttrs(r.decision));
@@ -39,5 +47,6 @@ export function routeSpan<R extends { decision: Decision }>(parent: Span, attrs:
 
 /** One attempt of a leg on a worker: `herd.attempt` for an aggregated request, `herd.leg.prefill` … for a plan's legs. */
 export function attemptSpan(parent: Span, leg: Leg, id: string, workerId: string): Span {
+  if (parent === NOOP_SPAN) return NOOP_SPAN;
   return parent.child(leg.name === "main" ? "herd.attempt" : `herd.leg.${leg.name}`, { "herd.leg": leg.name, "herd.attempt_id": id, "herd.worker": workerId, "herd.stream": leg.stream }, "client");
 }

@@ -260,7 +260,7 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
-    if (this.span === NOOP_SPAN) return;
+    if (!this.span.recording) return this.span.end();
     const status = outcomeStatus(outcome);
     this.span.set({ "herd.outcome": outcome.kind, "http.response.status_code": status, ...(this.model ? { "gen_ai.request.model": this.model } : {}), ...(this.workerId ? { "herd.worker": this.workerId } : {}) });
     this.span.end(status >= 500 || outcome.kind === "broken" ? outcome.kind : undefined);

@@ -25,6 +25,7 @@ function recordingTracer(): Tracer & { spans: Rec[] } {
     spans.push(r);
     return {
       traceparent: `00-${"ab".repeat(16)}-${r.id}-01`,
+      recording: true,
       set: (a) => void Object.assign(r.attrs, a),
       child: (c, a) => open(c, r.id, a),
       end(error) {
