@@ -49,7 +49,7 @@ import { kvIngestService, peerAddress, preprocessService, supervisorService } fr
 import type { EnginePlan } from "../engine/types.ts";
 import type { RouteRequest } from "../router/index.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
-import { NixlMetadataService } from "../pd/nixl-metadata.ts";
+import { NixlMetadataThread } from "../pd/nixl-thread.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
@@ -93,7 +93,7 @@ export class HerdNode {
   readonly scraper: MetricsScraper;
   readonly readiness: Readiness;
   /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
-  readonly nixl: NixlMetadataService | null;
+  readonly nixl: NixlMetadataThread | null;
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -117,7 +117,7 @@ export class HerdNode {
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
-    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
+    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, idleTimeoutMs: config.pd.nixl_metadata_idle_timeout_ms, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
       plan: { finish: (plans, portFree) => this.finishPlans(plans, portFree) },
@@ -125,7 +125,7 @@ export class HerdNode {
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
     const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), fetch: (u, i) => this.cluster.transport.fetch(u, i), scheme: () => this.cluster.transport.scheme, clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
-    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
+    this.tier = new TierService({ config, clock, log: log.child("kv-tier"), thread: config.kv_tier.thread === "worker", onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream();
@@ -195,7 +195,7 @@ export class HerdNode {
         "kv-tier",
         async () => {
           await this.tier.start();
-          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), (m) => this.localWorkersOf(m));
+          if (this.tier.enabled) tierIndexReplay(this.kv.index, await this.tier.entries(), (m) => this.localWorkersOf(m));
         },
         () => this.tier.stop(),
       ),
@@ -264,7 +264,7 @@ export class HerdNode {
     const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i) });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
-      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
+      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,
       plan: pdPlan,
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),

@@ -19,5 +19,9 @@ export const METRIC = {
   predictedCachedTokensTotal: "herd_predicted_cached_tokens_total",
   reportedCachedTokensTotal: "herd_reported_cached_tokens_total",
   cachedTokensRatio: "herd_cached_tokens_prediction_ratio",
+  tenantRequestsTotal: "herd_tenant_requests_total",
+  tenantTokensTotal: "herd_tenant_tokens_total",
+  tenantRateLimitedTotal: "herd_tenant_rate_limited_total",
+  tenantQueueWaitSeconds: "herd_tenant_queue_wait_seconds",
 } as const;
 

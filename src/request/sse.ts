@@ -10,6 +10,7 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 // A JSON key with an unescaped closing quote cannot occur inside a JSON string value (there every
 // quote is `\"`), so this matches only the real usage field, never generated text that mentions it.
 const CACHED_TOKENS = /"cached_tokens"\s*:\s*(\d+)/g;
+const RESPONSES_END = /"type"\s*:\s*"(response\.(?:completed|incomplete|failed))"/;
 
 /** The last `usage.prompt_tokens_details.cached_tokens` in a piece of JSON text, or null. */
 export function lastCachedTokens(text: string): number | null {
@@ -88,8 +89,14 @@ export class SseScanner {
   }
 
   private event(raw: string): void {
-    // An event may hold comment or `event:` lines; look at its data lines only.
+    // An event may hold comment or `event:` lines. Responses API streams (POST /v1/responses) name
+    // each event (`event: response.output_text.delta`) and end with response.completed (or
+    // .incomplete / .failed / error) instead of `[DONE]` (vLLM serving_responses.py, OpenAI's).
     for (const line of raw.split("\n")) {
+      if (line.startsWith("event:")) {
+        this.namedEvent(line.slice(6).trim());
+        continue;
+      }
       if (!line.startsWith("data:")) continue;
       const data = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
       if (data === "[DONE]") {
@@ -102,15 +109,26 @@ export class SseScanner {
       }
       const cached = lastCachedTokens(data);
       if (cached !== null) this.cachedTokens = cached;
+      // A Responses stream without `event:` lines still ends with its type in the data. An unescaped
+      // `"type":"response.` cannot occur inside a JSON string value, so generated text never matches.
+      const end = data.includes("\"response.") ? RESPONSES_END.exec(data) : null;
+      if (end) this.namedEvent(end[1]!);
       if (this.sawToken) continue;
       try {
         const parsed: unknown = JSON.parse(data);
         if (isObj(parsed) && isObj(parsed.error)) this.sawError = true;
         else if (chunkHasToken(parsed)) this.sawToken = true;
+        else if (isObj(parsed) && typeof parsed.type === "string") this.namedEvent(parsed.type);
       } catch {
         // Not JSON: relayed as is; it neither starts nor ends anything.
       }
     }
+  }
+
+  private namedEvent(type: string): void {
+    if (type === "response.output_text.delta" || type === "response.output_item.done" || type === "response.reasoning_text.delta") this.sawToken = true;
+    else if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") this.sawToken = this.sawDone = true;
+    else if (type === "error") this.sawError = true;
   }
 
   /** The stream ended properly (so an EOF now is a normal close). */

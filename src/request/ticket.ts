@@ -177,6 +177,8 @@ export class Ticket {
    * may run two at once (SGLang's flow sends the prefill and the decode leg together).
    */
   private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string; unlink: (() => void) | null }>();
+  /** Run once at release (the frontend's tenant slot and fair-queue grant). */
+  private readonly onReleased: (() => void)[] = [];
 
   constructor(
     private readonly adm: Admission,
@@ -260,9 +262,16 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
+    for (const fn of this.onReleased.splice(0)) fn();
     if (!this.span.recording) return this.span.end();
     const status = outcomeStatus(outcome);
     this.span.set({ "herd.outcome": outcome.kind, "http.response.status_code": status, ...(this.model ? { "gen_ai.request.model": this.model } : {}), ...(this.workerId ? { "herd.worker": this.workerId } : {}) });
     this.span.end(status >= 500 || outcome.kind === "broken" ? outcome.kind : undefined);
+  }
+
+  /** Call `fn` when the request is over (at once if it already is). */
+  onRelease(fn: () => void): void {
+    if (this.outcome !== null) fn();
+    else this.onReleased.push(fn);
   }
 }

@@ -102,8 +102,9 @@ export class Router {
     const loads = this.loads;
     const load = {
       prefilling: (id: string) => loads.prefillOf(id),
-      prefillRemaining: (id: string) => loads.prefillRemaining(id),
+      prefillRemaining: (id: string, waiting?: number) => loads.prefillRemaining(id, waiting),
       activeBlocks: (id: string) => loads.activeBlocks(id),
+      heldBlocks: (id: string) => loads.heldBlocks(id),
       activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
     };
     const deps = { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) };

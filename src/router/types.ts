@@ -21,6 +21,8 @@ export interface RouteRequest {
   promptTokens: number;
   /** Workers that already failed this request (retry goes elsewhere). Empty on the first attempt. */
   exclude: ReadonlySet<string>;
+  /** Only this worker may serve it (an on-demand LoRA adapter loaded there, src/frontend/lora.ts). */
+  worker?: string;
   /**
    * Sequence hashes of the prompt's full KV blocks (src/preprocess → src/kv blockHashes), for the
    * KV-aware policies. Absent: they see no overlap and fall back to load terms from promptTokens.
@@ -112,10 +114,15 @@ export interface Policy {
 export interface LoadView {
   /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
   prefilling(workerId: string): PrefillLoad;
-  /** Same requests, tokens minus those the worker has computed since dispatch (lease.ts); absent = prefilling(). */
-  prefillRemaining?(workerId: string): PrefillLoad;
+  /**
+   * Same requests, tokens minus those the worker has computed since dispatch (lease.ts), except the
+   * newest `waiting` (the engine's scraped queue), which count in full; absent = prefilling().
+   */
+  prefillRemaining?(workerId: string, waiting?: number): PrefillLoad;
   /** Distinct KV blocks of the requests in flight on a worker. */
   activeBlocks(workerId: string): number;
+  /** KV blocks of the requests in flight on a worker, each request counted in full; absent = activeBlocks(). */
+  heldBlocks?(workerId: string): number;
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number>;
 }
