@@ -131,7 +131,7 @@ describe("herd version", () => {
 
 describe("one help layout for every command", () => {
   // Every command `herd --help` lists, pass-through ones included (their own parsers print it).
-  const names = ["run", "config check", "doctor", "status", "drain", "undrain", "logs", "top", "sim-engine", "bench", "bench compare", "simulate", "version"];
+  const names = ["run", "config check", "doctor", "status", "drain", "undrain", "logs", "sim-engine", "bench", "bench compare", "simulate", "version"];
   test.each(names)("herd %s --help: title line, Usage:, Options:", async (name) => {
     const p = Bun.spawnSync([process.execPath, join(root, "src", "cli.ts"), ...name.split(" "), "--help"], { cwd: root, stdout: "pipe", stderr: "pipe" });
     expect(p.exitCode).toBe(0);

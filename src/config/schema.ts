@@ -411,6 +411,15 @@ const pd = obj("Prefill/decode disaggregation across engines with role prefill a
   prefill_queue_max: int("A prefill worker with this many requests waiting for their first token counts as saturated; when all are, requests prefill on their decode worker.", 8, { min: 1, max: 100_000 }),
 });
 
+// Decision records (issue 23): one JSON line per finished request, rotated by size so the disk
+// use is bounded by max_bytes × (files + 1); `herd simulate --trace` replays them.
+const decisionLog = obj("One JSON line per finished request (model, prompt length, cached tokens, chosen worker and its cost terms, outcome, TTFT/ITL/E2E) in a rotating file, for `herd simulate --trace`.", {
+  path: str("File to append to; empty = off. Relative paths are under node.data_dir.", ""),
+  max_bytes: int("Rotate when the file would grow beyond this (FILE → FILE.1 → … → FILE.<files>).", 64 * 1024 * 1024, { min: 4096, max: 1024 ** 4 }),
+  files: int("Rotated files kept besides the current one.", 3, { min: 0, max: 100 }),
+  buffer_bytes: int("Bytes of lines buffered in memory before a write (written at least every second either way).", 64 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
+});
+
 // OpenTelemetry (issue 23). Every empty key falls back to the standard variable of the OTel
 // specification (opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/), then
 // the SDK's default, so a node configured only by OTEL_* variables behaves like any OTel service.
@@ -438,6 +447,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   cluster,
   kv_tier: kvTier,
   planner,
+  decision_log: decisionLog,
   tracing,
 });
 

@@ -360,8 +360,17 @@ export interface Config {
   kv_tier: KvTierConfig;
   /** The planner (issue 15): scale engines of the listed engines[] entries from herd's own signals. */
   planner: PlannerSectionConfig;
+  /** Decision records in a rotating file (src/request/record-file.ts); path "" = off. */
+  decision_log: DecisionLogConfig;
   /** OpenTelemetry traces (issue 23); off by default. */
   tracing: TracingConfig;
+}
+
+export interface DecisionLogConfig {
+  path: string;
+  max_bytes: number;
+  files: number;
+  buffer_bytes: number;
 }
 
 /** OTLP over HTTP only (herd bundles no gRPC stack); "" = OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, else http/protobuf. */

@@ -22,6 +22,9 @@ import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
+import { registerNodeGauges } from "../metrics/node-gauges.ts";
+import { decisionLogOf, engineView, fanOut, nodeGaugeSources } from "./observe.ts";
+import type { RecordFile } from "../request/record-file.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
@@ -54,6 +57,7 @@ import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
+import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -94,6 +98,10 @@ export class HerdNode {
   readonly readiness: Readiness;
   /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
   readonly nixl: NixlMetadataThread | null;
+  /** The last finished requests' decision records, for the status page (/admin/requests). */
+  readonly recent = new RecentRequests();
+  /** The decision log (config decision_log), null when its path is empty. */
+  readonly decisionLog: RecordFile | null;
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -108,6 +116,7 @@ export class HerdNode {
   ) {
     const { clock, log, seed } = o;
     this.live = new LiveConfig(config);
+    this.decisionLog = decisionLogOf(config, clock, log);
     this.registry = new WorkerRegistry(log.child("registry"));
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
     // explain; it also relays this node's updates to the other nodes and holds theirs.
@@ -116,6 +125,7 @@ export class HerdNode {
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
+    registerNodeGauges(this.metrics.registry, nodeGaugeSources(this));
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
     this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, idleTimeoutMs: config.pd.nixl_metadata_idle_timeout_ms, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
@@ -179,6 +189,7 @@ export class HerdNode {
       // First, so it stops last: the spans of the drain and of every other service's stop are exported.
       service("tracing", () => {}, () => (this.o.tracer ?? NOOP_TRACER).shutdown()),
       service("runtime-file", () => void (this.runtime = claimRuntimeFile(config, this.o.configPath, new Date(wallClockMs()).toISOString())), () => this.runtime?.release()),
+      ...(this.decisionLog ? [service("decision-log", () => this.decisionLog!.start(), () => this.decisionLog!.close())] : []),
       service("listener", () => this.listen(), async () => {
         await this.listening?.stop(true);
         this.frontend.close();
@@ -268,7 +279,8 @@ export class HerdNode {
       plan: pdPlan,
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
@@ -291,6 +303,7 @@ export class HerdNode {
       ...kvAdminBackend(this.config, this.kv, this.prompts),
       logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
       pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+      engine: (id) => engineView(supervisor, id),
       lastError: (id) => (known(id) ? supervisor.lastError(id) : null),
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),

@@ -7,7 +7,7 @@
 // /health is readiness (200 only when not draining and at least one worker is ready, else 503 with
 // the reason); /livez is liveness (200 while the process runs, also while draining).
 import { Hono, type Context } from "hono";
-import type { Clock } from "../core/clock.ts";
+import { wallClockMs, type Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
@@ -16,6 +16,7 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
+import { statusPageRoutes } from "../admin/status-page.ts";
 import { KeySet } from "../http/auth.ts";
 import { JsonGuard } from "../http/json-guard.ts";
 import { LogLimiter } from "../http/log-limit.ts";
@@ -26,7 +27,8 @@ import { routeFields, type PreparedPrompt, type PromptInput } from "../preproces
 import { HttpUpstream } from "../request/http-upstream.ts";
 import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
-import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
+import { AbortCause, Admission, metricsRecorder, type Outcome, type Ticket } from "../request/ticket.ts";
+import { decisionRecord, type RecordSink } from "../request/record.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
@@ -76,6 +78,8 @@ export interface FrontendOptions {
   tracer?: Tracer;
   /** The models' own tokenizers, for /tokenize and /detokenize without an engine (tokens.ts). */
   tokenizers?: LocalTokenizers;
+  /** Where each finished request's decision record goes (src/request/record.ts). */
+  records?: RecordSink;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -122,7 +126,9 @@ export class Frontend {
     this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
     this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
     this.lora = new OnDemandLora({ registry: o.registry, clock: o.clock, log: o.log, config: () => this.o.config });
-    this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
+    const records = o.records;
+    const toRecord = records ? (t: Ticket, out: Outcome) => records(decisionRecord(t, out, o.clock.now(), wallClockMs())) : undefined;
+    this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock, toRecord), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
       // /v1/responses is translated to chat completions for engines without it (responses-upstream.ts).
@@ -267,6 +273,8 @@ export class Frontend {
         status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );
+    // The status page (GET /, /ui/…), behind the admin access rule.
+    app.route("/", statusPageRoutes(() => o.config));
     app.notFound((c) =>
       errorResponse(new HerdError(404, "not_found_error", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "not_found")),
     );

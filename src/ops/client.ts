@@ -67,6 +67,8 @@ export interface WorkerView {
   /** Why the engine last crashed (last error line of its output); absent from herds before it. */
   last_error?: string | null;
   kv_events: KvStreamView | null;
+  /** An operator drained it (herd drain); absent from herds before the status page. */
+  drained?: boolean;
 }
 
 /** "HOST:PORT" (frontend.listen) → the URL a local client dials. */
@@ -141,6 +143,11 @@ export class AdminClient {
     return this.call<T>("GET", "/admin/planner");
   }
 
+  /** GET /admin/requests (src/request/record.ts): the decision records from sequence number `since`. */
+  requests<R>(since: number): Promise<{ seq: number; now_ms?: number; records: R[] }> {
+    return this.call("GET", `/admin/requests?since=${since}`);
+  }
+
   logs(worker: string, lines: number): Promise<{ worker: string; lines: string[] }> {
     return this.call("GET", `/admin/workers/${workerPath(worker)}/logs?lines=${lines}`);
   }
@@ -149,15 +156,18 @@ export class AdminClient {
     return this.call("POST", `/admin/workers/${workerPath(worker)}/${drained ? "drain" : "undrain"}`);
   }
 
-  /** GET /metrics as text (`herd top`'s rates); the admin token is sent, as frontend.metrics: token wants. */
-  async metrics(): Promise<string> {
-    const { res, text } = await this.send("GET", "/metrics");
-    if (!res.ok) throw new OpsError(`herd at ${this.target.url} answered ${res.status} on /metrics${res.status === 401 || res.status === 403 ? hintForAuth(this.target) : ""}`);
-    return text;
-  }
-
   private async call<T>(method: string, path: string): Promise<T> {
-    const { res, text } = await this.send(method, path);
+    const headers: Record<string, string> = {};
+    if (this.target.token) headers.authorization = `Bearer ${this.target.token}`;
+    let res: Response;
+    try {
+      res = await fetch(this.target.url + path, { method, headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "error" });
+    } catch (e) {
+      const why = fetchFailure(e, this.timeoutMs);
+      const hint = this.target.source === "default" ? " (no runtime file of a running herd found; pass --url or --config if it listens elsewhere)" : "";
+      throw new OpsError(`herd is not reachable at ${this.target.url} (from ${this.target.source}): ${why}. Is herd running?${hint}`);
+    }
+    const text = await res.text();
     let body: unknown = null;
     try {
       body = JSON.parse(text);
@@ -172,20 +182,6 @@ export class AdminClient {
     }
     if (body === null) throw new OpsError(`herd at ${this.target.url} answered ${res.status} with a body that is not JSON`);
     return body as T;
-  }
-
-  private async send(method: string, path: string): Promise<{ res: Response; text: string }> {
-    const headers: Record<string, string> = {};
-    if (this.target.token) headers.authorization = `Bearer ${this.target.token}`;
-    let res: Response;
-    try {
-      res = await fetch(this.target.url + path, { method, headers, signal: AbortSignal.timeout(this.timeoutMs), redirect: "error" });
-    } catch (e) {
-      const why = fetchFailure(e, this.timeoutMs);
-      const hint = this.target.source === "default" ? " (no runtime file of a running herd found; pass --url or --config if it listens elsewhere)" : "";
-      throw new OpsError(`herd is not reachable at ${this.target.url} (from ${this.target.source}): ${why}. Is herd running?${hint}`);
-    }
-    return { res, text: await res.text() };
   }
 }
 

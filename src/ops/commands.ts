@@ -4,15 +4,15 @@
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
 //   herd planner status [--json]          the planner: desired vs actual per pool, reasons, held requests
-//   herd top [--interval-ms N] [--once]   a live terminal view of workers and rates; q quits
+//   herd top [--interval-ms N]            live view of the workers and request rates (q to quit)
 // Exit codes: 0 done, 1 herd unreachable or the call refused, 2 usage error.
 import { errorMessage } from "../core/errors.ts";
 import { OpsUsageError, parseOpsArgs, type OpsArgs, type OpsFlagSpec } from "./args.ts";
 import { AdminClient, OpsError, resolveTarget } from "./client.ts";
 import { renderStatus } from "./status.ts";
 import { renderPlanner, type PlannerView } from "./planner.ts";
-import { RealClock } from "../core/clock.ts";
-import { processTerminal, topLive, topOnce } from "./top-live.ts";
+import { runTop } from "./top.ts";
+import { RealClock, wallClockMs } from "../core/clock.ts";
 
 export interface OpsIo {
   out(text: string): void;
@@ -153,28 +153,42 @@ const plannerStatus: OpsCommand = {
 
 const top: OpsCommand = {
   name: "top",
-  title: "a live terminal view of workers and rates; q quits",
-  usage: "herd top [--interval-ms N] [--once] [--url URL | --config FILE] [--token TOKEN]",
+  title: "a live view of this node's workers and request rates (q or Ctrl-C to quit)",
+  usage: "herd top [--interval-ms N] [--url URL | --config FILE] [--token TOKEN]",
   about: [
-    "Redraws every interval: the node, leader and term; request, 5xx, rejection and retry rates;",
-    "per model the request rate and TTFT / end-to-end p50 and p95 over the last interval (from",
-    "herd's /metrics histograms); per worker its state, role, load, KV use, request and 5xx",
-    "rates and restarts. q (or Ctrl-C) quits. Reads GET /admin/cluster and /metrics.",
+    "Redraws every interval: node, leader and term; requests per second over the last 10 and 60 s,",
+    "5xx, TTFT/ITL/E2E percentiles (from the decision records of GET /admin/requests); per worker:",
+    "state (drained when an operator drained it), in flight, running/waiting, KV use, requests per",
+    "second, prefix hit rate, TTFT p95, errors and restarts over the last minute.",
   ],
-  options: ["  --interval-ms N  time between polls (default 1000, 100..60000)", "  --once           print one frame as text (two polls one interval apart) and exit"],
-  flags: { values: [...TARGET_FLAGS, "interval-ms"], bools: ["once"], maxPositionals: 0 },
+  options: ["  --interval-ms N  redraw interval (default 1000)", "  --frames N       stop after N frames (default: until q)"],
+  flags: { values: [...TARGET_FLAGS, "interval-ms", "frames"], bools: [], maxPositionals: 0 },
   async run(a, client, io) {
-    const raw = a.values["interval-ms"] ?? "1000";
-    const intervalMs = Number(raw);
-    if (!Number.isInteger(intervalMs) || intervalMs < 100 || intervalMs > 60_000) throw new OpsUsageError(`--interval-ms: expected a whole number 100..60000, got ${JSON.stringify(raw)}`);
-    const o = { client, clock: new RealClock(), intervalMs };
-    if (a.bools.has("once")) {
-      io.out(await topOnce(o));
-      return 0;
-    }
-    const term = processTerminal();
-    if (!term) throw new OpsUsageError("the live view needs a terminal (stdin and stdout); use --once to print one frame");
-    return topLive(o, term);
+    const int = (name: string, dflt: number | null) => {
+      const v = a.values[name];
+      if (v === undefined) return dflt;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new OpsUsageError(`--${name}: a positive integer`);
+      return n;
+    };
+    const stdin = process.stdin;
+    const term = {
+      write: (t: string) => void process.stdout.write(t),
+      onKey(fn: (k: string) => void) {
+        if (!stdin.isTTY) return () => {};
+        stdin.setRawMode(true);
+        const on = (d: Buffer) => fn(d.toString());
+        stdin.on("data", on);
+        stdin.resume();
+        return () => {
+          stdin.off("data", on);
+          stdin.setRawMode(false);
+          stdin.pause();
+        };
+      },
+    };
+    void io;
+    return runTop(client, term, new RealClock(), wallClockMs, { intervalMs: int("interval-ms", 1000)!, frames: int("frames", null), ansi: process.stdout.isTTY === true });
   },
 };
 

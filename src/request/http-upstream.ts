@@ -38,6 +38,9 @@ export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
       get cachedTokens() {
         return tail.cachedTokens;
       },
+      get outputTokens() {
+        return tail.outputTokens;
+      },
     };
   },
   size: (c) => c.byteLength,

@@ -11,6 +11,16 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 // quote is `\"`), so this matches only the real usage field, never generated text that mentions it.
 const CACHED_TOKENS = /"cached_tokens"\s*:\s*(\d+)/g;
 const RESPONSES_END = /"type"\s*:\s*"(response\.(?:completed|incomplete|failed))"/;
+const COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/g;
+
+/** The last `usage.completion_tokens` in a piece of JSON text, or null (same reasoning as cached_tokens). */
+export function lastCompletionTokens(text: string): number | null {
+  let out: number | null = null;
+  if (!text.includes('"completion_tokens"')) return null;
+  COMPLETION_TOKENS.lastIndex = 0;
+  for (let m = COMPLETION_TOKENS.exec(text); m !== null; m = COMPLETION_TOKENS.exec(text)) out = Number(m[1]);
+  return out;
+}
 
 /** The last `usage.prompt_tokens_details.cached_tokens` in a piece of JSON text, or null. */
 export function lastCachedTokens(text: string): number | null {
@@ -27,6 +37,8 @@ export function lastCachedTokens(text: string): number | null {
  */
 export class UsageTail {
   cachedTokens: number | null = null;
+  /** usage.completion_tokens of the answer, null when absent. */
+  outputTokens: number | null = null;
   private carry = "";
   private readonly decoder = new TextDecoder();
 
@@ -34,6 +46,8 @@ export class UsageTail {
     const text = this.carry + this.decoder.decode(bytes, { stream: true });
     const v = lastCachedTokens(text);
     if (v !== null) this.cachedTokens = v;
+    const o = lastCompletionTokens(text);
+    if (o !== null) this.outputTokens = o;
     // Long enough for `"cached_tokens" : 1234567890` with some whitespace; a match wholly inside it
     // is found again next time with the same value, which is harmless.
     this.carry = text.slice(-96);
@@ -66,8 +80,16 @@ export class SseScanner {
   sawError = false;
   /** usage.prompt_tokens_details.cached_tokens of the last usage chunk seen (include_usage), else null. */
   cachedTokens: number | null = null;
+  /** Data events from the first token on: one per token for vLLM and SGLang's default stream interval. */
+  private tokenEvents = 0;
+  private completionTokens: number | null = null;
   private carry = "";
   private readonly decoder = new TextDecoder();
+
+  /** Output tokens: usage.completion_tokens when the worker reported it, else the token events seen; null before the first. */
+  get outputTokens(): number | null {
+    return this.completionTokens ?? (this.tokenEvents > 0 ? this.tokenEvents : null);
+  }
 
   /** Feed raw bytes; returns true if this chunk completed the first token event. */
   push(bytes: Uint8Array): boolean {
@@ -109,16 +131,24 @@ export class SseScanner {
       }
       const cached = lastCachedTokens(data);
       if (cached !== null) this.cachedTokens = cached;
+      const completion = lastCompletionTokens(data);
+      if (completion !== null) this.completionTokens = completion;
       // A Responses stream without `event:` lines still ends with its type in the data. An unescaped
       // `"type":"response.` cannot occur inside a JSON string value, so generated text never matches.
       const end = data.includes("\"response.") ? RESPONSES_END.exec(data) : null;
       if (end) this.namedEvent(end[1]!);
-      if (this.sawToken) continue;
+      if (this.sawToken) {
+        // A usage-only chunk (include_usage) is not a token.
+        if (completion === null) this.tokenEvents++;
+        continue;
+      }
       try {
         const parsed: unknown = JSON.parse(data);
         if (isObj(parsed) && isObj(parsed.error)) this.sawError = true;
-        else if (chunkHasToken(parsed)) this.sawToken = true;
-        else if (isObj(parsed) && typeof parsed.type === "string") this.namedEvent(parsed.type);
+        else if (chunkHasToken(parsed)) {
+          this.sawToken = true;
+          this.tokenEvents++;
+        } else if (isObj(parsed) && typeof parsed.type === "string") this.namedEvent(parsed.type);
       } catch {
         // Not JSON: relayed as is; it neither starts nor ends anything.
       }

@@ -7,7 +7,8 @@
 import type { Clock } from "../core/clock.ts";
 import { NOOP_SPAN, type Span } from "../core/trace.ts";
 import type { HerdMetrics, RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
-import type { Lease } from "../router/index.ts";
+import type { Decision, Lease } from "../router/index.ts";
+import type { Leg } from "./plan.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 
 /** Why an attempt was aborted; carried as its AbortSignal's reason. */
@@ -24,7 +25,7 @@ export type ClientPhase = "upload" | "before_first_token" | "streaming";
 /** How a request ended. `status` is what the client was (or would have been) answered. */
 export type Outcome =
   /** Answered in full (200), or the worker's own 4xx relayed as it said it. */
-  | { kind: "complete"; status: number; cachedTokens: number | null }
+  | { kind: "complete"; status: number; cachedTokens: number | null; outputTokens?: number | null }
   /** herd answered itself before any worker was involved (400, 404, 408, 413, 429, 503, …). */
   | { kind: "refused"; status: number; reason: RejectReason | null }
   /** The worker(s) failed before the commit point: 502, 504 or 503 (shutdown). */
@@ -59,8 +60,11 @@ export interface RequestRecorder {
   done(t: Ticket, o: Outcome): void;
 }
 
-/** The production recorder: herd's metrics (src/metrics). */
-export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
+/**
+ * The production recorder: herd's metrics (src/metrics), and `records` (the decision records of
+ * record.ts: the status page, the decision log) with every released ticket.
+ */
+export function metricsRecorder(m: HerdMetrics, clock: Clock, records?: (t: Ticket, o: Outcome) => void): RequestRecorder {
   const seconds = (t: Ticket) => (clock.now() - t.arrivedAtMs) / 1000;
   return {
     inFlight: (n) => m.setFrontendInFlight(n),
@@ -68,13 +72,16 @@ export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
     upstreamError: (w, reason) => m.upstreamError(w, reason),
     retry: (t, reason) => m.retry(t.model ?? "", reason),
     done(t, o) {
+      records?.(t, o);
       m.request(t.model, t.workerId, outcomeStatus(o));
       if (o.kind === "refused" && o.reason) m.reject(o.reason);
       if (o.kind === "client_closed") m.clientFailure(t.model, "client_closed", o.phase);
       if (o.kind === "client_stalled") m.clientFailure(t.model, "client_stalled", "streaming");
       if (o.kind === "complete" && o.status === 200) {
         m.finished(t.model ?? "", seconds(t));
-        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens);
+        const n = o.outputTokens ?? 0;
+        if (t.firstTokenAtMs !== null && n >= 2) m.timePerOutputToken(t.model ?? "", (clock.now() - t.firstTokenAtMs) / 1000 / (n - 1));
+        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens, t.leg?.route.promptTokens ?? 0);
       }
     },
   };
@@ -169,6 +176,12 @@ export class Ticket {
   workerId: string | null = null;
   /** The policy's predicted cached tokens on that worker (null: no prediction). */
   predictedCachedTokens: number | null = null;
+  /** The leg of that attempt (its route: prompt tokens, block hashes, session; max_tokens); null before one. */
+  leg: Pick<Leg, "route" | "maxTokens"> | null = null;
+  /** The routing decision of the attempt under way (null for pinned legs a plan chose). */
+  decision: Decision | null = null;
+  /** Clock time of the first token, null before it. */
+  firstTokenAtMs: number | null = null;
   outcome: Outcome | null = null;
   /** The request's span (`herd.request`, src/request/spans.ts); ended at release with the outcome. */
   span: Span = NOOP_SPAN;
@@ -201,8 +214,9 @@ export class Ticket {
    * The attempts under way end first (a retry replaces the failed attempt), unless `alongside`
    * (a leg an orchestrated plan runs next to another).
    */
-  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, alongside = false): AbortController {
+  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, alongside = false, leg: Pick<Leg, "route" | "maxTokens"> | null = null): AbortController {
     if (!alongside) this.endAttempt();
+    this.leg = leg;
     const ac = new AbortController();
     this.workerId = workerId;
     this.predictedCachedTokens = predictedCachedTokens;
@@ -243,6 +257,7 @@ export class Ticket {
 
   /** The client's first token, from the attempt `ac` (default: every attempt under way). */
   firstToken(ac?: AbortController): void {
+    this.firstTokenAtMs ??= this.adm.clock.now();
     for (const [k, a] of this.attempts) if (ac === undefined || k === ac) a.lease.firstToken();
     this.adm.recorder.firstToken(this);
   }
