@@ -167,16 +167,6 @@ const COMMANDS: readonly Command[] = [
     },
   },
   {
-    name: "top",
-    summary: "a live terminal view of workers and rates (q quits; --once prints one frame)",
-    args: "[--interval-ms N] [--once]",
-    help: "Run `herd top --help` for its options (--interval-ms, --once, --url, --config, --token).",
-    passThrough: true,
-    async run(_parsed, io, { rawArgs }) {
-      return await (await import("./ops/commands.ts")).opsMain("top", rawArgs, io);
-    },
-  },
-  {
     name: "doctor",
     summary: "check this host before starting herd: config, GPUs, engines, ports, KV tier, secrets, cluster",
     args: "[FILE | --config FILE] [--json]",
