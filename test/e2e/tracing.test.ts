@@ -4,8 +4,8 @@
 // `only-b`, so a request for it entering a is routed to b's worker and forwarded over the peer API.
 // Checked: every span continues the caller's trace id on both nodes; a's request span is the
 // caller's child, the admission, route and attempt spans are its children, the route carries the
-// chosen worker and its cost terms, and b's forward span is the child of a's attempt span. A
-// request without traceparent starts a new trace.
+// chosen worker and its cost terms, and b's forward span is the child of a's attempt span; the
+// decision record carries the trace id. A request without traceparent starts a new trace.
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
@@ -130,6 +130,9 @@ describe("traces across two herd run nodes (OTLP/HTTP JSON receiver)", () => {
     expect(attr(forward, "http.response.status_code")).toBe(200);
     // Every span of this request, on both nodes, is in the caller's trace.
     expect(new Set(ours().map((s) => s.node))).toEqual(new Set(["a", "b"]));
+    // The decision record names the trace: from "which decision" to its spans.
+    const recs = ((await (await fetch(`${url("a")}/admin/requests?since=0`)).json()) as { records: { model: string; trace_id?: string }[] }).records;
+    expect(recs.find((r) => r.model === "only-b")?.trace_id).toBe(traceId);
   }, 40_000);
 
   test("without a traceparent a request starts a new trace (a root span)", async () => {
