@@ -14,6 +14,7 @@
 // figure here too, so this node's router and advert see the load remote nodes put on it.
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
 import { readBodyLimited } from "../http/body.ts";
 import { isEndpoint, type Endpoint } from "../protocol/openai.ts";
 import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
@@ -65,6 +66,7 @@ export class RemoteUpstream implements Upstream<Uint8Array> {
       [H_STREAM]: leg.stream ? "1" : "0",
       [H_ORIGIN]: this.o.self,
     };
+    if (leg.traceparent) headers.traceparent = leg.traceparent; // the owner's span is this attempt's child
     const token = this.o.token();
     if (token !== "") headers.authorization = `Bearer ${token}`;
     this.fetchFn(peer + FORWARD_PATH, { method: "POST", headers, body: leg.body, signal }).then(
@@ -85,6 +87,8 @@ export interface ForwardOptions {
   /** Forwarded legs open at once on this node (frontend.max_in_flight); more get 429 (retryable at the origin). */
   maxInFlight?: () => number;
   log: Logger;
+  /** A span per forwarded leg, continuing the origin's traceparent (its attempt span). */
+  tracer?: Tracer;
 }
 
 /** Open forwarded legs and refusals, for /admin and tests. */
@@ -129,11 +133,13 @@ export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 
       body,
       stream: req.headers.get(H_STREAM) === "1",
     };
-    return runLocal(o, leg, req.signal, stats);
+    const span = !o.tracer?.enabled ? NOOP_SPAN : o.tracer.start("herd.forward", req.headers.get("traceparent"), { "herd.node": o.self, "herd.origin": req.headers.get(H_ORIGIN) ?? "", "herd.worker": workerId, "herd.attempt_id": leg.id }, "server");
+    if (span.traceparent) leg.traceparent = span.traceparent;
+    return runLocal(o, leg, req.signal, stats, span);
   };
 }
 
-function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats): Promise<Response> {
+function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats, span: Span): Promise<Response> {
   const ac = new AbortController();
   const onGone = () => ac.abort(new Error("origin node closed the forwarded leg"));
   if (clientSignal.aborted) onGone();
@@ -147,15 +153,18 @@ function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal,
     stats.open--;
     clientSignal.removeEventListener("abort", onGone);
     o.registry.addInFlight(leg.workerId, -1);
+    span.end(clientSignal.aborted ? "origin closed the leg" : undefined);
   };
   return new Promise((resolve) => {
     o.upstream.send(leg, ac.signal, (r) => {
       if ("error" in r) {
+        if (span.recording) span.set({ "herd.error": "no answer" });
         end();
         o.log.debug("forwarded leg failed before an answer", { worker: leg.workerId, request_id: leg.requestId });
         return resolve(refuse(502, `worker ${leg.workerId} did not answer`, "forward_upstream_failed"));
       }
       const headers: Record<string, string> = { "content-type": r.contentType ?? "application/json", "x-request-id": leg.requestId };
+      if (span.recording) span.set({ "http.response.status_code": r.status });
       if (!r.body) {
         end();
         return resolve(new Response(null, { status: r.status, headers }));

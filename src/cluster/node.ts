@@ -14,6 +14,7 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Rng } from "../core/rng.ts";
+import type { Tracer } from "../core/trace.ts";
 import type { Config } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { Worker } from "../workers/worker.ts";
@@ -58,6 +59,8 @@ export interface ClusterNodeOptions {
   tierSource?: PeerTierSource;
   /** The planner's peer routes (src/planner/cluster-wire.ts), when this node runs the planner. */
   planner?: () => PeerPlannerRoutes | null;
+  /** Spans for legs other nodes forward here (continuing the origin's traceparent); absent: none. */
+  tracer?: Tracer;
   /** Test seams. */
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
@@ -136,7 +139,7 @@ export class ClusterNode {
       throw e;
     }
     this.app = clusterRoutes(this.svc, {
-      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward") }, this.forwards),
+      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward"), ...(this.o.tracer ? { tracer: this.o.tracer } : {}) }, this.forwards),
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
       ...(this.o.planner ? { planner: this.o.planner } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),

@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
+import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, TRACING_PROTOCOLS, TRACING_SAMPLERS, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, strOrObj, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
@@ -420,6 +420,21 @@ const decisionLog = obj("One JSON line per finished request (model, prompt lengt
   buffer_bytes: int("Bytes of lines buffered in memory before a write (written at least every second either way).", 64 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
 });
 
+// OpenTelemetry (issue 23). Every empty key falls back to the standard variable of the OTel
+// specification (opentelemetry.io/docs/specs/otel/configuration/sdk-environment-variables/), then
+// the SDK's default, so a node configured only by OTEL_* variables behaves like any OTel service.
+const tracing = obj("OpenTelemetry traces of requests, exported as OTLP over HTTP. Off by default (no SDK loaded).", {
+  enabled: bool("Trace requests: admission, preprocessing, routing, each attempt and leg, the remote hop; an incoming W3C traceparent is continued.", false),
+  endpoint: str("OTLP/HTTP base URL; spans go to <endpoint>/v1/traces. Empty = OTEL_EXPORTER_OTLP_TRACES_ENDPOINT or OTEL_EXPORTER_OTLP_ENDPOINT, else http://localhost:4318.", "", {
+    check: (v) => (v === "" ? null : checkUrl(v)),
+  }),
+  protocol: oneOf(TRACING_PROTOCOLS, "OTLP encoding: `http/protobuf` or `http/json`. Empty = OTEL_EXPORTER_OTLP_TRACES_PROTOCOL or OTEL_EXPORTER_OTLP_PROTOCOL, else http/protobuf.", ""),
+  service_name: str("service.name of herd's spans. Empty = OTEL_SERVICE_NAME, else herd.", ""),
+  sampler: oneOf(TRACING_SAMPLERS, "Sampler. Empty = OTEL_TRACES_SAMPLER, else parentbased_always_on (a caller's sampled flag is obeyed).", ""),
+  sampler_arg: num("Sampling ratio of the traceidratio samplers; below 0 = OTEL_TRACES_SAMPLER_ARG, else 1.", -1, { min: -1, max: 1 }),
+  engines: bool("vLLM engines export their own spans to the same endpoint (--otlp-traces-endpoint, http/protobuf); herd sends them the traceparent of each attempt.", true),
+});
+
 export const configSpec = obj("herd configuration (one file per node).", {
   seed: int("The run's seed: every random choice (routing ties and draws, reconnect jitter) derives from it, so one seed replays a run; HERD_SEED overrides it; 0 = drawn at start (and logged).", 0, { min: 0, max: 2 ** 32 - 1 }),
   node,
@@ -433,6 +448,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   kv_tier: kvTier,
   planner,
   decision_log: decisionLog,
+  tracing,
 });
 
 // Compile-time guard: the schema resolves to exactly the Config contract.

@@ -362,6 +362,8 @@ export interface Config {
   planner: PlannerSectionConfig;
   /** Decision records in a rotating file (src/request/record-file.ts); path "" = off. */
   decision_log: DecisionLogConfig;
+  /** OpenTelemetry traces (issue 23); off by default. */
+  tracing: TracingConfig;
 }
 
 export interface DecisionLogConfig {
@@ -369,6 +371,25 @@ export interface DecisionLogConfig {
   max_bytes: number;
   files: number;
   buffer_bytes: number;
+}
+
+/** OTLP over HTTP only (herd bundles no gRPC stack); "" = OTEL_EXPORTER_OTLP_(TRACES_)PROTOCOL, else http/protobuf. */
+export const TRACING_PROTOCOLS = ["", "http/protobuf", "http/json"] as const;
+/** The OpenTelemetry SDK's sampler names (OTEL_TRACES_SAMPLER); "" = that variable, else parentbased_always_on. */
+export const TRACING_SAMPLERS = ["", "always_on", "always_off", "traceidratio", "parentbased_always_on", "parentbased_always_off", "parentbased_traceidratio"] as const;
+
+export interface TracingConfig {
+  enabled: boolean;
+  /** OTLP/HTTP base URL (spans go to <endpoint>/v1/traces); "" = the OTEL_EXPORTER_OTLP_* variables. */
+  endpoint: string;
+  protocol: (typeof TRACING_PROTOCOLS)[number];
+  /** service.name; "" = OTEL_SERVICE_NAME, else "herd". */
+  service_name: string;
+  sampler: (typeof TRACING_SAMPLERS)[number];
+  /** Ratio of the traceidratio samplers; -1 = OTEL_TRACES_SAMPLER_ARG, else 1. */
+  sampler_arg: number;
+  /** vLLM engines export their own spans to the same endpoint (--otlp-traces-endpoint). */
+  engines: boolean;
 }
 
 /** One planner pool: the engines started from one engines[] entry, scaled together. */

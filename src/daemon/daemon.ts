@@ -12,6 +12,7 @@ import { errorMessage } from "../core/errors.ts";
 import { createLogger, type Logger } from "../core/log.ts";
 import { ServiceGroup, ServiceStartError } from "../core/service.ts";
 import { resolveSeed } from "../core/seed.ts";
+import { NOOP_TRACER } from "../core/trace.ts";
 import type { Config } from "../config/types.ts";
 import type { Overrides } from "../config/load.ts";
 import { checkConfigFiles } from "../config/files.ts";
@@ -31,6 +32,7 @@ import { bodyBackstopBytes } from "../frontend/server.ts";
 import { systemdNotifier, type Notifier } from "./notify.ts";
 import { DaemonSignals, reloadConfig } from "./signals.ts";
 import { HerdNode, type PdTraceEntry } from "./node.ts";
+import { startTracing } from "./tracing.ts";
 
 export interface DaemonOptions {
   configPath: string | null;
@@ -97,7 +99,9 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
   // One seed drives every Rng of this node; logged so the run's routing can be replayed.
   const { seed, source } = resolveSeed(config.seed);
   log.info("seed", { seed, source, replay: `HERD_SEED=${seed}`, ...(config.router.seed !== 0 ? { router_seed: config.router.seed } : {}) });
-  const node = new HerdNode(config, { configPath: opts.configPath, log, clock, seed, notify });
+  // Tracing off: no SDK is loaded (src/core/trace.ts NOOP_TRACER).
+  const tracer = config.tracing.enabled ? await startTracing(config, log.child("tracing")) : NOOP_TRACER;
+  const node = new HerdNode(config, { configPath: opts.configPath, log, clock, seed, notify, tracer });
   const services = new ServiceGroup(node.services(), log);
   // Signals during startup are remembered and acted on once it is done (src/daemon/signals.ts).
   const signals = new DaemonSignals(log, opts.signals === true);

@@ -11,6 +11,7 @@ import type { Clock } from "../core/clock.ts";
 import { wallClockMs } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { NOOP_TRACER, type Tracer } from "../core/trace.ts";
 import { SeededRng } from "../core/rng.ts";
 import { seedFor } from "../core/seed.ts";
 import { service, type Service } from "../core/service.ts";
@@ -76,6 +77,8 @@ export interface NodeOptions {
   /** The run's seed (src/core/seed.ts); every Rng of the node derives from it. */
   seed: number;
   notify: Notifier;
+  /** Request spans (src/daemon/tracing.ts when tracing.enabled); default: none. */
+  tracer?: Tracer;
 }
 
 export class HerdNode {
@@ -151,6 +154,7 @@ export class HerdNode {
       draining: (): boolean => this.frontend.isDraining,
       maxInFlight: () => this.live.current.frontend.max_in_flight,
       planner: () => this.plannerWire?.routes() ?? null,
+      tracer: o.tracer ?? NOOP_TRACER,
     });
     this.frontend = this.buildFrontend(localUpstream);
     // The frontend's admission, keys and timeouts; the router is swapped before the handle (apply).
@@ -190,6 +194,8 @@ export class HerdNode {
     const { config } = this;
     const log = this.o.log;
     return [
+      // First, so it stops last: the spans of the drain and of every other service's stop are exported.
+      service("tracing", () => {}, () => (this.o.tracer ?? NOOP_TRACER).shutdown()),
       service("runtime-file", () => void (this.runtime = claimRuntimeFile(config, this.o.configPath, new Date(wallClockMs()).toISOString())), () => this.runtime?.release()),
       ...(this.decisionLog ? [service("decision-log", () => this.decisionLog!.start(), () => this.decisionLog!.close())] : []),
       service("listener", () => this.listen(), async () => {
@@ -323,6 +329,7 @@ export class HerdNode {
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,
       plan: pdPlan,
+      tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
       records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,

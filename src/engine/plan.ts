@@ -6,7 +6,7 @@ import { driverFor } from "./drivers/registry.ts";
 import { assignGpus, detectGpus, type HostGpus } from "./gpus.ts";
 import { selfCommand } from "./self.ts";
 import type { EnginePlan } from "./types.ts";
-import { sleepModeOf, startCount } from "./scale.ts";
+import { engineTracing, sleepModeOf, startCount } from "./scale.ts";
 
 export interface PlanOptions {
   /** argv prefix that re-invokes herd (default: selfCommand()). */
@@ -129,6 +129,7 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
         maxOnDemandLoras: config.frontend.lora.max_per_engine,
         ...(sleepModeOf(config, entryIndex) ? { sleepMode: true } : {}),
         ...(kvPorts ? { kvPorts } : {}),
+        ...engineTracing(config),
       });
       if (!spec) throw new Error(`${where}: driver ${entry.kind} produced no command line`);
       const plan: EnginePlan = { ...base, url: spec.url, healthPath: spec.healthPath, spec };

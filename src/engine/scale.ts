@@ -4,6 +4,7 @@
 // the HTTP call of an engine's sleep mode.
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Config } from "../config/types.ts";
+import { otlpTracesUrl } from "../config/tracing.ts";
 import { driverFor } from "./drivers/registry.ts";
 import type { HostGpus } from "./gpus.ts";
 import { PortAllocator } from "./plan.ts";
@@ -25,6 +26,11 @@ export function startCount(config: Config, entryIndex: number): number {
 /** Whether the entry's engines are launched with their sleep mode on. */
 export function sleepModeOf(config: Config, entryIndex: number): boolean {
   return plannerPoolOf(config, entryIndex)?.can_sleep === true && driverFor(config.engines[entryIndex]!.kind).sleep !== undefined;
+}
+
+/** Where engines export their own spans (tracing.enabled and tracing.engines), as a launch input; else nothing. */
+export function engineTracing(config: Config): { tracesEndpoint?: string } {
+  return config.tracing.enabled && config.tracing.engines ? { tracesEndpoint: otlpTracesUrl(config.tracing, process.env) } : {};
 }
 
 /** GPUs one engine of the entry takes: its share of `gpus`, else one when the kind uses GPUs and the host has any. */
@@ -67,7 +73,7 @@ export function planAddedEngine(a: AddInput): EnginePlan {
   const kvPorts = driver.wantsKvPorts && !entry.kv_events ? { pub: alloc.take("0.0.0.0"), replay: alloc.take("0.0.0.0") } : undefined;
   const spec = driver.launch({
     id: a.id, node: config.node, model, entry, supervisor: config.supervisor, index: a.index, port, gpus, self: a.self,
-    drainMs: config.frontend.drain_timeout_ms, sleepMode: sleepModeOf(config, entryIndex), ...(kvPorts ? { kvPorts } : {}),
+    drainMs: config.frontend.drain_timeout_ms, sleepMode: sleepModeOf(config, entryIndex), ...(kvPorts ? { kvPorts } : {}), ...engineTracing(config),
   });
   if (!spec) throw new Error(`engines[${entryIndex}]: driver ${entry.kind} produced no command line`);
   const plan: EnginePlan = { id: a.id, kind: entry.kind, model: model.name, role: entry.role, entryIndex, index: a.index, url: spec.url, healthPath: spec.healthPath, spec };

@@ -65,6 +65,8 @@ export interface DriverInput {
   maxOnDemandLoras?: number;
   /** The planner may put this engine to sleep (planner.pools[].can_sleep): enable the engine's sleep mode. */
   sleepMode?: boolean;
+  /** OTLP/HTTP traces URL the engine exports its own spans to (config `tracing`); absent: tracing off. */
+  tracesEndpoint?: string;
 }
 
 export type { EngineDriver } from "./driver.ts";

@@ -10,6 +10,7 @@ import { Hono, type Context } from "hono";
 import { wallClockMs, type Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
 import type { Config } from "../config/types.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
@@ -73,6 +74,8 @@ export interface FrontendOptions {
   gate?: RequestGate;
   /** Admin endpoints contributed by other modules (the KV tier, the planner, the cluster). */
   adminRoutes?: readonly AdminRoute[];
+  /** Request spans (src/core/trace.ts); default: none. */
+  tracer?: Tracer;
   /** The models' own tokenizers, for /tokenize and /detokenize without an engine (tokens.ts). */
   tokenizers?: LocalTokenizers;
   /** Where each finished request's decision record goes (src/request/record.ts). */
@@ -310,15 +313,23 @@ export class Frontend {
 
   private async inference(c: Context<HonoEnv>, endpoint: Endpoint): Promise<Response> {
     const t = this.admission.ticket(c.req.raw.signal);
+    // The caller's W3C traceparent is continued (else a new trace); the span ends with the ticket.
+    const tracer = this.o.tracer;
+    if (tracer?.enabled) t.span = tracer.start("herd.request", c.req.header("traceparent") ?? null, { "http.request.method": c.req.method, "url.path": new URL(c.req.url).pathname, "herd.node": this.o.config.node.name });
+    const adm = t.span.child("herd.admission");
     const refused = this.refuseEarly(c, t);
-    if (refused) return refused;
+    if (refused) return adm.end("refused"), refused;
     let body: { text: string; parsed: unknown };
     try {
       body = await this.readBody(c.req.raw);
     } catch (e) {
+      adm.end("body not read");
       return this.bodyFailed(c.req.raw, t, e);
     }
-    if (!t.admit()) {
+    const admitted = t.admit();
+    if (adm.recording) adm.set({ "herd.admitted": admitted, "herd.body_bytes": body.text.length });
+    adm.end(admitted ? undefined : "too many in flight");
+    if (!admitted) {
       const max = this.o.config.frontend.max_in_flight;
       t.release({ kind: "refused", status: 429, reason: "overloaded" });
       return errorResponse(new HerdError(429, "rate_limit_error", `too many requests in flight (limit ${max})`, "too_many_in_flight", null, { "retry-after": "1" }));
@@ -416,7 +427,7 @@ export class Frontend {
     const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
     // The prompt the router hashes: chat messages or a prompt; responses as chat; pooling routes on load.
     const promptInput = isGeneration(endpoint) ? (json as PromptInput) : responses ? responses.prompt : null;
-    const prepared = this.hashPrompts && promptInput ? await this.preparePrompt(promptInput, model, named.lora, checked.model) : null;
+    const prepared = this.hashPrompts && promptInput ? await spanned(t.span, "herd.preprocess", () => this.preparePrompt(promptInput, model, named.lora, checked.model)) : null;
     const route = {
       model,
       sessionId: this.o.router.sessionIdFrom(c.req.raw.headers) ?? responses?.sessionId ?? null,
@@ -428,7 +439,7 @@ export class Frontend {
     const tenant = admitTenant({ tenants: this.tenants, metrics: this.tenantMetrics, ticket: t, headers: c.req.raw.headers, tokens: promptTokens + (maxTokens ?? 0), limitHeaders });
     if (this.o.gate) {
       this.o.gate.arrived(model, promptTokens, maxTokens);
-      await this.o.gate.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
+      await spanned(t.span, "herd.gate", () => this.o.gate!.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal }));
     }
     const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
     t.onRelease(granted.release);
@@ -476,5 +487,19 @@ export class Frontend {
       } else this.prepWarnSuppressed++;
       return null;
     }
+  }
+}
+
+/** Await `work` under a child span of `parent` named `name`, ended either way (a rejection marks it failed). */
+async function spanned<T>(parent: Span, name: string, work: () => Promise<T>): Promise<T> {
+  if (parent === NOOP_SPAN) return work();
+  const span = parent.child(name);
+  try {
+    const r = await work();
+    span.end();
+    return r;
+  } catch (e) {
+    span.end(errorMessage(e));
+    throw e;
   }
 }

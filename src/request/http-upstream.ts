@@ -86,6 +86,7 @@ export class HttpUpstream implements Upstream<Uint8Array> {
         "content-type": "application/json",
         accept: leg.stream ? "text/event-stream" : "application/json",
         "x-request-id": leg.requestId,
+        ...(leg.traceparent ? { traceparent: leg.traceparent } : {}),
       },
       body: leg.body,
       signal,

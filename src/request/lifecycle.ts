@@ -14,6 +14,7 @@
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage, invariant } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import type { Span } from "../core/trace.ts";
 import type { RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Failure, FailureKind, Lease, Router } from "../router/index.ts";
 import { nonStreamingHeadersBoundMs } from "./bounds.ts";
@@ -21,6 +22,7 @@ import type { Leg, LegOutcome, Plan } from "./plan.ts";
 import { clientText, relay, type RelayEnd, type RelaySource } from "./relay.ts";
 import { AbortCause, type Ticket } from "./ticket.ts";
 import { runOrchestrated } from "./orchestrated.ts";
+import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 
 export interface LifecycleDeps<C> {
@@ -66,7 +68,7 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: strin
     try {
       // route() and book() in one call, so no other request can slip between them. With block
       // hashes in the route the lease also counts the prompt's blocks active on the worker.
-      routed = d.router.routeAndBook({ ...leg.route, exclude });
+      routed = routeSpan(t.span, () => ({ "herd.leg": leg.name, "herd.attempt": n }), () => d.router.routeAndBook({ ...leg.route, exclude }));
     } catch (e) {
       // No (other) worker: after a failed attempt report that failure, it is the real cause.
       return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
@@ -142,10 +144,12 @@ export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: stri
   const boundMs = x.pinned?.commitTimeoutMs ?? (leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
   const what = leg.stream ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
   const headersTimer = d.clock.setTimer(boundMs, () => ac.abort(new AbortCause("first_token_timeout", what)));
-  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb };
+  const span = attemptSpan(t.span, leg, x.id, workerId);
+  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb, span };
+  const traceparent = span.traceparent; // the engine's (or the peer node's) spans continue this attempt's
   d.upstream.send(
     { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
-      ...(leg.promptTokens ? { promptTokens: leg.promptTokens } : {}), maxTokens: leg.maxTokens ?? null },
+      ...(leg.promptTokens ? { promptTokens: leg.promptTokens } : {}), maxTokens: leg.maxTokens ?? null, ...(traceparent ? { traceparent } : {}) },
     ac.signal,
     (r) => ("error" in r ? failed(s, r.error, "connect") : onReply(s, r)),
   );
@@ -159,12 +163,17 @@ interface AttemptState<C> {
   startedAtMs: number;
   settled: boolean;
   cb: (r: AttemptEnd<C>) => void;
+  /** This attempt's span: ends when it settles, or with the relay for a committed stream. */
+  span: Span;
 }
 
 function settle<C>(s: AttemptState<C>, r: AttemptEnd<C>): void {
   if (s.settled) return;
   s.settled = true;
   s.headersTimer.cancel();
+  if (s.span.recording) s.span.set({ "herd.attempt_outcome": r.kind });
+  if (r.kind === "failed") s.span.end(`${r.reason}: ${r.message}`);
+  else if (!(r.kind === "committed" && r.answer.kind === "stream")) s.span.end();
   s.cb(r);
 }
 
@@ -360,6 +369,8 @@ function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, co
 
 function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
   const { t, d } = s.x;
+  if (s.span.recording) s.span.set({ "herd.relay_end": end.kind });
+  s.span.end(end.kind === "complete" || end.kind === "client_closed" || end.kind === "client_stalled" ? undefined : `${end.reason}: ${end.message}`);
   if (end.kind === "client_closed") return t.release({ kind: "client_closed", phase: "streaming" });
   if (end.kind === "client_stalled") {
     d.log.info("client stopped reading; stream closed", { worker: s.workerId });

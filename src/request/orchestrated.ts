@@ -10,6 +10,7 @@ import { HerdError, errorMessage } from "../core/errors.ts";
 import { attemptOn, legId, upstreamFailure, type Answer, type LastFailure, type LifecycleDeps } from "./lifecycle.ts";
 import type { LegOutcome, LegRunner, PinnedLeg, Plan } from "./plan.ts";
 import type { Ticket } from "./ticket.ts";
+import { routeSpan } from "./spans.ts";
 import type { UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 
 type Orchestrated = Extract<Plan, { kind: "orchestrated" }>;
@@ -24,7 +25,7 @@ export function runOrchestrated<C>(d: LifecycleDeps<C>, t: Ticket, plan: Orchest
     done(a);
   };
   const runner: LegRunner = {
-    route: (req, dryRun) => (dryRun ? d.router.explain(req) : d.router.route(req)),
+    route: (req, dryRun) => routeSpan(t.span, () => ({ "herd.leg": req.leg ?? "", "herd.dry_run": dryRun === true }), () => (dryRun ? d.router.explain(req) : d.router.route(req))),
     run: (leg, signal) =>
       new Promise<LegOutcome>((resolve) => {
         if (answered || signal.aborted || t.clientSignal?.aborted) return resolve({ kind: "aborted" });

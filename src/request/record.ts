@@ -45,6 +45,8 @@ export interface DecisionRecord {
   /** Mean inter-token latency: (E2E − TTFT) / (output tokens − 1), null below two tokens. */
   itl_ms: number | null;
   e2e_ms: number;
+  /** The request's trace id (config `tracing`, sampled requests only): where its spans are. */
+  trace_id?: string;
 }
 
 export type RecordSink = (r: DecisionRecord) => void;
@@ -105,6 +107,8 @@ export function decisionRecord(t: Ticket, o: Outcome, nowMs: number, wallMs: num
     ttft_ms: ttft === null ? null : round(ttft),
     itl_ms: ttft !== null && out !== null && out >= 2 ? round((e2e - ttft) / (out - 1)) : null,
     e2e_ms: round(e2e),
+    // traceparent = 00-<32 hex trace id>-<16 hex span id>-<flags> (W3C Trace Context).
+    ...(t.span.recording && t.span.traceparent ? { trace_id: t.span.traceparent.slice(3, 35) } : {}),
   };
 }
 

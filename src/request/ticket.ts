@@ -5,6 +5,7 @@
 // nowhere else; the frontend's in-flight count is the number of tickets holding a slot (the
 // per-worker count a policy reads is the lease's, owned by the router).
 import type { Clock } from "../core/clock.ts";
+import { NOOP_SPAN, type Span } from "../core/trace.ts";
 import type { HerdMetrics, RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Decision, Lease } from "../router/index.ts";
 import type { Leg } from "./plan.ts";
@@ -182,6 +183,8 @@ export class Ticket {
   /** Clock time of the first token, null before it. */
   firstTokenAtMs: number | null = null;
   outcome: Outcome | null = null;
+  /** The request's span (`herd.request`, src/request/spans.ts); ended at release with the outcome. */
+  span: Span = NOOP_SPAN;
   /**
    * Attempts under way, by their abort controller: one for a routed request; an orchestrated plan
    * may run two at once (SGLang's flow sends the prefill and the decode leg together).
@@ -275,6 +278,10 @@ export class Ticket {
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
     for (const fn of this.onReleased.splice(0)) fn();
+    if (!this.span.recording) return this.span.end();
+    const status = outcomeStatus(outcome);
+    this.span.set({ "herd.outcome": outcome.kind, "http.response.status_code": status, ...(this.model ? { "gen_ai.request.model": this.model } : {}), ...(this.workerId ? { "herd.worker": this.workerId } : {}) });
+    this.span.end(status >= 500 || outcome.kind === "broken" ? outcome.kind : undefined);
   }
 
   /** Call `fn` when the request is over (at once if it already is). */

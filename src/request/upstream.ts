@@ -36,6 +36,8 @@ export interface LegRequest {
   /** Prompt token ids when preprocessing produced them (the sim upstream runs on them). */
   promptTokens?: ArrayLike<number>;
   maxTokens?: number | null;
+  /** W3C traceparent of this attempt's span, sent as the `traceparent` header (the engine's spans join the trace). */
+  traceparent?: string;
 }
 
 /** The worker's answer head and its body. */

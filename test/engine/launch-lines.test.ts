@@ -92,6 +92,19 @@ describe("vLLM launch line", () => {
     expect(flag(argv, "--shutdown-timeout")).toBe("2");
   });
 
+  test("tracing: --otlp-traces-endpoint <endpoint>/v1/traces and an http/protobuf exporter when tracing and tracing.engines are on; nothing otherwise", () => {
+    const c = cfg({ engines: [engine({ kind: "vllm", model: "qwen3-8b" })] });
+    const [off] = plan(c);
+    expect(argvOf(off!)).not.toContain("--otlp-traces-endpoint");
+    expect(off!.spec!.env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL).toBeUndefined();
+    c.tracing = { ...c.tracing, enabled: true, endpoint: "http://tempo:4318/" };
+    const [on] = plan(c);
+    expect(flag(argvOf(on!), "--otlp-traces-endpoint")).toBe("http://tempo:4318/v1/traces");
+    expect(on!.spec!.env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL).toBe("http/protobuf");
+    c.tracing.engines = false;
+    expect(argvOf(plan(c)[0]!)).not.toContain("--otlp-traces-endpoint");
+  });
+
   test("vLLM KV capacity: --num-gpu-blocks-override from the command line, else num_gpu_blocks from vllm:cache_config_info", async () => {
     const { vllm } = await import("../../src/engine/drivers/vllm.ts");
     const [p] = plan(cfg({ engines: [engine({ kind: "vllm", model: "qwen3-8b", args: ["--num-gpu-blocks-override", "123"] })] }));

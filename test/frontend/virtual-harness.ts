@@ -2,6 +2,7 @@
 // workers through an injected Upstream (a SimUpstream over SimSchedulers on the same clock, or an
 // HttpUpstream whose fetch is a function). `drive` advances the clock only when every promise has
 // settled, so a test runs the same way every time.
+import type { Tracer } from "../../src/core/trace.ts";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
@@ -38,7 +39,7 @@ const flush = async () => {
   for (let i = 0; i < 5; i++) await new Promise<void>((r) => setImmediate(r));
 };
 
-export function virtualHerd(opts: { workers?: number; frontend?: Partial<FrontendConfig>; router?: Partial<RouterConfig>; upstream?: (schedulers: Map<string, SimScheduler>, clock: VirtualClock) => Upstream<Uint8Array>; plan?: PlanBuilder } = {}): VirtualHerd {
+export function virtualHerd(opts: { workers?: number; frontend?: Partial<FrontendConfig>; router?: Partial<RouterConfig>; upstream?: (schedulers: Map<string, SimScheduler>, clock: VirtualClock) => Upstream<Uint8Array>; plan?: PlanBuilder; tracer?: Tracer } = {}): VirtualHerd {
   const clock = new VirtualClock(0);
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
   config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [] }];
@@ -61,7 +62,7 @@ export function virtualHerd(opts: { workers?: number; frontend?: Partial<Fronten
   const router = new Router({ config: config.router, registry, clock, log });
   const metrics = new HerdMetrics([MODEL], () => registry.list());
   const upstream = opts.upstream?.(schedulers, clock) ?? new SimUpstream({ frames: SSE_FRAMES, scheduler: (id) => schedulers.get(id)! });
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log, upstream, ...(opts.plan ? { plan: opts.plan } : {}) });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log, upstream, ...(opts.plan ? { plan: opts.plan } : {}), ...(opts.tracer ? { tracer: opts.tracer } : {}) });
   const drive = async <T>(p: Promise<T>, maxSteps = 100_000): Promise<T> => {
     let settled = false;
     p.then(() => (settled = true), () => (settled = true));

@@ -5,7 +5,10 @@
 // EngineArgs.shutdown_timeout (--shutdown-timeout, seconds; 0 aborts in-flight requests on SIGTERM;
 // v0.18.0 and later). Metric names: vllm/v1/metrics/loggers.py. Sleep mode (docs/features/sleep_mode.md):
 // `--enable-sleep-mode` plus VLLM_SERVER_DEV_MODE=1 expose POST /sleep?level=1 (weights offloaded
-// to CPU RAM, KV cache discarded), POST /wake_up and GET /is_sleeping.
+// to CPU RAM, KV cache discarded), POST /wake_up and GET /is_sleeping. Tracing: ObservabilityConfig
+// in vllm/config/observability.py (--otlp-traces-endpoint); vllm/tracing.py picks its exporter by
+// OTEL_EXPORTER_OTLP_TRACES_PROTOCOL (grpc by default, or http/protobuf) and continues the
+// request's `traceparent` header, which herd sends per attempt.
 import type { EngineDriver, DriverFinding } from "../driver.ts";
 import { foldPromLoad, promLoadNameSet, type PromLoadNames } from "../telemetry/prom-load.ts";
 import { parsePromText } from "../telemetry/prom-text.ts";
@@ -72,7 +75,11 @@ export const vllm: EngineDriver = {
     argv.push("--shutdown-timeout", String(Math.ceil(input.drainMs / 1000)));
     argv.push("--disable-access-log-for-endpoints", QUIET_ENDPOINTS);
     if (input.sleepMode) argv.push("--enable-sleep-mode");
-    // The sleep endpoints are only mounted in the server's dev mode.
+    // herd's endpoint is OTLP/HTTP, so vLLM's exporter must not use its gRPC default.
+    if (input.tracesEndpoint) {
+      argv.push("--otlp-traces-endpoint", input.tracesEndpoint);
+      env.OTEL_EXPORTER_OTLP_TRACES_PROTOCOL = "http/protobuf";
+    }
     return makeSpec(input, argv, model.name, kv?.spec, Object.keys(env).length > 0 ? env : undefined);
   },
   health: httpOk,
