@@ -12,7 +12,7 @@ import { SimScheduler } from "../engine/sim/scheduler.ts";
 import type { SimEngineOptions } from "../engine/sim/options.ts";
 import { Router } from "../router/router.ts";
 import { SimKv } from "./kv.ts";
-import { VirtualTier } from "../tier/virtual-tier.ts";
+import { VirtualTier } from "./virtual-tier.ts";
 import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../engine/sim/options.ts";
 
 export interface ClusterConfig {
@@ -33,7 +33,7 @@ export interface ClusterConfig {
   kvEventDelayMs: number;
   seed: number;
   /**
-   * The host's CPU KV tier in blocks (src/tier/virtual-tier.ts), shared by all replicas (one host);
+   * The host's CPU KV tier in blocks (virtual-tier.ts), shared by all replicas (one host);
    * 0/absent = none. Block bytes: the engine's --kv-offload-bytes-per-block, else Qwen3-8B's 2.25 MiB;
    * load rate: --kv-offload-load-gb-per-s.
    */

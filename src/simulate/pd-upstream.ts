@@ -18,7 +18,7 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Block } from "../engine/sim/blocks.ts";
 import { DEFAULT_KV_LEASE_S } from "../engine/sim/kv-transfer-config.ts";
 import type { FinishInfo, SimScheduler } from "../engine/sim/scheduler.ts";
-import { SimUpstream, type TokenFrames } from "../request/sim-upstream.ts";
+import { SimUpstream, type TokenFrames } from "./sim-upstream.ts";
 import type { ChunkScanner, LegReply, LegRequest, Upstream } from "../request/upstream.ts";
 
 export type PdChunk = number | string;

@@ -7,8 +7,8 @@
 // engine model's event order exactly.
 import { HerdError } from "../core/errors.ts";
 import type { FinishInfo, SimScheduler, SubmitRequest } from "../engine/sim/scheduler.ts";
-import { BYTES_FORMAT } from "./http-upstream.ts";
-import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
+import { BYTES_FORMAT } from "../request/http-upstream.ts";
+import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "../request/upstream.ts";
 
 /** How tokens become chunks: plain token indexes (simulate) or OpenAI SSE bytes (HTTP tests). */
 export interface TokenFrames<C> {
