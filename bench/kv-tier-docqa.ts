@@ -1,7 +1,7 @@
 // The routing-quality benchmark's doc-QA case with GPU KV too small for the documents, with and
 // without the host's CPU KV tier (issue 14): per routing variant, TTFT p95 without the tier, with it,
 // and their ratio, from the same requests at the same offered times (herd simulate's engine and
-// router in virtual time; the tier as src/tier/virtual-tier.ts models it: evicted prompt blocks kept
+// router in virtual time; the tier as src/simulate/virtual-tier.ts models it: evicted prompt blocks kept
 // in an LRU CPU tier, loaded back at --kv-offload-load-gb-per-s, credited to the router as cpu).
 //
 // Run:  ./node_modules/.bin/bun bench/kv-tier-docqa.ts [--seeds 1,2,3] [--gpu-blocks 1024]

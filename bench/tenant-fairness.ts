@@ -14,7 +14,7 @@ import { DEFAULT_COST } from "../src/engine/sim/cost.ts";
 import { SimScheduler } from "../src/engine/sim/scheduler.ts";
 import { Frontend } from "../src/frontend/app.ts";
 import { HerdMetrics } from "../src/metrics/herd-metrics.ts";
-import { SSE_FRAMES, SimUpstream } from "../src/request/sim-upstream.ts";
+import { SSE_FRAMES, SimUpstream } from "../src/simulate/sim-upstream.ts";
 import { Router } from "../src/router/index.ts";
 import { WorkerRegistry } from "../src/workers/registry.ts";
 import { emptyLoad } from "../src/workers/worker.ts";

@@ -152,6 +152,16 @@ export class VirtualClock implements Clock {
   }
 }
 
+/**
+ * Run `clock` until no timer is pending, letting the promise continuations a timer starts run
+ * before the next timer fires (a macrotask turn drains every microtask): code that awaits — the
+ * P/D orchestrator over a virtual-time upstream — then runs at the virtual instant that resolved
+ * it. Deterministic: in a simulation nothing else is queued on the event loop.
+ */
+export async function runSettled(clock: VirtualClock): Promise<void> {
+  while (clock.step()) await new Promise<void>((ok) => setImmediate(ok));
+}
+
 /** Run `fn` every `ms` on `clock` until the handle is cancelled (re-armed after each run). */
 export function every(clock: Clock, ms: number, fn: () => void): TimerHandle {
   let handle: TimerHandle | null = null;

@@ -58,6 +58,8 @@ export interface WorkerBlockCounters {
   unknownMedium: number;
   /** Blocks announced by hash without enough tokens to hash them. */
   truncatedBlocks: number;
+  /** Blocks a connector reported by engine hash alone (no tokens) that this worker's map does not know. */
+  unresolvedBlocks: number;
 }
 
 // Per engine hash: herd hash (2 words) and the media bitmask (bit MEDIUM_INDEX[m]), at these
@@ -74,7 +76,7 @@ export class WorkerBlockMap {
   /** Block size of this worker's events (fixed at construction, or learned from the first store). */
   blockSize: number | null;
   readonly counters: WorkerBlockCounters = {
-    blocksStored: 0, blocksRemoved: 0, parentMissing: 0, unknownRemovals: 0, filtered: 0, unknownMedium: 0, truncatedBlocks: 0,
+    blocksStored: 0, blocksRemoved: 0, parentMissing: 0, unknownRemovals: 0, filtered: 0, unknownMedium: 0, truncatedBlocks: 0, unresolvedBlocks: 0,
   };
 
   constructor(
@@ -128,6 +130,7 @@ export class WorkerBlockMap {
     if (!this.accepted(ev.groupIdx, ev.kvCacheSpecKind, ev.locality)) return void this.counters.filtered++;
     const medium = normalizeMedium(ev.medium);
     if (medium === null) return void this.counters.unknownMedium++;
+    if (ev.tokenIds.length === 0 && ev.parentBlockHash === null && ev.blockHashes.length > 0) return this.storedByHash(ev, medium);
     if (this.blockSize === null) this.blockSize = ev.blockSize;
     // Prompts are hashed with the worker's block size; blocks of another size can never match.
     if (ev.blockSize !== this.blockSize) return void this.counters.filtered++;
@@ -185,9 +188,47 @@ export class WorkerBlockMap {
       added[2 * nAdded + 1] = ohi;
       nAdded++;
     }
+    this.credit(medium, added, nAdded);
+  }
+
+  /**
+   * A store by engine hash alone: vLLM's OffloadingConnector reports the blocks it copied to CPU as
+   * BlockStored with `token_ids: []`, `parent_block_hash: None`, `medium` = its spec's medium ("CPU")
+   * and the offloaded blocks' hashes (vllm/distributed/kv_transfer/kv_connector/v1/
+   * offloading_connector.py `take_events`; CPULoadStoreSpec.medium() in vllm/v1/kv_offload). Those
+   * hashes are the GPU prefix cache's own (`request.block_hashes[factor - 1 :: factor]`), which the
+   * GPU's BlockStored already mapped to herd hashes here, so each known one is credited on `medium`.
+   * An offloaded block of k > 1 GPU blocks names only its last one (the other k − 1 are not
+   * identified): such events are filtered. `block_size` 0 (newer vLLM) is taken as the GPU's.
+   */
+  private storedByHash(ev: BlockStored, medium: Medium): void {
+    if (ev.blockSize !== 0 && this.blockSize !== null && ev.blockSize !== this.blockSize) return void this.counters.filtered++;
+    if (this.added.length < 2 * ev.blockHashes.length) this.added = new Uint32Array(2 * ev.blockHashes.length);
+    const added = this.added;
+    const mbit = 1 << MEDIUM_INDEX[medium];
+    let nAdded = 0;
+    for (const eh of ev.blockHashes) {
+      const slot = this.map.find(lo32(eh), hi32());
+      if (slot < 0) {
+        this.counters.unresolvedBlocks++;
+        continue;
+      }
+      const at = this.map.at(slot);
+      const v = this.map.data;
+      if ((v[at + W_MEDIA]! & mbit) !== 0) continue; // already held there
+      v[at + W_MEDIA] = v[at + W_MEDIA]! | mbit;
+      added[2 * nAdded] = v[at + W_LO]!;
+      added[2 * nAdded + 1] = v[at + W_HI]!;
+      nAdded++;
+    }
+    this.credit(medium, added, nAdded);
+  }
+
+  /** Index the newly held herd hashes (u32 pairs) on `medium`. */
+  private credit(medium: Medium, added: Uint32Array, nAdded: number): void {
     if (nAdded === 0) return;
     let already = 0;
-    const extra = this.extra[mi]!;
+    const extra = this.extra[MEDIUM_INDEX[medium]]!;
     // A block the worker already holds on this medium under another engine hash (cache_salt,
     // multimodal inputs): the index bit stays set until every engine hash naming it is removed.
     const unchanged = (k: number) => {

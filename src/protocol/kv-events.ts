@@ -248,14 +248,18 @@ interface StoredFields {
 
 function stored(f: StoredFields): BlockStored {
   const blockSize = f.blockSize;
-  if (typeof blockSize !== "number" || !Number.isInteger(blockSize) || blockSize <= 0) throw new Invalid();
+  if (typeof blockSize !== "number" || !Number.isInteger(blockSize) || blockSize < 0) throw new Invalid();
+  const tokenIds = tokenList(f.tokenIds);
+  // 0 only on a store by hash alone: newer vLLM's OffloadingConnector reports its CPU copies with
+  // `block_size=0, token_ids=[]` (offloading_connector.py take_events); src/kv credits them by hash.
+  if (blockSize === 0 && tokenIds.length > 0) throw new Invalid();
   const parentBlockHash = f.parent === null || f.parent === undefined ? null : hashValue(f.parent);
   const extraKeys = extraKeyList(f.extraKeys);
   const ev: BlockStored = {
     type: "BlockStored",
     blockHashes: hashList(f.blockHashes),
     parentBlockHash,
-    tokenIds: tokenList(f.tokenIds),
+    tokenIds,
     blockSize,
     loraId: intOrNull(f.loraId),
     medium: strOrNull(f.medium),

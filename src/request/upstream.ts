@@ -1,6 +1,6 @@
 // The Upstream port: how one leg of a request reaches a worker. Production sends it over HTTP
 // (http-upstream.ts); `herd simulate` and virtual-time tests hand it to a SimScheduler
-// (sim-upstream.ts). The lifecycle (lifecycle.ts) never calls fetch and never owns a socket.
+// (src/simulate/sim-upstream.ts). The lifecycle (lifecycle.ts) never calls fetch and never owns a socket.
 //
 // Callback-shaped on purpose: a sim upstream answers synchronously inside a virtual-clock step, so
 // a simulated run keeps the exact event order of the engine model (a Promise would defer every

@@ -99,7 +99,7 @@ function parseFlags(argv: readonly string[]): { flags: Map<string, string>; engi
 export async function simulateMain(argv: readonly string[], io: SimIo = stdio): Promise<number> {
   try {
     if (isPlannerRun(argv)) return await plannerMain(argv, io);
-    if (isPdRun(argv)) return pdSimMain(argv, io);
+    if (isPdRun(argv)) return await pdSimMain(argv, io);
     const parsed = parseFlags(argv);
     if (parsed === "help") {
       io.out(SIMULATE_HELP);

@@ -5,14 +5,14 @@
 // src/engine/telemetry/scrape.ts does over HTTP). No sockets, no sleeping.
 import { VirtualClock } from "../core/clock.ts";
 import { SeededRng } from "../core/rng.ts";
-import type { PolicyName, RouterConfig } from "../config/types.ts";
+import type { PolicyName, Role, RouterConfig } from "../config/types.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { emptyLoad } from "../workers/worker.ts";
 import { SimScheduler } from "../engine/sim/scheduler.ts";
 import type { SimEngineOptions } from "../engine/sim/options.ts";
 import { Router } from "../router/router.ts";
 import { SimKv } from "./kv.ts";
-import { VirtualTier } from "../tier/virtual-tier.ts";
+import { VirtualTier } from "./virtual-tier.ts";
 import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../engine/sim/options.ts";
 
 export interface ClusterConfig {
@@ -33,11 +33,13 @@ export interface ClusterConfig {
   kvEventDelayMs: number;
   seed: number;
   /**
-   * The host's CPU KV tier in blocks (src/tier/virtual-tier.ts), shared by all replicas (one host);
+   * The host's CPU KV tier in blocks (virtual-tier.ts), shared by all replicas (one host);
    * 0/absent = none. Block bytes: the engine's --kv-offload-bytes-per-block, else Qwen3-8B's 2.25 MiB;
    * load rate: --kv-offload-load-gb-per-s.
    */
   kvTierBlocks?: number;
+  /** Each replica's role (`herd simulate --pd`: prefill and decode pools); absent = all aggregated. */
+  roles?: readonly Role[];
 }
 
 export interface Replica {
@@ -66,7 +68,7 @@ export class SimCluster {
     this.kv = new SimKv(this.clock, cfg.kvEventDelayMs, e.blockSize, e.kvBlocks);
     for (let i = 0; i < cfg.replicas; i++) {
       const id = `sim-${i}`;
-      this.registry.upsert({ id, node: "sim", model: cfg.model, role: "aggregated", kind: "sim", url: `sim://${id}`, state: "ready", load: emptyLoad(), restarts: 0 });
+      this.registry.upsert({ id, node: "sim", model: cfg.model, role: cfg.roles?.[i] ?? "aggregated", kind: "sim", url: `sim://${id}`, state: "ready", load: emptyLoad(), restarts: 0 });
       const scheduler = new SimScheduler(
         {
           blockSize: e.blockSize, numBlocks: e.kvBlocks, maxNumSeqs: e.maxNumSeqs, maxNumBatchedTokens: e.maxNumBatchedTokens,

@@ -1,9 +1,11 @@
 // `herd simulate --pd [--workload SHAPE] [--engines N] [--link-gbps G] [--min-prefill-tokens T]`:
 // aggregated (2N engines) vs P/D (N prefill + N decode) on the same seeded arrivals, in virtual time
-// (src/pd/sim.ts). Defaults compare a long-input and a short workload, where P/D wins and loses.
+// (pd.ts: herd's lifecycle, router and `runPd` over the sim engine's scheduler). Defaults compare a
+// long-input and a short workload, where P/D wins and loses.
 import { BenchInputError } from "../workload/plan.ts";
 import { parseRateShape } from "../workload/rate-shapes.ts";
-import { QWEN3_8B_KV_BYTES_PER_TOKEN, simulatePd, type PdSimResult } from "../pd/sim.ts";
+import { defaultConfig } from "../config/load.ts";
+import { QWEN3_8B_KV_BYTES_PER_TOKEN, simulatePd, type PdSimResult } from "./pd.ts";
 import type { SimIo } from "./cli.ts";
 
 export const PD_HELP = `herd simulate --pd: aggregated vs prefill/decode disaggregation in virtual time
@@ -24,7 +26,7 @@ export function isPdRun(argv: readonly string[]): boolean {
   return argv.includes("--pd");
 }
 
-export function pdSimMain(argv: readonly string[], io: SimIo): number {
+export async function pdSimMain(argv: readonly string[], io: SimIo): Promise<number> {
   const workloads: string[] = [];
   const num: Record<string, number> = { engines: 2, "link-gbps": 25, "min-prefill-tokens": 512, seed: 1 };
   for (let i = 0; i < argv.length; i++) {
@@ -40,17 +42,18 @@ export function pdSimMain(argv: readonly string[], io: SimIo): number {
   }
   if (!(num.engines! >= 1) || !(num["link-gbps"]! > 0)) throw new BenchInputError("--engines must be ≥ 1 and --link-gbps > 0");
   const row = (name: string, r: PdSimResult) =>
-    `  ${name.padEnd(11)} ${String(r.ttft_p50_ms).padStart(9)} ${String(r.ttft_p95_ms).padStart(9)} ${String(r.itl_p50_ms).padStart(8)} ${String(r.itl_p95_ms).padStart(8)} ${String(r.throughput_rps).padStart(7)} ${String(r.disaggregated).padStart(6)}`;
+    `  ${name.padEnd(11)} ${String(r.ttft_p50_ms).padStart(9)} ${String(r.ttft_p95_ms).padStart(9)} ${String(r.itl_p50_ms).padStart(8)} ${String(r.itl_p95_ms).padStart(8)} ${String(r.throughput_rps).padStart(7)} ${String(r.disaggregated).padStart(6)} ${String(r.failed).padStart(6)}`;
+  const base = defaultConfig({ hostname: "sim", dataDir: "/tmp/herd-simulate" });
   for (const w of workloads.length > 0 ? workloads : DEFAULTS) {
     const shape = parseRateShape(w);
     const spec = {
       shape, durationS: shape.durationS, seed: num.seed!, engines: num.engines!, blockSize: 16, kvBytesPerToken: QWEN3_8B_KV_BYTES_PER_TOKEN,
-      linkBytesPerS: num["link-gbps"]! * 1e9, transferMs: 1, minPrefillTokens: num["min-prefill-tokens"]!,
+      linkBytesPerS: num["link-gbps"]! * 1e9, transferMs: 1, minPrefillTokens: num["min-prefill-tokens"]!, base,
     };
     io.out(`${w} (${num.engines} + ${num.engines} P/D engines vs ${2 * num.engines!} aggregated, ${num["link-gbps"]} GB/s)`);
-    io.out(`  mode        TTFT p50  TTFT p95  ITL p50  ITL p95   req/s  via P`);
-    io.out(row("aggregated", simulatePd(spec, "aggregated")));
-    io.out(row("p/d", simulatePd(spec, "pd")));
+    io.out(`  mode        TTFT p50  TTFT p95  ITL p50  ITL p95   req/s  via P failed`);
+    io.out(row("aggregated", await simulatePd(spec, "aggregated")));
+    io.out(row("p/d", await simulatePd(spec, "pd")));
   }
   return 0;
 }

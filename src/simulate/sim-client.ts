@@ -2,7 +2,7 @@
 // counts per attempt), and the bench client reading each answer token by token on the virtual clock.
 import type { OutputVocabulary } from "../engine/sim/output.ts";
 import type { FinishInfo } from "../engine/sim/scheduler.ts";
-import { SimUpstream, TOKEN_FRAMES } from "../request/sim-upstream.ts";
+import { SimUpstream, TOKEN_FRAMES } from "./sim-upstream.ts";
 import type { ChunkSource, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import type { RequestRecord } from "../workload/stats.ts";
 import type { BenchRequest } from "../workload/workloads.ts";

@@ -12,7 +12,7 @@ import { SimScheduler } from "../../src/engine/sim/scheduler.ts";
 import { Frontend } from "../../src/frontend/app.ts";
 import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
 import type { PlanBuilder } from "../../src/request/plan.ts";
-import { SSE_FRAMES, SimUpstream } from "../../src/request/sim-upstream.ts";
+import { SSE_FRAMES, SimUpstream } from "../../src/simulate/sim-upstream.ts";
 import type { Upstream } from "../../src/request/upstream.ts";
 import { Router } from "../../src/router/index.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";

@@ -3,7 +3,7 @@
 // time of the real sim engine's offload (engine/sim/offload.ts loadMs: bytes / GB/s, on the virtual
 // clock). Each engine's scheduler gets `engine()` as its SchedulerOffload; `onChange` reports what
 // the tier holds (herd block hashes) so the router's index can credit it as medium cpu, as
-// tier-key.ts tierIndexFeed does for the real tier.
+// src/tier/tier-key.ts tierIndexFeed does for the real tier.
 
 import type { Clock } from "../core/clock.ts";
 import { loadMs } from "../engine/sim/offload.ts";

@@ -6,9 +6,9 @@
 // Everything happens inside the clock's steps, synchronously: no Promise, so a seeded run keeps the
 // engine model's event order exactly.
 import { HerdError } from "../core/errors.ts";
-import type { FinishInfo, SimScheduler } from "../engine/sim/scheduler.ts";
-import { BYTES_FORMAT } from "./http-upstream.ts";
-import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
+import type { FinishInfo, SimScheduler, SubmitRequest } from "../engine/sim/scheduler.ts";
+import { BYTES_FORMAT } from "../request/http-upstream.ts";
+import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "../request/upstream.ts";
 
 /** How tokens become chunks: plain token indexes (simulate) or OpenAI SSE bytes (HTTP tests). */
 export interface TokenFrames<C> {
@@ -78,6 +78,8 @@ export interface SimUpstreamOptions<C> {
   promptOf?(leg: LegRequest): ArrayLike<number>;
   /** Called when a leg finishes on its scheduler (before its body ends). */
   onFinish?(leg: LegRequest, info: FinishInfo): void;
+  /** Blocks the leg keeps when it finishes (a P/D prefill leg holding its prompt for a decode). */
+  keepBlocks?(leg: LegRequest): SubmitRequest["keepBlocks"];
 }
 
 const DEFAULT_MAX_TOKENS = 16;
@@ -130,8 +132,10 @@ export class SimUpstream<C> implements Upstream<C> {
     let unlisten: (() => void) | null = null;
     const body = new SimBody<C>(() => sched.abort(leg.id));
     const next = this.o.output?.(leg) ?? (() => ({ id: 1, eos: false }));
+    const keepBlocks = this.o.keepBlocks?.(leg);
     try {
       sched.submit({
+        ...(keepBlocks ? { keepBlocks } : {}),
         id: leg.id,
         promptTokens: leg.promptTokens ?? this.o.promptOf?.(leg) ?? new Uint32Array(Math.max(1, Math.ceil(leg.body.length / 4))).fill(1),
         maxTokens: leg.maxTokens ?? DEFAULT_MAX_TOKENS,

@@ -7,7 +7,7 @@ import { tmpdir } from "node:os";
 import { join } from "node:path";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { simulateMain } from "../../src/simulate/cli.ts";
-import { VirtualTier } from "../../src/tier/virtual-tier.ts";
+import { VirtualTier } from "../../src/simulate/virtual-tier.ts";
 
 test("capacity is never exceeded; the least recently used block goes first; a hit refreshes", () => {
   const changes: string[] = [];
