@@ -32,7 +32,7 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   /** Put a drained worker back into rotation; false when the id is unknown. */
   undrain?(workerId: string): boolean;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
-  cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
+  cluster?(): { leader: string | null; term: number; is_leader?: boolean; view_stale?: boolean; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
   /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
   pdExplain?(route: RouteRequest): unknown | null;
   /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
@@ -107,6 +107,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
       ...(o.backend?.cluster ? o.backend.cluster() : {}),
+      ejections: o.router.outliers.list(),
       workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
     }),
   );
@@ -147,6 +148,8 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       reason: decision.reason,
       candidates,
       filtered: decision.filtered,
+      // Workers and peer nodes ejected after failures (src/router/outlier.ts), and why.
+      ejections: o.router.outliers.list(),
       kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks, extra_keys: kv.extra_keys } : null,
       // The request-level figures the policy used (tokens, block_size, hashed/request blocks), what
       // it expects the pick to have cached, and where the time went (ms): null when not reported.

@@ -119,7 +119,7 @@ export class ClusterNode {
     this.svc = new ClusterService({ config, address: this.o.address(), clock, rng, log: log.child("cluster"), meta, timing: this.o.timing, election: this.o.election });
     await this.svc.start();
     this.app = clusterRoutes(this.svc, {
-      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward") }, this.forwards),
+      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, clock, log: log.child("forward") }, this.forwards),
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
     });
@@ -165,11 +165,16 @@ export class ClusterNode {
   }
 
   /** Leader, term and members for /admin/cluster. */
-  view(): Pick<ClusterView, "leader" | "term" | "discovery"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded: { open: number; rejected: number } } {
+  view(): Pick<ClusterView, "leader" | "term" | "discovery" | "is_leader" | "view_stale"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded: { open: number; rejected: number } } {
     const v = this.svc?.view();
     const forwarded = { ...this.forwards };
-    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, nodes: [], forwarded };
-    return { discovery: v.discovery, leader: v.leader, term: v.term, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
+    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, is_leader: false, view_stale: false, nodes: [], forwarded };
+    return { discovery: v.discovery, leader: v.leader, term: v.term, is_leader: v.is_leader, view_stale: v.view_stale, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
+  }
+
+  /** This node cannot reach etcd / a quorum of voters (ClusterService.stale): routing prefers local workers. */
+  viewStale(): boolean {
+    return !this.stopped && (this.svc?.stale() ?? false);
   }
 
   /** The other nodes not known dead, with their peer API address (whom a KV tier miss asks, peer-tier.ts). */

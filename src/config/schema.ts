@@ -46,6 +46,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
   metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
+  engine_first_byte_timeout_ms: ms("A local engine's stream must send its response head within this (connect included; engines send it before the first token): else the worker is ejected and the request retried.", 5000),
 });
 
 const router = obj("How requests are spread across engines.", {
@@ -67,6 +68,11 @@ const router = obj("How requests are spread across engines.", {
       min: 0,
       max: 10_000,
     }),
+  }),
+  outlier: obj("Passive outlier detection (Envoy's): a worker or peer node that fails with a refused/reset connection or no answer head is ejected from routing at once.", {
+    enabled: bool("Eject targets on failure evidence.", true),
+    base_ejection_ms: ms("First ejection's length; each repeat doubles it. Afterwards one request probes the target.", 2000),
+    max_ejection_ms: ms("Longest ejection; a target healthy this long starts again from the base.", 30_000),
   }),
   metrics_scrape_interval_ms: ms("How often engine /metrics are scraped to correct herd's own load accounting.", 1000),
   kv: obj("Cost knobs of the `kv` and `prefix` policies (Dynamo's form: prefill_load_scale × blocks to prefill + active decode blocks).", {
@@ -325,6 +331,7 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
     prefix: str("Key prefix for this cluster's keys.", "/herd", { nonEmpty: true, check: (v) => (v.startsWith("/") ? null : "expected a prefix starting with /") }),
     lease_ttl_s: int("Lease TTL: a dead node (or leader) is gone from etcd after this.", 10, { min: 2, max: 3600 }),
   }),
+  peer_first_byte_timeout_ms: ms("A peer node must answer a forwarded leg within this (it sends its head at once and a heartbeat byte while its engine works): else it is ejected and the request retried elsewhere.", 1000),
 });
 
 // P/D (issue 13). min_prefill_tokens is a non-cached-token threshold like llm-d's P/D decider's

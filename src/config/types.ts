@@ -71,6 +71,8 @@ export interface FrontendConfig {
   metrics: "open" | "token" | "loopback";
   /** A request body not fully received this long after its headers gets 408 (issue 10). */
   body_timeout_ms: number;
+  /** A local engine's stream must send its response head within this (src/request/http-upstream.ts). */
+  engine_first_byte_timeout_ms: number;
 }
 
 export interface RetryConfig {
@@ -150,12 +152,22 @@ export interface PipelineConfig {
   picker: PipelinePickerName;
 }
 
+/** Passive outlier detection (src/router/outlier.ts). */
+export interface OutlierConfig {
+  enabled: boolean;
+  /** First ejection's length; each repeat doubles it. */
+  base_ejection_ms: number;
+  /** Longest ejection, and how long a target must stay healthy to start again from the base. */
+  max_ejection_ms: number;
+}
+
 export interface RouterConfig {
   policy: PolicyName;
   /** Seed for routing randomness (ties, random, power-of-two); 0 = from time. */
   seed: number;
   session: SessionPolicyConfig;
   retry: RetryConfig;
+  outlier: OutlierConfig;
   /** How often engine /metrics are scraped to correct herd's own load accounting. */
   metrics_scrape_interval_ms: number;
   kv: KvPolicyConfig;
@@ -262,6 +274,8 @@ export interface ClusterConfig {
     prefix: string;
     lease_ttl_s: number;
   };
+  /** A peer must answer a forwarded leg (head, then heartbeats) within this. */
+  peer_first_byte_timeout_ms: number;
 }
 
 export interface KvTierMediumConfig {

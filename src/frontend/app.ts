@@ -26,6 +26,7 @@ import { HttpUpstream } from "../request/http-upstream.ts";
 import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
 import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
+import { evidenceRecorder } from "../request/evidence.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
@@ -91,10 +92,11 @@ export class Frontend {
   constructor(private readonly o: FrontendOptions) {
     this.baseOf = adapterIndex(o.config);
     this.keys = new KeySet(o.config.frontend.api_keys);
-    this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock), o.config.frontend.max_in_flight);
+    // Failures and successes also feed the router's outlier detection (evidence beats membership).
+    this.admission = new Admission(o.clock, evidenceRecorder(metricsRecorder(o.metrics, o.clock), () => this.o.router), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
-      upstream: o.upstream ?? new HttpUpstream(),
+      upstream: o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }),
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,

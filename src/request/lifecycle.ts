@@ -150,7 +150,7 @@ export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: stri
     { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
       ...(leg.promptTokens ? { promptTokens: leg.promptTokens } : {}), maxTokens: leg.maxTokens ?? null },
     ac.signal,
-    (r) => ("error" in r ? failed(s, r.error, "connect") : onReply(s, r)),
+    (r) => ("error" in r ? failed(s, r.error, r.kind ?? "connect") : onReply(s, r)),
   );
 }
 
