@@ -50,6 +50,8 @@ export interface ClusterNodeOptions {
   maxInFlight?: () => number;
   /** The node is draining: its workers are advertised as draining (no new remote legs) and forwards are refused. */
   draining?: () => boolean;
+  /** The node is leaving (shutdown's first step): its workers are advertised as draining, forwards are still served. */
+  leaving?: () => boolean;
   /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
   kvIndex?: RelayIndex;
   /** This node's KV tier as peers see it (GET /cluster/v1/tier/<key>, peer-tier.ts); absent: 404 there. */
@@ -191,7 +193,7 @@ export class ClusterNode {
 
   private localAdvert(): NodeAdvert {
     const a = advertise(this.self, this.o.registry.list(), this.cards);
-    if (this.o.draining?.()) for (const w of a.workers) if (w.state === "ready") w.state = "draining";
+    if (this.o.leaving?.() || this.o.draining?.()) for (const w of a.workers) if (w.state === "ready") w.state = "draining";
     return a;
   }
 

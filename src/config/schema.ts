@@ -38,6 +38,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   first_token_timeout_ms: ms("A stream with no first token after this is aborted (hung or overloaded engine).", 60_000),
   idle_timeout_ms: ms("A stream silent this long after its first token is aborted.", 30_000),
   drain_timeout_ms: ms("On SIGTERM, admitted streams get this long to finish before engines stop.", 30_000),
+  leave_grace_ms: ms("On SIGTERM with other nodes in the cluster: workers are published as draining and /health turns 503 first; requests still arriving are served for this long, then the drain starts (Dynamo's order).", 2000),
   // Per-request work bounds (docs/benchmarks.md "Worst-case bodies"): each step whose cost grows
   // with the input is capped with a 400 before it runs.
   max_messages: int("Chat requests with more messages than this get 400.", 4096, { min: 1, max: 1_000_000 }),

@@ -59,6 +59,8 @@ export interface FrontendConfig {
   idle_timeout_ms: number;
   /** On SIGTERM, admitted streams get this long to finish before engines stop. */
   drain_timeout_ms: number;
+  /** On SIGTERM with peers: leave routing first, serve arrivals this long, then drain. */
+  leave_grace_ms: number;
   /** Chat requests with more messages than this get 400 (bounds per-request template work). */
   max_messages: number;
   /** Requests whose prompt text (all messages, or the prompt) exceeds this many characters get 400. */

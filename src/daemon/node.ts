@@ -128,6 +128,7 @@ export class HerdNode {
       address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
       maxBodyBytes: () => this.running.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
+      leaving: (): boolean => this.frontend.isLeaving,
       maxInFlight: () => this.running.frontend.max_in_flight,
     });
     this.frontend = this.buildFrontend(localUpstream);

@@ -87,6 +87,7 @@ export class Frontend {
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
   private readonly json = new JsonGuard();
   private prepWarnedAtMs = -Infinity;
+  private leaving = false;
   private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
@@ -141,6 +142,19 @@ export class Frontend {
     return this.admission.size;
   }
 
+  /**
+   * Shutdown's first step (Dynamo's order: leave routing, grace, drain): /health turns 503 so load
+   * balancers stop sending, but requests that still arrive (routed by peers or balancers that have
+   * not noticed yet) are served; startDrain stops admitting after the grace.
+   */
+  startLeave(): void {
+    this.leaving = true;
+  }
+
+  get isLeaving(): boolean {
+    return this.leaving || this.admission.draining;
+  }
+
   /** Stop admitting: /health turns 503 at once, new inference requests get 503 + Retry-After. */
   startDrain(): void {
     this.admission.draining = true;
@@ -181,6 +195,7 @@ export class Frontend {
     app.get("/health", (c) => {
       const ready = registry.list().filter((w) => w.state === "ready").length;
       if (this.admission.draining) return c.json({ status: "draining", ready_workers: ready }, 503);
+      if (this.leaving) return c.json({ status: "leaving", ready_workers: ready }, 503);
       if (ready === 0) return c.json({ status: "no_ready_worker", ready_workers: 0 }, 503);
       return c.json({ status: "ready", ready_workers: ready }, 200);
     });
