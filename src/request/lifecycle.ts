@@ -230,7 +230,8 @@ function finalAbort<C>(t: Ticket, workerId: string, cause: AbortCause): Answer<C
 /** The router's view of a failure before the commit point (nothing has reached the client yet). */
 function failureOf(reason: UpstreamErrorKind, status?: number): Failure {
   const kind: FailureKind = reason === "status_5xx" ? "status" : reason === "first_token_timeout" ? "timeout" : "connect";
-  return status === undefined ? { kind, firstByteSent: false } : { kind, status, firstByteSent: false };
+  const dead = reason === "connect" || reason === "peer_unreachable" || reason === "head_timeout"; // ejects the target (router/evidence.ts)
+  return status === undefined ? { kind, firstByteSent: false, dead } : { kind, status, firstByteSent: false, dead };
 }
 
 /** Read an error answer whole (a bounded tail is kept); `done(error | null, text)`. */

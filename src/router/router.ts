@@ -198,7 +198,7 @@ export class Router {
       this.notify((o) => o.retry?.(false, "not_retryable"));
       return false;
     }
-    const ok = this.retryBudget.tryAcquire(attempt);
+    const ok = this.retryBudget.tryAcquire(attempt, failure.dead === true && this.outliers.config.enabled);
     this.notify((o) => o.retry?.(ok, ok ? "allowed" : "budget"));
     return ok;
   }

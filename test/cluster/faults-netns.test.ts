@@ -10,6 +10,7 @@ import { join } from "node:path";
 import { cleanup, tempDir } from "../helpers/herd.ts";
 import { peer, requirePeers } from "../helpers/peers.ts";
 import { NODE_NAMES, NetnsCluster, type NodeName } from "./harness/netns.ts";
+import { EtcdServer } from "./harness/cluster.ts";
 
 const canRun = process.getuid?.() === 0 && peer("iproute2", ["ip", "netns", "list"]);
 const ADMIN = "fault-admin";
@@ -17,6 +18,12 @@ const BOUND_MS = 5000;
 
 let net: NetnsCluster;
 let dir = "";
+let etcd: EtcdServer | null = null;
+
+function discovery(): string {
+  if (etcd) return `  discovery: etcd\n  etcd: { endpoints: [${JSON.stringify(etcd.url)}], prefix: /faults-${net.tag}, lease_ttl_s: 3 }\n`;
+  return `  discovery: peers\n  peers: { seeds: ${JSON.stringify(NODE_NAMES.map((x) => `${net.addr(x)}:${net.port}`))} }\n`;
+}
 
 function config(n: NodeName): string {
   const i = NODE_NAMES.indexOf(n);
@@ -27,10 +34,8 @@ supervisor: { port_range_start: ${net.port + 100 + 50 * i}, health_interval_ms: 
 models: [ { name: m } ]
 engines: [ { kind: sim, model: m, count: 1, args: ["--time-scale", "10"] } ]
 cluster:
-  discovery: peers
   token: fault-token
-  peers: { seeds: ${JSON.stringify(NODE_NAMES.map((x) => `${net.addr(x)}:${net.port}`))} }
-`;
+${discovery()}`;
 }
 
 const admin = async (n: NodeName): Promise<any> =>
@@ -48,8 +53,10 @@ async function waitFor<T>(what: string, ms: number, fn: () => Promise<T | undefi
 
 /** Every node up: sees three ready workers and agrees on one leader. */
 async function healthy(nodes: readonly NodeName[] = NODE_NAMES): Promise<string> {
-  return waitFor("a healthy cluster", 40_000, async () => {
+  let last = "";
+  return waitFor(`a healthy cluster (last: ${last})`, 40_000, async () => {
     const views = await Promise.all(nodes.map(admin));
+    last = JSON.stringify(views.map((v) => ({ n: v.node, l: v.leader, t: v.term, s: v.view_stale, w: v.workers.map((w: any) => `${w.id}:${w.state}`) })));
     if (views.some((v) => v.workers.filter((w: any) => w.state === "ready").length !== nodes.length)) return undefined;
     const leaders = new Set(views.map((v) => v.leader));
     return leaders.size === 1 && !leaders.has(null) ? (views[0].leader as string) : undefined;
@@ -78,7 +85,7 @@ async function burst(entry: NodeName, count = 24, conc = 4): Promise<Burst> {
         signal: AbortSignal.timeout(30_000),
       });
       const text = await res.text();
-      if (res.status >= 500) out.failures.push(`${res.status} ${text.slice(0, 200)}`);
+      if (res.status >= 500) out.failures.push(`${res.status} after ${(performance.now() - t0).toFixed(0)} ms ${text.slice(0, 200)}`);
       else if (stream && (text.includes(`"error"`) || !text.includes("[DONE]"))) out.failures.push(`stream: ${text.slice(-200)}`);
       if (!(res.headers.get("x-herd-worker") ?? "").startsWith(`${entry}/`)) out.remote++;
     } catch (e) {
@@ -93,6 +100,7 @@ async function burst(entry: NodeName, count = 24, conc = 4): Promise<Burst> {
 }
 
 function report(what: string, b: Burst): void {
+  if (b.failures.length > 0) for (const n of NODE_NAMES) console.log(`--- ${n} ---\n${net.log(n).split("\n").filter((l) => /upstream|retry|eject/i.test(l)).slice(-12).join("\n")}`);
   console.log(`[faults] ${what}: ${b.n} requests, worst ${b.worstMs.toFixed(0)} ms, ${b.failures.length} failed, ${b.remote} served remotely`);
   expect(b.failures).toEqual([]);
   expect(b.worstMs).toBeLessThan(BOUND_MS);
@@ -171,6 +179,57 @@ describe.skipIf(!canRun)("faults under real partitions (network namespaces)", ()
       return views.every((v) => !v.workers.some((w: any) => w.node === victim));
     });
     for (const n of rest) report(`${victim} removed, into ${n}`, await burst(n, 12));
+  }, 120_000);
+});
+
+const withEtcd = canRun && peer("etcd", ["etcd", "--version"]);
+
+describe.skipIf(!withEtcd)("a node cut off from etcd and its peers (network namespaces)", () => {
+  beforeAll(async () => {
+    dir = tempDir("herd-faults-etcd-");
+    net = new NetnsCluster(dir, 1);
+    net.up();
+    etcd = new EtcdServer(net.serviceAddr);
+    await etcd.start();
+    await Promise.all(NODE_NAMES.map((n) => net.start(n, config(n))));
+    await healthy();
+    for (const n of NODE_NAMES) report(`etcd baseline into ${n}`, await burst(n, 12));
+  }, 120_000);
+
+  afterAll(async () => {
+    await net?.stopAll();
+    await etcd?.destroy();
+    etcd = null;
+    net?.down();
+    if (dir) cleanup(dir);
+  });
+
+  test("its view turns stale (no old leader), it serves from its own worker, the others are unaffected", async () => {
+    const leader = (await healthy()) as NodeName;
+    const cut = leader; // the hard case: the node that led
+    const rest = NODE_NAMES.filter((n) => n !== cut);
+    net.isolate(cut, false);
+    net.blackhole(cut, net.serviceAddr, true);
+    try {
+      report(`${cut} cut from etcd and peers, into ${cut} itself`, await burst(cut));
+      for (const n of rest) report(`${cut} cut from etcd and peers, into ${n}`, await burst(n));
+      const v = await waitFor("the cut node reports a stale view and no leader", 10_000, async () => {
+        const x = await admin(cut);
+        return x.view_stale && x.leader === null && !x.is_leader ? x : undefined;
+      });
+      expect(v.view_stale).toBe(true);
+      report(`${cut} cut, view stale, into ${cut} itself`, await burst(cut, 12));
+    } finally {
+      net.blackhole(cut, net.serviceAddr, false);
+      net.isolate(cut, true);
+    }
+    try {
+      await healthy();
+    } catch (e) {
+      console.log(`[faults-debug] ${net.log(cut).split("\n").filter((l) => /etcd|lease|cluster/i.test(l)).slice(-30).join("\n")}`);
+      throw e;
+    }
+    expect((await admin(cut)).view_stale).toBe(false);
   }, 120_000);
 });
 

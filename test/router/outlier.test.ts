@@ -139,3 +139,16 @@ describe("Router: evidence filters under every policy", () => {
     expect(r.outliers.list()).toEqual([]);
   });
 });
+
+describe("retry budget and dead targets", () => {
+  test("a retry after a dead target (it ejects) is not charged to the budget; others are; attempts still bound both", () => {
+    const clock = new VirtualClock();
+    const r = new Router({ config: routerConfig({ retry: { attempts: 1, budget_ratio: 0, min_retries_per_window: 1 } }), registry: registryWith([worker("a"), worker("b")]), clock });
+    for (let i = 0; i < 10; i++) expect(r.allowRetry(1, { kind: "connect", firstByteSent: false, dead: true })).toBe(true);
+    expect(r.allowRetry(2, { kind: "connect", firstByteSent: false, dead: true })).toBe(false);
+    expect(r.allowRetry(1, { kind: "status", status: 503, firstByteSent: false })).toBe(true);
+    expect(r.allowRetry(1, { kind: "status", status: 503, firstByteSent: false })).toBe(false); // budget spent
+    const off = new Router({ config: routerConfig({ retry: { attempts: 1, budget_ratio: 0, min_retries_per_window: 0 }, outlier: { enabled: false, base_ejection_ms: 1000, max_ejection_ms: 1000 } }), registry: registryWith([worker("a")]), clock });
+    expect(off.allowRetry(1, { kind: "connect", firstByteSent: false, dead: true })).toBe(false); // no ejection: the budget applies
+  });
+});

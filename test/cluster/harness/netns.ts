@@ -19,13 +19,21 @@ function sh(...argv: string[]): void {
 }
 
 export class NetnsCluster {
-  readonly tag = String(process.pid % 100000);
-  private readonly octet = 16 + (process.pid % 200);
-  readonly port = 18_000 + (process.pid % 2000);
+  readonly tag: string;
+  private readonly octet: number;
+  readonly port: number;
   private readonly procs = new Map<NodeName, ReturnType<typeof Bun.spawn>>();
   private readonly logs = new Map<NodeName, string>();
 
-  constructor(readonly dir: string) {}
+  /** `variant` (0–9) tells apart two clusters of one test run. */
+  constructor(
+    readonly dir: string,
+    variant = 0,
+  ) {
+    this.tag = `${process.pid % 10000}${variant}`;
+    this.octet = 16 + ((process.pid + 7 * variant) % 200);
+    this.port = 18_000 + ((process.pid + 100 * variant) % 2000);
+  }
 
   ns(n: NodeName): string {
     return `h21-${this.tag}-${n}`;
@@ -48,6 +56,7 @@ export class NetnsCluster {
   up(): void {
     this.down();
     const o = this.octet;
+    sh("ip", "addr", "add", `${this.serviceAddr}/32`, "dev", "lo");
     for (const n of NODE_NAMES) {
       sh("ip", "netns", "add", this.ns(n));
       sh("ip", "-n", this.ns(n), "link", "set", "lo", "up");
@@ -62,6 +71,7 @@ export class NetnsCluster {
       sh("ip", "-n", this.ns(n), "addr", "add", `10.${o}.${10 + i}.2/24`, "dev", x);
       sh("ip", "-n", this.ns(n), "link", "set", x, "up");
       sh("ip", "route", "add", `${this.addr(n)}/32`, "via", `10.${o}.${10 + i}.2`);
+      sh("ip", "-n", this.ns(n), "route", "add", `${this.serviceAddr}/32`, "via", `10.${o}.${10 + i}.1`);
     }
     for (let a = 0; a < 3; a++)
       for (let b = a + 1; b < 3; b++) {
@@ -80,7 +90,17 @@ export class NetnsCluster {
       }
   }
 
+  /**
+   * An address in the root namespace every node reaches over its client link (e.g. for etcd), on
+   * its own so it can be blackholed for one node without cutting that node's clients. Added to
+   * the root namespace's loopback by up(), removed by down().
+   */
+  get serviceAddr(): string {
+    return `10.${this.octet}.200.1`;
+  }
+
   down(): void {
+    spawnSync("ip", ["addr", "del", `${this.serviceAddr}/32`, "dev", "lo"]);
     for (const n of NODE_NAMES) spawnSync("ip", ["netns", "del", this.ns(n)]);
     for (let i = 1; i <= 3; i++) spawnSync("ip", ["link", "del", `h${this.tag}r${i}`]);
   }
@@ -105,7 +125,9 @@ export class NetnsCluster {
 
   /** Drop (or stop dropping) everything `n` sends to `addr` (a blackhole route: e.g. etcd). */
   blackhole(n: NodeName, addr: string, on: boolean): void {
-    spawnSync("ip", ["-n", this.ns(n), "route", on ? "replace" : "del", "blackhole", `${addr}/32`]);
+    // The blackhole replaces the node's route to `addr` (over its client link); off puts that back.
+    if (on) sh("ip", "-n", this.ns(n), "route", "replace", "blackhole", `${addr}/32`);
+    else sh("ip", "-n", this.ns(n), "route", "replace", `${addr}/32`, "via", this.rootAddr(n));
   }
 
   /** The root namespace's address on n's link (where a service in the root namespace is reached). */
