@@ -5,7 +5,7 @@
 // in an LRU CPU tier, loaded back at --kv-offload-load-gb-per-s, credited to the router as cpu).
 //
 // Run:  ./node_modules/.bin/bun bench/kv-tier-docqa.ts [--seeds 1,2,3] [--gpu-blocks 1024]
-//         [--tier-blocks 24000] [--requests 1500] [--rate 3]
+//         [--tier-blocks 24000] [--requests 1500] [--rate 3] [--variants "kv (herd),round-robin"]
 import { runOne, SCENARIOS, variants } from "./routing-quality/lib.ts";
 import { table } from "../src/workload/report.ts";
 
@@ -18,6 +18,7 @@ const gpuBlocks = Number(flag("gpu-blocks", "1024"));
 const tierBlocks = Number(flag("tier-blocks", "24000"));
 const requests = Number(flag("requests", "1500"));
 const rate = Number(flag("rate", "3"));
+const only = process.argv.includes("--variants") ? flag("variants", "").split(",") : null;
 const docqa = SCENARIOS.find((s) => s.key === "a")!;
 const ms = (s: number | undefined) => (s === undefined ? "-" : (s * 1000).toFixed(1));
 const pct = (x: number | null) => (x === null ? "n/a" : `${(x * 100).toFixed(1)}%`);
@@ -28,7 +29,7 @@ console.log(
 );
 for (const seed of seeds) {
   const rows: string[][] = [["policy", "TTFT p95 no tier (ms)", "with tier", "with / without", "TTFT p50 no tier", "with tier", "prefix hit no tier", "with tier"]];
-  for (const v of variants()) {
+  for (const v of variants().filter((x) => only === null || only.includes(x.name))) {
     const o = { rate, requests, kvBlocks: gpuBlocks };
     const off = await runOne(docqa, v, seed, o);
     const on = await runOne(docqa, v, seed, { ...o, kvTierBlocks: tierBlocks });

@@ -12,8 +12,12 @@ import { SeededRng } from "../src/core/rng.ts";
 import { parseKvTransferConfig } from "../src/engine/sim/kv-transfer-config.ts";
 import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../src/engine/sim/options.ts";
 import { type SimEngine, startSimEngine } from "../src/engine/sim/server.ts";
-import type { PdCandidate } from "../src/pd/choose.ts";
-import { type LegExecutor, type LegOutcome, type PdLeg, runPd } from "../src/pd/orchestrator.ts";
+import { type LegOutcome, runPd } from "../src/pd/orchestrator.ts";
+import type { LegRunner, PinnedLeg } from "../src/request/plan.ts";
+import { defaultConfig } from "../src/config/index.ts";
+import { Router, type RouteRequest } from "../src/router/index.ts";
+import { WorkerRegistry } from "../src/workers/registry.ts";
+import { emptyLoad, type Worker } from "../src/workers/worker.ts";
 
 const N = Number(process.argv[2] ?? 24);
 const CONC = Number(process.argv[3] ?? 6);
@@ -26,17 +30,25 @@ interface Timing {
   maxGapMs: number;
 }
 
-/** Streams a leg; for the client leg records TTFT and the longest gap between chunks. */
-class TimingExecutor implements LegExecutor {
-  readonly timings: Timing[] = [];
-  /** When each request started (TTFT is end to end: a P/D request's prefill leg counts). */
-  readonly starts = new Map<string, number>();
-  async run(leg: PdLeg, signal: AbortSignal): Promise<LegOutcome> {
-    const t0 = this.starts.get(leg.requestId) ?? performance.now();
-    const res = await fetch(`${leg.worker.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": leg.requestId }, body: leg.body, signal });
-    if (res.status !== 200) return { kind: "failed", reason: `HTTP ${res.status}: ${await res.text()}`, status: res.status };
+/**
+ * One request's legs: routed by the router (the router.pd presets), streamed; for the client leg
+ * records TTFT (end to end from `t0`: a P/D request's prefill leg counts) and the longest gap.
+ */
+class TimingRunner implements LegRunner {
+  constructor(
+    private readonly router: Router,
+    private readonly timings: Timing[],
+    private readonly requestId: string,
+    private readonly t0 = performance.now(),
+  ) {}
+  route(req: RouteRequest, dryRun?: boolean) {
+    return dryRun ? this.router.explain(req) : this.router.route(req);
+  }
+  async run(leg: PinnedLeg, signal: AbortSignal): Promise<LegOutcome> {
+    const res = await fetch(`${leg.worker.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": this.requestId }, body: leg.body, signal });
+    if (res.status !== 200) return { kind: "failed", reason: "status_5xx", message: `HTTP ${res.status}: ${await res.text()}`, status: res.status };
     if (!leg.toClient) return { kind: "done", text: await res.text() };
-    this.timings.push(await readStream(res, t0));
+    this.timings.push(await readStream(res, this.t0));
     return { kind: "committed", answer: null };
   }
 }
@@ -69,21 +81,26 @@ async function closedLoop(n: number, conc: number, one: (i: number) => Promise<v
 }
 
 const kv = () => parseKvTransferConfig(JSON.stringify({ kv_connector: "NixlConnector", kv_role: "kv_both", kv_load_failure_policy: "recompute" }));
-const cand = (id: string, role: PdCandidate["role"], e: SimEngine): PdCandidate => ({
-  id, node: "n1", url: e.url, kind: "sim", role, overlap: { gpu: 0, cpu: 0, disk: 0 }, activePrefillTokens: 0, activeBlocks: 0, waiting: 0, kvUsage: null, numBlocks: null, bootstrapPort: null,
-});
+const worker = (id: string, role: Worker["role"], e: SimEngine): Worker => ({ id, node: "n1", model: "sim", url: e.url, kind: "sim", role, state: "ready", restarts: 0, load: emptyLoad() });
+const ROUTER = defaultConfig({ hostname: "bench", dataDir: "/tmp/herd-bench" }).router;
+function routerOver(ws: Worker[], seed: number): Router {
+  const registry = new WorkerRegistry();
+  for (const w of ws) registry.upsert(w);
+  return new Router({ config: ROUTER, registry, clock: new RealClock(), seed });
+}
+const leg = (w: Worker, body: string): PinnedLeg => ({ name: "local", route: { model: "sim", sessionId: null, promptTokens: 0 }, worker: w, endpoint: "completions", body, stream: true, toClient: true, commitTimeoutMs: null });
 
 async function workload(name: string, inTokens: number, outTokens: number, seed: number) {
   const body = (i: number) => ({ model: "sim", prompt: Array.from({ length: inTokens }, (_, k) => 100 + ((k * 31 + i * 977 + seed) % 60_000)), max_tokens: outTokens, ignore_eos: true, stream: true });
   // Aggregated: two engines, each request to the one with fewer in flight.
   const agg = [await startSimEngine({ port: 0, timeScale: SCALE }), await startSimEngine({ port: 0, timeScale: SCALE })];
   const inflight = [0, 0];
-  const aggExec = new TimingExecutor();
+  const aggTimings: Timing[] = [];
+  const aggRouter = routerOver([], seed);
   const aggS = await closedLoop(N, CONC, async (i) => {
     const w = inflight[0]! <= inflight[1]! ? 0 : 1;
     inflight[w]!++;
-    aggExec.starts.set(`a${i}`, performance.now());
-    await aggExec.run({ name: "local", worker: cand(`a${w}`, "aggregated", agg[w]!), endpoint: "completion", body: JSON.stringify(body(i)), stream: true, requestId: `a${i}`, toClient: true, commitTimeoutMs: null }, new AbortController().signal);
+    await new TimingRunner(aggRouter, aggTimings, `a${i}`).run(leg(worker(`a${w}`, "aggregated", agg[w]!), JSON.stringify(body(i))), new AbortController().signal);
     inflight[w]!--;
   });
   for (const e of agg) await e.stop();
@@ -92,20 +109,20 @@ async function workload(name: string, inTokens: number, outTokens: number, seed:
   const common = { port: 0, timeScale: SCALE, kvTransfer: kv(), sideChannelHost: "127.0.0.1", sideChannelPort: 0, kvBytesPerBlock: WIRE_BYTES_PER_BLOCK, kvTransferBytesPerS: rate } as const;
   const p = await startSimEngine(common);
   const d = await startSimEngine(common);
-  const cands = [cand("p", "prefill", p), cand("d", "decode", d)];
-  const pdExec = new TimingExecutor();
-  const deps = { exec: pdExec, candidates: () => cands, pd: { min_prefill_tokens: 0, prefill_queue_max: 1_000 }, knobs: { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.5, disk: 0.25 } }, rng: new SeededRng(seed), clock: new RealClock() };
+  const pdRouter = routerOver([worker("p", "prefill", p), worker("d", "decode", d)], seed);
+  const pdTimings: Timing[] = [];
+  const deps = { pd: { min_prefill_tokens: 0, prefill_queue_max: 1_000 }, prefillQueue: () => [0], rng: new SeededRng(seed), clock: new RealClock() };
   const pdS = await closedLoop(N, CONC, async (i) => {
-    pdExec.starts.set(`p${i}`, performance.now());
-    await runPd(deps, { requestId: `p${i}`, endpoint: "completion", body: body(i), stream: true, promptTokens: inTokens, blockSize: 16, flow: "vllm" }, new AbortController().signal);
+    const runner = new TimingRunner(pdRouter, pdTimings, `p${i}`);
+    await runPd({ ...deps, runner }, { requestId: `p${i}`, endpoint: "completions", body: body(i), stream: true, route: { model: "sim", sessionId: null, promptTokens: inTokens, blockSize: 16 }, maxTokens: outTokens, flow: "vllm" }, new AbortController().signal);
   });
   await p.stop();
   await d.stop();
   const row = (label: string, t: Timing[], s: number) => ({
     label, ttftP50: pct(t.map((x) => x.ttftMs), 0.5), ttftP99: pct(t.map((x) => x.ttftMs), 0.99), gapP99: pct(t.map((x) => x.maxGapMs), 0.99), rps: t.length / s,
   });
-  const a = row("aggregated", aggExec.timings, aggS);
-  const b = row("P/D", pdExec.timings, pdS);
+  const a = row("aggregated", aggTimings, aggS);
+  const b = row("P/D", pdTimings, pdS);
   console.log(`${name} (${inTokens} in, ${outTokens} out, ${N} requests, concurrency ${CONC}, model time)`);
   for (const r of [a, b]) {
     console.log(`  ${r.label.padEnd(10)} TTFT p50 ${r.ttftP50.toFixed(0)} ms p99 ${r.ttftP99.toFixed(0)} ms | worst inter-token gap p99 ${r.gapP99.toFixed(1)} ms | ${r.rps.toFixed(2)} req/s`);

@@ -2,7 +2,7 @@
 // commands: it starts the embedded default (`herd run`, two simulated engines) on a free loopback
 // port with a private data dir, runs the README's `herd bench` command against it (only --url,
 // --json and --svg pointed elsewhere) and the README's `herd simulate` command as written, then
-// prints the bench table, the simulate wall time, the commit and the load average before and after
+// prints the bench table, the simulate table and wall time, the commit and the load average before and after
 // — the machine is shared, and the sim engines keep real time, so CPU contention shows in latency.
 // Paste the printed block into README.md. Figures only, nothing asserted.
 // Usage: nice bun bench/readme-figures.ts
@@ -72,7 +72,9 @@ async function main(): Promise<void> {
     const simRequests = [...sim.stderr.toString().matchAll(/: (\d+) requests,/g)].reduce((n, m) => n + Number(m[1]), 0);
     console.log(`commit ${checkoutCommit(ROOT) ?? "unknown"}, bun ${Bun.version}, load average (1/5/15 min) before ${loadBefore}, after bench ${loadAfterBench}, after simulate ${load()}`);
     console.log(`\nnpm run herd -- ${benchArgv.join(" ")}\n\n${table}`);
-    console.log(`\nnpm run herd -- ${simArgv.join(" ")}\n  ${simRequests} simulated requests in ${simWall_s.toFixed(1)} s wall`);
+    // The simulate table (virtual time: the same on any machine), without the answers below it.
+    const simTable = sim.stdout.toString().split("\n\n")[1]?.trim() ?? "";
+    console.log(`\nnpm run herd -- ${simArgv.join(" ")}\n  ${simRequests} simulated requests in ${simWall_s.toFixed(1)} s wall\n\n${simTable}`);
   } finally {
     daemon.kill("SIGTERM");
     await daemon.exited;

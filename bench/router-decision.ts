@@ -29,6 +29,7 @@ function config(policy: string): RouterConfig {
     // kv / prefix knobs at their defaults (these requests carry no block hashes: load terms only).
     kv: KV_DEFAULTS.kv,
     prefix: KV_DEFAULTS.prefix,
+    pd: KV_DEFAULTS.pd,
     pipeline: KV_DEFAULTS.pipeline,
   };
 }

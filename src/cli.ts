@@ -5,6 +5,8 @@
 
 import { checkListen } from "./config/checks.ts";
 import { renderFindings, type Finding } from "./config/findings.ts";
+import { secretFileFindings } from "./config/secret-perms.ts";
+import { REDACTED, redact, redactConfig, secretValues } from "./config/redact.ts";
 import { applyOverrides, configToYaml, defaultConfig, loadConfigFile, type ConfigResult } from "./config/load.ts";
 import type { Config } from "./config/types.ts";
 import { errorMessage } from "./core/errors.ts";
@@ -65,10 +67,12 @@ const realPreflight = async (config: Config, lineOf?: (path: string) => number) 
 };
 
 /** The config result with the engine checks added (a config with an engine error is unusable). */
-async function withEngineChecks(result: ConfigResult, entry: Entrypoints) {
+async function withEngineChecks(result: ConfigResult, entry: Entrypoints, configFile: string | null) {
   if (!result.config) return { result, pre: null };
   const pre = await (entry.preflight ?? realPreflight)(result.config, result.lineOf);
-  const findings = [...result.findings, ...pre.findings];
+  // secret files open to other users (issue 22, row 13): warnings in `config check` and before `run` starts
+  const perms = secretFileFindings(result.config, configFile, result.lineOf);
+  const findings = [...result.findings, ...pre.findings, ...perms];
   const bad = pre.findings.some((f) => f.severity === "error");
   const { config: _dropped, ...rest } = result;
   return { result: bad ? { ...rest, findings } : { ...result, findings }, pre };
@@ -106,7 +110,7 @@ const COMMANDS: readonly Command[] = [
         result = applyOverrides(result.config, { listen });
         if (!report(result, io)) return 1;
       }
-      const checked = await withEngineChecks(result, entry);
+      const checked = await withEngineChecks(result, entry, configPath);
       if (!report({ ...checked.result, findings: checked.result.findings.slice(result.findings.length) }, io)) return 1;
       const config = checked.result.config;
       if (!config) return 1;
@@ -126,10 +130,11 @@ const COMMANDS: readonly Command[] = [
     async run({ positionals }, io, { entry }) {
       const file = positionals[0] ?? "";
       const loaded = await loadConfigFile(file);
-      const result = (await withEngineChecks(loaded, entry)).result;
+      const result = (await withEngineChecks(loaded, entry, file)).result;
       if (!report(result, io)) return 1;
       if (!result.config) return 1;
-      io.out(`# ${file}: valid; resolved with defaults\n${configToYaml(result.config)}`);
+      const yaml = configToYaml(redactConfig(result.config));
+      io.out(redact(`# ${file}: valid; resolved with defaults (secrets shown as ${REDACTED})\n${yaml}`, secretValues(result.config)));
       return 0;
     },
   },
@@ -215,7 +220,7 @@ const COMMANDS: readonly Command[] = [
 /** Print findings; true when there is a usable config (warnings alone do not stop anything). */
 function report(result: ConfigResult, io: Io): boolean {
   const findings: Finding[] = result.findings;
-  if (findings.length) io.err(renderFindings(findings, result.file ?? null));
+  if (findings.length) io.err(redact(renderFindings(findings, result.file ?? null), result.config ? secretValues(result.config) : []));
   const errors = findings.filter((f) => f.severity === "error").length;
   if (!result.config && errors) io.err(`herd: ${errors} config error${errors === 1 ? "" : "s"}${result.file ? ` in ${result.file}` : ""}`);
   return result.config !== undefined;

@@ -81,12 +81,13 @@ export function herdRouterDefaults(): RouterConfig {
  * Dynamo's KV router with its shipped defaults (docs/references.md#routers-1.1, #routers-1.7, #routers-1.9; KvRouterConfig):
  * overlap_score_credit 1.0, prefill_load_scale 1.0, host/disk credit 0.75/0.25, router_temperature 0,
  * router_predicted_ttl_secs unset (no predict-on-route side index), router_prefill_load_model none
- * (a prompt counts in full until its first token), no session affinity, no busy
+ * (a prompt counts in full until its first token), router_assume_kv_reuse (a prefix shared by
+ * in-flight requests counts once: decode_load_model distinct), no session affinity, no busy
  * thresholds (no overload filter): one cost scorer, argmin.
  */
 export function dynamoDefaults(base: RouterConfig): RouterConfig {
   const r = structuredClone(base);
-  r.kv = { prefill_load_scale: 1, overlap_credit: { gpu: 1, cpu: 0.75, disk: 0.25 }, temperature: 0, predicted_ttl_ms: 0, prefill_load_model: "none" };
+  r.kv = { prefill_load_scale: 1, overlap_credit: { gpu: 1, cpu: 0.75, disk: 0.25 }, temperature: 0, predicted_ttl_ms: 0, prefill_load_model: "none", decode_load_model: "distinct" };
   r.pipeline = { ...r.pipeline, filters: [], scorers: [{ type: "kv-cost", weight: 1 }], picker: "min" };
   return r;
 }

@@ -13,11 +13,11 @@ import type { Worker } from "../workers/worker.ts";
 import type { RouteRequest, Router } from "../router/index.ts";
 import { KeySet, isLoopback, isLoopbackHost } from "../http/auth.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
-import { parseJson, readBodyLimited } from "../http/body.ts";
-import { checkRequest } from "../protocol/openai.ts";
+import { checkRequest, type Endpoint } from "../protocol/openai.ts";
 import type { KvAdminBackend } from "./kv-explain.ts";
 import type { Clock } from "../core/clock.ts";
 import { LogLimiter } from "../http/log-limit.ts";
+import { JsonGuard } from "../http/json-guard.ts";
 
 /** Supervisor-backed operations; each is optional and answers 501 when absent. KV index views (kv-explain.ts) are optional too. */
 export interface AdminBackend extends Partial<KvAdminBackend> {
@@ -33,8 +33,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   undrain?(workerId: string): boolean;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
   cluster?(): { leader: string | null; term: number; is_leader?: boolean; view_stale?: boolean; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
-  /** P/D models (src/pd): the decision and both legs' terms for this route; null for other models. */
-  pdExplain?(route: RouteRequest): unknown | null;
+  /** P/D models (src/pd): the decision and each leg's preset, pick and candidates' terms (a dry run of the real sequence); null for other models. */
+  pdExplain?(route: RouteRequest, body: Record<string, unknown>, endpoint: Endpoint): Promise<{ legs: unknown[] } | null>;
   /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
   pdTraces?(): unknown[];
 }
@@ -51,6 +51,8 @@ export interface AdminOptions {
   clock?: Clock;
   /** Endpoints other modules contribute (src/http/admin-route.ts), behind the same access rule. */
   contributed?: readonly AdminRoute[];
+  /** The frontend's JSON guard (shared thread and body budget); default: one of its own. */
+  json?: JsonGuard;
 }
 
 /** At most one "admin request refused" warning per this interval (a remote client can send many). */
@@ -112,9 +114,12 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
     }),
   );
 
+  // The frontend's bounded parse (issue 22: 5M-deep nesting was accepted here): values, depth, and
+  // bodies over 256 KiB scanned off the event loop.
+  const jsonGuard = o.json ?? new JsonGuard();
   app.post("/route/explain", async (c) => {
-    const text = await readBodyLimited(c.req.raw, o.config.frontend.max_body_bytes);
-    const parsed = parseJson(text);
+    const f = o.config.frontend;
+    const { parsed } = await jsonGuard.readJson(c.req.raw, f.max_body_bytes, f.max_json_values, f.max_body_bytes_in_flight);
     // One endpoint explains both shapes: `messages` means chat, otherwise a completions prompt.
     const isChat = typeof parsed === "object" && parsed !== null && "messages" in parsed;
     const checked = checkRequest(isChat ? "chat" : "completions", parsed);
@@ -131,9 +136,9 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       exclude: new Set<string>(),
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
-    // A P/D model (prefill + decode workers) is not routed by the policy: show the P/D choice.
-    const pd = o.backend?.pdExplain?.(req) ?? null;
-    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", pd });
+    // A P/D model (prefill + decode workers) is routed leg by leg, each by its preset: show the legs.
+    const pd = (await o.backend?.pdExplain?.(req, checked.body, isChat ? "chat" : "completions")) ?? null;
+    if (pd !== null) return c.json({ model: checked.model, session_id: req.sessionId, prompt_tokens_estimate: estimate, stripped_fields: checked.stripped, policy: "pd", ...pd });
     const { decision } = o.router.explain(req);
     // Per candidate, the leading prompt blocks the index says it holds (whatever the policy).
     const none = { gpu: 0, cpu: 0, disk: 0 };

@@ -1,12 +1,15 @@
 // Peer API authentication: one shared cluster token sent as `Authorization: Bearer <token>`
 // (compared through SHA-256 digests with timingSafeEqual, see src/http/auth.ts). Without a token,
 // only loopback callers are accepted and the service refuses a non-loopback address.
-import { readFileSync } from "node:fs";
 import type { Clock } from "../core/clock.ts";
 import { HerdError } from "../core/errors.ts";
+import { readSmallFileSync } from "../core/read-limited.ts";
 import type { Logger } from "../core/log.ts";
 import { KeySet, isLoopback } from "../http/auth.ts";
 import type { ClusterConfig } from "../config/types.ts";
+
+/** A token file holds one line; anything bigger (or a FIFO, a device) is a mistake, refused. */
+const TOKEN_FILE_MAX_BYTES = 64 * 1024;
 
 /** The token from `cluster.token` or the first line of `cluster.token_file`; "" when neither is set. */
 export function loadToken(c: Pick<ClusterConfig, "token" | "token_file">): string {
@@ -14,7 +17,7 @@ export function loadToken(c: Pick<ClusterConfig, "token" | "token_file">): strin
   if (c.token_file === "") return "";
   let text: string;
   try {
-    text = readFileSync(c.token_file, "utf8");
+    text = readSmallFileSync(c.token_file, TOKEN_FILE_MAX_BYTES);
   } catch (e) {
     throw new HerdError(500, "server_error", `cluster.token_file ${c.token_file}: ${(e as Error).message}`, "cluster_token");
   }

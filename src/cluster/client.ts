@@ -20,12 +20,15 @@ export interface PeerClientOptions {
   token: string;
   dial?: (address: string) => string;
   fetch?: typeof fetch;
+  /** https when the peer API runs over TLS (cluster.tls). */
+  scheme?: "http" | "https";
   /** With both, a 401/403 from a peer is logged at warn (rate-limited per peer). */
   log?: Logger;
   clock?: Clock;
 }
 
 export function httpPeerClient(o: PeerClientOptions): PeerClient {
+  const scheme = o.scheme ?? "http";
   const f = o.fetch ?? fetch;
   const headers: Record<string, string> = { "content-type": "application/json" };
   if (o.token !== "") headers.authorization = `Bearer ${o.token}`;
@@ -46,7 +49,7 @@ export function httpPeerClient(o: PeerClientOptions): PeerClient {
   return {
     async post<T>(address: string, path: string, body: unknown, timeoutMs: number): Promise<T> {
       const target = o.dial ? o.dial(address) : address;
-      const res = await f(`http://${target}${PEER_API_PREFIX}/${path}`, {
+      const res = await f(`${scheme}://${target}${PEER_API_PREFIX}/${path}`, {
         method: "POST",
         headers,
         body: JSON.stringify(body),

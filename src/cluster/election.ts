@@ -14,6 +14,15 @@ import type { Logger } from "../core/log.ts";
 import type { Rng } from "../core/rng.ts";
 import type { StateStore } from "./state.ts";
 
+/**
+ * The highest term this node accepts, from a peer or from its own state.json. Terms grow by one per
+ * election round; 2^40 is 35,000 years of one round per second, yet far below 2^53, so the next term
+ * is always a safe integer. Without it, one beat with term 2^53−1 was adopted, persisted, and no leader
+ * could be elected again because term+1 is not a safe integer (issue 22, row 2).
+ */
+export const TERM_MAX = 2 ** 40;
+export const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0 && (t as number) <= TERM_MAX;
+
 export interface VoteRequest {
   pre: boolean;
   term: number;
@@ -201,7 +210,7 @@ export class Election {
         this.o.peers
           .vote(a, req, timeout)
           .then((r) => {
-            if (!pre && r.term > this.term) this.adopt(r.term);
+            if (!pre && isTerm(r?.term) && r.term > this.term) this.adopt(r.term);
             if (r.granted) granted++;
           })
           .catch(() => {})
@@ -255,7 +264,7 @@ export class Election {
       this.o.peers
         .beat(a, { term, leader: this.o.name }, this.o.timing.election_ms / 2)
         .then((r) => {
-          if (r.term > this.term) this.adopt(r.term);
+          if (isTerm(r?.term) && r.term > this.term) this.adopt(r.term);
           else if (r.ok && voters.has(a)) this.acks.set(a, this.o.clock.now());
         })
         .catch(() => {});

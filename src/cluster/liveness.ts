@@ -77,6 +77,12 @@ export class LivenessTable {
     return e && !e.dead ? e.rec : undefined;
   }
 
+  /** When a live member's record last advanced (observer's clock); undefined if unknown or dead. */
+  advancedAt(name: string): number | undefined {
+    const e = this.entries.get(name);
+    return e && !e.dead ? e.advancedAt : undefined;
+  }
+
   members(): Member[] {
     const now = this.clock.now();
     const out: Member[] = [];

@@ -27,6 +27,8 @@ import type { Upstream } from "../request/upstream.ts";
 import { httpPeerClient } from "./client.ts";
 import type { PeerClient } from "./peers.ts";
 import type { PeerRef, PeerTierSource } from "./peer-tier.ts";
+import { startPeerListener, type PeerListener } from "./peer-listener.ts";
+import { loadPeerTls, peerTransport, plainTransport, type PeerTransport } from "./tls.ts";
 import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
 /** Registry changes within this window become one advert (a restart storm is one heartbeat payload). */
@@ -101,6 +103,8 @@ export class ClusterNode {
   private relayClient: { token: string; client: PeerClient } | null = null;
   /** Legs other nodes forwarded here: open now, refused over the bound. */
   readonly forwards = { open: 0, rejected: 0 };
+  private peerListener: PeerListener | null = null;
+  private _transport: PeerTransport = plainTransport();
 
   constructor(private readonly o: ClusterNodeOptions) {}
 
@@ -118,8 +122,19 @@ export class ClusterNode {
     this.cards = modelCards(config);
     const meta = encodeAdvert(this.localAdvert());
     this.published = String(meta[ADVERT_META_KEY]);
-    this.svc = new ClusterService({ config, address: this.o.address(), clock, rng, log: log.child("cluster"), meta, timing: this.o.timing, election: this.o.election });
-    await this.svc.start();
+    const tls = loadPeerTls(config.cluster);
+    this._transport = peerTransport(tls);
+    // With cluster.listen the peer API has its own port (mutual TLS needs it): that port is the address.
+    if (config.cluster.listen !== "") this.peerListener = startPeerListener({ listen: config.cluster.listen, tls, handle: (req, env) => this.handle(req, env) });
+    const address = this.address();
+    this.svc = new ClusterService({ config, address, clock, rng, log: log.child("cluster"), meta, timing: this.o.timing, election: this.o.election, transport: this._transport });
+    try {
+      await this.svc.start();
+    } catch (e) {
+      await this.peerListener?.stop();
+      this.peerListener = null;
+      throw e;
+    }
     this.app = clusterRoutes(this.svc, {
       forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, clock, log: log.child("forward") }, this.forwards),
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
@@ -135,7 +150,7 @@ export class ClusterNode {
     this.refresh();
     if (this.o.kvIndex) this.pollRelay();
     const l = this.svc.leader();
-    log.info("cluster joined", { discovery: config.cluster.discovery, address: this.o.address(), leader: l.leader, term: l.term });
+    log.info("cluster joined", { discovery: config.cluster.discovery, address, tls: tls !== null, leader: l.leader, term: l.term });
   }
 
   async stop(): Promise<void> {
@@ -152,7 +167,21 @@ export class ClusterNode {
     this.relay.clear();
     this.remote.clear();
     await this.svc?.stop();
+    await this.peerListener?.stop();
+    this.peerListener = null;
     this.app = null;
+  }
+
+  /** This node's peer address: node.advertise + the peer listener's port when it has one, else the daemon's. */
+  private address(): string {
+    if (!this.peerListener) return this.o.address();
+    const a = this.o.config.node.advertise;
+    return a.includes(":") ? `[${a}]:${this.peerListener.port}` : `${a}:${this.peerListener.port}`;
+  }
+
+  /** How this node calls other nodes' peer APIs (https + its certificate under cluster.tls). */
+  get transport(): PeerTransport {
+    return this._transport;
   }
 
   /** The peer API (/cluster/v1/*) for the node's listener; 503 until the service has started. */
@@ -247,7 +276,7 @@ export class ClusterNode {
         const local = this.o.registry.get(w.id);
         if (local && !this.remote.has(w.id)) continue; // never let a peer shadow a worker of ours
         keep.add(w.id);
-        this.upsertRemote({ ...w, url: `http://${address.get(w.node)}` });
+        this.upsertRemote({ ...w, url: `${this._transport.scheme}://${address.get(w.node)}` });
       }
       for (const [id, node] of [...this.remote]) {
         if (keep.has(id)) continue;
@@ -279,7 +308,9 @@ export class ClusterNode {
     if (this.stopped || !this.svc) return;
     const index = this.o.kvIndex!;
     const token = this.svc.peerToken;
-    if (this.relayClient?.token !== token) this.relayClient = { token, client: httpPeerClient({ token, log: this.o.log, clock: this.o.clock }) };
+    if (this.relayClient?.token !== token) {
+      this.relayClient = { token, client: httpPeerClient({ token, log: this.o.log, clock: this.o.clock, fetch: this._transport.fetch, scheme: this._transport.scheme }) };
+    }
     const client = this.relayClient.client;
     const nodes = new Set(this.remote.values());
     for (const name of [...this.relay.keys()]) if (!nodes.has(name)) this.relay.delete(name);

@@ -57,6 +57,8 @@ export interface PeerFetcherOptions {
   maxBytes?: number;
   /** Test seams. */
   fetch?: (url: string, init: RequestInit) => Promise<Response>;
+  /** "https" when the peer API runs over mutual TLS (tls.ts); default "http". */
+  scheme?: () => string;
   dial?: (address: string) => string;
 }
 
@@ -127,7 +129,7 @@ export class PeerFetcher {
       const token = this.o.token();
       if (token !== "") headers.authorization = `Bearer ${token}`;
       const target = this.o.dial ? this.o.dial(p.address) : p.address;
-      const res = await (this.o.fetch ?? fetch)(`http://${target}${tierPath(key)}`, { headers, signal: ctl.signal });
+      const res = await (this.o.fetch ?? fetch)(`${this.o.scheme?.() ?? "http"}://${target}${tierPath(key)}`, { headers, signal: ctl.signal });
       if (res.status === 404) {
         await res.body?.cancel();
         return null;

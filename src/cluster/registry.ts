@@ -10,6 +10,7 @@ import { EtcdBackend } from "./etcd.ts";
 import { FileBackend } from "./file.ts";
 import { PeersBackend } from "./peers.ts";
 import type { StateStore } from "./state.ts";
+import type { PeerTransport } from "./tls.ts";
 
 export interface BackendDeps {
   cluster: ClusterConfig;
@@ -23,6 +24,8 @@ export interface BackendDeps {
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
   fetch?: typeof fetch;
+  /** How peer API calls go out (TLS identity, scheme); etcd keeps `fetch`. */
+  transport?: PeerTransport;
 }
 
 export const BACKENDS: Record<DiscoveryKind, (d: BackendDeps) => DiscoveryBackend> = {
@@ -31,7 +34,7 @@ export const BACKENDS: Record<DiscoveryKind, (d: BackendDeps) => DiscoveryBacken
     new PeersBackend({
       seeds: d.cluster.peers.seeds,
       store: d.store,
-      client: httpPeerClient({ token: d.token, dial: d.dial, fetch: d.fetch, log: d.log, clock: d.clock }),
+      client: httpPeerClient({ token: d.token, dial: d.dial, fetch: d.transport?.fetch ?? d.fetch, scheme: d.transport?.scheme, log: d.log, clock: d.clock }),
       clock: d.clock,
       rng: d.rng,
       log: d.log,

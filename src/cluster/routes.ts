@@ -8,9 +8,26 @@ import { PEER_API_PREFIX } from "./client.ts";
 import { PeersBackend } from "./peers.ts";
 import type { ClusterService } from "./service.ts";
 import { tierResponse, type PeerTierSource } from "./peer-tier.ts";
+import { HerdError } from "../core/errors.ts";
+import { parseJson, readBodyLimited } from "../http/body.ts";
 
-/** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused before parsing. */
+/** Peer messages carry every member's advert (≤ 256 workers each); anything bigger is refused. */
 export const PEER_BODY_MAX_BYTES = 16 * 1024 * 1024;
+/** A KV relay cursor is `{epoch, seq}`: a few dozen bytes. */
+export const KV_CURSOR_MAX_BYTES = 4096;
+
+/**
+ * The JSON body under a byte bound counted while it arrives (readBodyLimited): a chunked body has no
+ * Content-Length, so checking the header alone let a 400 MiB gossip through (issue 22, row 1).
+ */
+async function peerJson(req: Request, limitBytes: number): Promise<{ body: unknown } | Response> {
+  try {
+    return { body: parseJson(await readBodyLimited(req, limitBytes)) };
+  } catch (e) {
+    if (!(e instanceof HerdError)) throw e;
+    return Response.json(e.toJSON(), { status: e.status });
+  }
+}
 
 type Env = { Bindings: { ip?: string | null } };
 
@@ -38,7 +55,9 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
   const kv = opts.kv;
   if (kv)
     app.post(`${PEER_API_PREFIX}/kv`, async (c) => {
-      const body = (await c.req.json().catch(() => null)) as { epoch?: unknown; seq?: unknown } | null;
+      const read = await peerJson(c.req.raw, KV_CURSOR_MAX_BYTES);
+      if (read instanceof Response) return read;
+      const body = read.body as { epoch?: unknown; seq?: unknown } | null;
       const epoch = typeof body?.epoch === "string" ? body.epoch : "";
       const seq = Number.isSafeInteger(body?.seq) ? (body!.seq as number) : 0;
       return c.json(kv({ epoch, seq }) as object);
@@ -58,21 +77,15 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       return tierResponse(tier, key);
     });
 
-  const peersRoute = (path: string, handle: (b: PeersBackend, body: any) => unknown) =>
+  const peersRoute = (path: string, handle: (b: PeersBackend, body: any, ip: string | null) => unknown) =>
     app.post(`${PEER_API_PREFIX}/${path}`, async (c: Context) => {
       const b = service.backend;
       if (!(b instanceof PeersBackend)) return c.json({ error: { message: "not a peers cluster", type: "not_found_error" } }, 404);
-      const len = Number(c.req.header("content-length") ?? "0");
-      if (len > PEER_BODY_MAX_BYTES) return c.json({ error: { message: "body too large", type: "invalid_request_error" } }, 413);
-      let body: unknown;
-      try {
-        body = await c.req.json();
-      } catch {
-        return c.json({ error: { message: "expected JSON", type: "invalid_request_error" } }, 400);
-      }
-      return c.json(handle(b, body) as object);
+      const read = await peerJson(c.req.raw, PEER_BODY_MAX_BYTES);
+      if (read instanceof Response) return read;
+      return c.json(handle(b, read.body, (c.env as { ip?: string | null } | undefined)?.ip ?? null) as object);
     });
-  peersRoute("gossip", (b, body) => b.onGossip(body));
+  peersRoute("gossip", (b, body, ip) => b.onGossip(body, ip));
   peersRoute("vote", (b, body) => b.onVote(body));
   peersRoute("beat", (b, body) => b.onBeat(body));
   return app;

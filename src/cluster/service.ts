@@ -12,6 +12,7 @@ import type { ClusterEvent, DiscoveryBackend, HeartbeatTiming, LeaderView, Membe
 import type { ElectionTiming } from "./election.ts";
 import { createBackend } from "./registry.ts";
 import { StateStore } from "./state.ts";
+import type { PeerTransport } from "./tls.ts";
 
 export interface ClusterServiceOptions {
   config: Pick<Config, "node" | "cluster">;
@@ -29,6 +30,8 @@ export interface ClusterServiceOptions {
   timing?: HeartbeatTiming;
   election?: ElectionTiming;
   fetch?: typeof fetch;
+  /** Peer API calls (scheme, TLS identity: tls.ts); default plain HTTP with `fetch`. */
+  transport?: PeerTransport;
 }
 
 /** What GET /cluster/v1/view (and later /admin/cluster) shows. */
@@ -95,6 +98,7 @@ export class ClusterService {
       timing: this.o.timing,
       election: this.o.election,
       fetch: this.o.fetch,
+      transport: this.o.transport,
     });
     await this._backend.start({ name: node.name, address: this.o.address, meta: this.o.meta ?? {} });
     if (this.o.campaign !== false) this._backend.campaign();

@@ -3,7 +3,21 @@
 // before a vote is answered or sent, "necessary to prevent the server from voting twice in the same
 // term" (Ongaro 2014, Consensus: Bridging Theory and Practice, §3.4 / Figure 3.1).
 import { join } from "node:path";
+import { HerdError } from "../core/errors.ts";
 import { readJson, writeDurable } from "./durable.ts";
+import { TERM_MAX } from "./election.ts";
+
+/** A field of state.json beyond TERM_MAX was forged or corrupted: refuse to start rather than guess. */
+function bounded(path: string, field: string, v: unknown): number {
+  if (v === undefined) return 0;
+  if (Number.isSafeInteger(v) && (v as number) >= 0 && (v as number) <= TERM_MAX) return v as number;
+  throw new HerdError(
+    500,
+    "server_error",
+    `${path}: ${field} ${JSON.stringify(v)} is not an integer in [0, ${TERM_MAX}] (forged or corrupt); set it to the term the other nodes report (GET /cluster/v1/view) + 1 with votedFor null, or remove the file, then start again`,
+    "cluster_state_invalid",
+  );
+}
 
 export interface DurableState {
   incarnation: number;
@@ -19,8 +33,8 @@ export class StateStore {
     this.path = join(dataDir, "cluster", "state.json");
     const s = readJson<Partial<DurableState>>(this.path) ?? {};
     this.state = {
-      incarnation: Number.isSafeInteger(s.incarnation) ? s.incarnation! : 0,
-      term: Number.isSafeInteger(s.term) ? s.term! : 0,
+      incarnation: bounded(this.path, "incarnation", s.incarnation),
+      term: bounded(this.path, "term", s.term),
       votedFor: typeof s.votedFor === "string" ? s.votedFor : null,
     };
   }
@@ -37,6 +51,8 @@ export class StateStore {
 
   /** Persist synchronously (fsync + rename) before returning: callers answer votes only afterwards. */
   save(next: DurableState): void {
+    bounded(this.path, "term", next.term); // never persist a term the next start would refuse
+    bounded(this.path, "incarnation", next.incarnation);
     writeDurable(this.path, JSON.stringify(next));
     this.state = { ...next };
   }

@@ -3,7 +3,8 @@
 // Every phase collects all its findings; a config is returned only when there is no error.
 
 import { Document, LineCounter, isScalar, parseDocument, visit } from "yaml";
-import { readFile, stat } from "node:fs/promises";
+import { constants } from "node:fs";
+import { open } from "node:fs/promises";
 import { dirname, resolve } from "node:path";
 import { errorMessage } from "../core/errors.ts";
 import { checkListen } from "./checks.ts";
@@ -82,12 +83,9 @@ function parseUnsafe(text: string, file: string, env: DefaultsEnv): ConfigResult
 export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaults()): Promise<ConfigResult> {
   let text: string;
   try {
-    const size = (await stat(path)).size;
-    if (size > MAX_CONFIG_BYTES) {
-      const message = `config file is larger than ${MAX_CONFIG_BYTES} bytes (${size})`;
-      return { findings: [{ path: "", line: 0, message, severity: "error" }], file: path };
-    }
-    const bytes = await readFile(path);
+    const read = await readConfigBytes(path);
+    if (typeof read === "string") return { findings: [{ path: "", line: 0, message: read, severity: "error" }], file: path };
+    const bytes = read;
     const binary = binaryAt(bytes);
     if (binary !== null) {
       // A binary file as YAML yields hundreds of syntax errors (≈10 KB of echo for /bin/true).
@@ -104,6 +102,36 @@ export async function loadConfigFile(path: string, env: DefaultsEnv = hostDefaul
   const result = parseConfigText(text, path, env);
   if (result.config) resolvePaths(result.config, dirname(resolve(path)));
   return result;
+}
+
+/**
+ * The file's bytes, or why it cannot be a config. Opened non-blocking and checked on the open fd, so
+ * neither a FIFO (open and read block forever) nor a device such as /dev/zero (stat size 0, read
+ * until ENOMEM) gets past, even if the path is swapped after a check (issue 22); at most
+ * MAX_CONFIG_BYTES + 1 bytes are ever read.
+ */
+async function readConfigBytes(path: string): Promise<Buffer | string> {
+  const fh = await open(path, constants.O_RDONLY | constants.O_NONBLOCK);
+  try {
+    const st = await fh.stat();
+    if (st.isDirectory()) return "cannot read config file: is a directory";
+    if (!st.isFile()) {
+      const kind = st.isFIFO() ? "a FIFO" : st.isCharacterDevice() ? "a character device" : st.isBlockDevice() ? "a block device" : st.isSocket() ? "a socket" : "not a regular file";
+      return `cannot read config file: ${kind}; expected a regular file`;
+    }
+    if (st.size > MAX_CONFIG_BYTES) return `config file is larger than ${MAX_CONFIG_BYTES} bytes (${st.size})`;
+    const buf = Buffer.alloc(MAX_CONFIG_BYTES + 1);
+    let n = 0;
+    for (;;) {
+      const { bytesRead } = await fh.read(buf, n, buf.length - n, n);
+      if (bytesRead === 0) break;
+      n += bytesRead;
+      if (n > MAX_CONFIG_BYTES) return `config file is larger than ${MAX_CONFIG_BYTES} bytes (it grew while read)`;
+    }
+    return buf.subarray(0, n);
+  } finally {
+    await fh.close();
+  }
 }
 
 /** Why `bytes` is not text (a NUL byte or invalid UTF-8, with its offset), or null for text. */

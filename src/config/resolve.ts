@@ -4,6 +4,7 @@
 
 import { isAlias, isMap, isScalar, isSeq, type Document, type LineCounter, type Node } from "yaml";
 import { didYouMean, type Finding } from "./findings.ts";
+import { isSecretPath } from "./redact.ts";
 import { resolveDefault, type AnySpec, type DefaultsEnv, type ObjectSpec } from "./spec.ts";
 
 export interface WalkContext {
@@ -107,11 +108,12 @@ export function resolveValue(ctx: WalkContext, spec: AnySpec, rawNode: unknown, 
   }
   // A key's own line (set by resolveObject) wins over its value's, which may start a line later.
   if (!ctx.lines.has(path)) ctx.lines.set(path, line);
-  const got = describe(node);
+  const secret = isSecretPath(path); // a finding must not print a token (issue 22, row 12)
+  const got = secret && isScalar(node) ? `a ${typeof node.value} (value not shown: a secret)` : describe(node);
   switch (spec.kind) {
     case "string": {
       if (!isScalar(node) || typeof node.value !== "string") {
-        const hint = isScalar(node) && (typeof node.value === "number" || typeof node.value === "boolean")
+        const hint = !secret && isScalar(node) && (typeof node.value === "number" || typeof node.value === "boolean")
           ? ` (quote it: "${String(node.value)}")`
           : "";
         return error(ctx, path, line, `expected a string, got ${got}${hint}`);

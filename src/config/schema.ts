@@ -8,7 +8,7 @@
 //   big model can take minutes to load), so startup_timeout_ms is 10 minutes;
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
-import { DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
+import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
 import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
@@ -49,6 +49,33 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
   engine_first_byte_timeout_ms: ms("A local engine's stream must send its response head within this (connect included; engines send it before the first token): else the worker is ejected and the request retried.", 5000),
 });
+
+/** A pipeline spec (router.pipeline and each P/D leg's): filters, their knobs, weighted scorers, a picker. */
+function pipelineSpec(doc: string, filters: (typeof PIPELINE_FILTERS)[number][], scorers: { type: (typeof PIPELINE_SCORERS)[number]; weight: number }[], picker: (typeof PIPELINE_PICKERS)[number]) {
+  return obj(doc, {
+    filters: list(oneOf(PIPELINE_FILTERS, "A filter."), "Filters in order, each skipped when it would drop every worker (the router already keeps only ready workers of the model and role).", filters),
+    overload: obj("SGLang-style imbalance guard: a worker is dropped when its load exceeds the least loaded one's by both thresholds.", {
+      abs_threshold: num("Load (requests) above the least loaded worker's.", 32, { min: 0, max: 1_000_000 }),
+      rel_threshold: num("Load as a multiple of the least loaded worker's.", 1.5, { min: 1, max: 1000 }),
+    }),
+    kv_headroom: obj("`kv-headroom` guard: a worker whose scraped KV cache usage is at or above this has no room for another request's blocks.", {
+      max_kv_usage: num("Scraped KV usage (0..1) at or above which a worker is dropped.", 0.95, { min: 0, max: 1 }),
+    }),
+    scorers: list(
+      obj("A weighted scorer.", {
+        type: oneOf(
+          PIPELINE_SCORERS,
+          "`kv-cost`: Dynamo's cost; `load`: effective load in requests; `session`: minus the request's blocks on the session's last worker; `decode-load`: the worker's active KV blocks plus this request's.",
+        ),
+        weight: num("Multiplier of the scorer's cost.", 1, { min: 0, max: 1000 }),
+      }),
+      "Scorers whose weighted costs are summed per worker.",
+      scorers,
+      16,
+    ),
+    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest), `min` (the cheapest), `lightest` (the cheapest, ties to lower KV usage), `power-of-two` (the lighter of two drawn at random), `random`, `round-robin` (per model, in worker-id order), `ring` (session ring with bounded load, router.session).", picker),
+  });
+}
 
 const router = obj("How requests are spread across engines.", {
   policy: oneOf(POLICIES, "Routing policy (`kv`: engine KV events + load; `prefix`: remembered routing history + load).", "kv"),
@@ -95,6 +122,15 @@ const router = obj("How requests are spread across engines.", {
       "`progress`: a prompt still prefilling counts minus the tokens its worker computed since dispatch (rate learned from first tokens), so the worker whose prefill is nearly done looks nearly free; `none`: in full until its first token (Dynamo's default).",
       "progress",
     ),
+    // `requests`, not Dynamo's `distinct`: a decode step reads every sequence's KV (the sim's step
+    // cost, docs/references.md#timing-B.5), so a document shared by 3 in-flight questions is 3× the
+    // decode work of one; counting it once made same-document requests pile onto one worker when
+    // every worker held every document (issue 25, bench/routing-never-worse.ts).
+    decode_load_model: oneOf(
+      DECODE_LOAD_MODELS,
+      "`requests`: the decode term counts the blocks of every in-flight request in full (each sequence's KV is read every step); `distinct`: a prefix shared by in-flight requests counts once and a request's blocks already active there are free (Dynamo's default).",
+      "requests",
+    ),
   }),
   prefix: obj("The `prefix` policy's memory of which prompt blocks it sent to which worker (no engine events needed).", {
     ttl_ms: ms("A remembered block counts as cached for this long after the last request that sent it (Dynamo: 120 s).", 120_000),
@@ -103,30 +139,17 @@ const router = obj("How requests are spread across engines.", {
       max: 16_777_216,
     }),
   }),
-  pipeline: obj("The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in KV blocks, lower wins), then a picker.", {
-    filters: list(oneOf(PIPELINE_FILTERS, "A filter."), "Filters in order (the router already keeps only ready workers of the model).", [
-      "overload",
-    ]),
-    overload: obj("SGLang-style imbalance guard: a worker is dropped when its load exceeds the least loaded one's by both thresholds.", {
-      abs_threshold: num("Load (requests) above the least loaded worker's.", 32, { min: 0, max: 1_000_000 }),
-      rel_threshold: num("Load as a multiple of the least loaded worker's.", 1.5, { min: 1, max: 1000 }),
-    }),
-    scorers: list(
-      obj("A weighted scorer.", {
-        type: oneOf(
-          PIPELINE_SCORERS,
-          "`kv-cost`: Dynamo's cost; `load`: effective load in requests; `session`: minus the request's blocks on the session's last worker.",
-        ),
-        weight: num("Multiplier of the scorer's cost.", 1, { min: 0, max: 1000 }),
-      }),
-      "Scorers whose weighted costs are summed per worker.",
-      [
-        { type: "kv-cost", weight: 1 },
-        { type: "session", weight: 0.5 },
-      ],
-      16,
-    ),
-    picker: oneOf(PIPELINE_PICKERS, "`softmax` (router.kv.temperature; 0 = cheapest), `min` (the cheapest), `lightest` (the cheapest, ties to lower KV usage), `power-of-two` (the lighter of two drawn at random), `random`, `round-robin` (per model, in worker-id order), `ring` (session ring with bounded load, router.session).", "softmax"),
+  pipeline: pipelineSpec("The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in KV blocks, lower wins), then a picker.", ["overload"], [
+    { type: "kv-cost", weight: 1 },
+    { type: "session", weight: 0.5 },
+  ], "softmax"),
+  pd: obj("The pipelines that route a P/D request's two legs (src/pd): each leg is one routing decision over this router's load and KV index, explained stage by stage.", {
+    // Prefill: Dynamo's cost (overlap credit against the blocks still to prefill, plus the worker's
+    // active blocks), cheapest wins: a prefill worker that holds the prompt's prefix wins.
+    prefill: pipelineSpec("The prefill leg (workers of role prefill): overlap and prefill load.", [], [{ type: "kv-cost", weight: 1 }], "min"),
+    // Decode: room for the request's KV first (a guard), then the fewest active decode blocks,
+    // ties to the lower KV usage.
+    decode: pipelineSpec("The decode leg (workers of role decode; aggregated ones too when it prefills locally): KV headroom and decode load.", ["kv-headroom"], [{ type: "decode-load", weight: 1 }], "lightest"),
   }),
 });
 
@@ -316,6 +339,14 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
   discovery: oneOf(DISCOVERY_KINDS, "How nodes find each other and elect a leader: `file` (a shared directory), `peers` (seed addresses, gossip, Raft-style election), `etcd`.", "file"),
   token: str("Shared secret every node sends on the peer API (Bearer). Empty = no token: peers must be on loopback, and a cluster other than the default one-node `file` cluster under node.data_dir refuses to start on a non-loopback address.", ""),
   token_file: str("File whose first line is the token (used when `token` is empty).", ""),
+  listen: str("HOST:PORT of a separate peer-API listener (its port is this node's peer address with node.advertise); empty = the peer API is on frontend.listen. Required with `tls`.", "", {
+    check: (v) => (v === "" || parseHostPort(v) ? null : `expected HOST:PORT, got ${JSON.stringify(v)}`),
+  }),
+  tls: obj("Mutual TLS for the peer API (all three files or none): every node presents its certificate and accepts only peers whose certificate the CA signed. Certificates need the node's node.advertise address as a subjectAltName.", {
+    cert: str("PEM certificate of this node (server and client).", ""),
+    key: str("PEM private key of `cert`.", ""),
+    ca: str("PEM CA bundle that signs every node's certificate.", ""),
+  }),
   file: obj("`file` discovery.", {
     dir: str("Directory of heartbeat and lease records (shared by all nodes); empty = <node.data_dir>/cluster/dir.", ""),
   }),

@@ -113,6 +113,8 @@ export interface KvPolicyConfig {
   predicted_ttl_ms: number;
   /** `none`: a prompt counts in full until its first token; `progress`: minus what the worker has computed since dispatch, at its learned prefill rate. */
   prefill_load_model: PrefillLoadModel;
+  /** `requests`: the decode term counts each in-flight request's blocks in full; `distinct`: a prefix shared by several counts once (Dynamo). */
+  decode_load_model: DecodeLoadModel;
 }
 
 /** The `prefix` policy's memory of which blocks it sent where (no engine events). */
@@ -123,14 +125,17 @@ export interface PrefixPolicyConfig {
   max_blocks_per_worker: number;
 }
 
-export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload"] as const;
+export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload", "kv-headroom"] as const;
 export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
-export const PIPELINE_SCORERS = ["kv-cost", "load", "session"] as const;
+export const PIPELINE_SCORERS = ["kv-cost", "load", "session", "decode-load"] as const;
 export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
 export const PIPELINE_PICKERS = ["softmax", "min", "lightest", "power-of-two", "random", "round-robin", "ring"] as const;
 /** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */
 export const PREFILL_LOAD_MODELS = ["none", "progress"] as const;
 export type PrefillLoadModel = (typeof PREFILL_LOAD_MODELS)[number];
+/** How the kv-cost decode term counts blocks of in-flight requests (Dynamo: distinct, "assume KV reuse"). */
+export const DECODE_LOAD_MODELS = ["requests", "distinct"] as const;
+export type DecodeLoadModel = (typeof DECODE_LOAD_MODELS)[number];
 export type PipelinePickerName = (typeof PIPELINE_PICKERS)[number];
 
 export interface PipelineScorerConfig {
@@ -146,10 +151,17 @@ export interface OverloadGuardConfig {
   rel_threshold: number;
 }
 
-/** The `kv`/`prefix` pipeline: filters, then weighted scorers (costs in blocks), then a picker (src/router/pipeline). */
+/** The `kv-headroom` guard: a worker whose scraped KV usage leaves no room for more decode blocks is dropped. */
+export interface KvHeadroomConfig {
+  /** Scraped KV usage (0..1) at or above which a worker is dropped. */
+  max_kv_usage: number;
+}
+
+/** A pipeline: filters, then weighted scorers (costs in blocks), then a picker (src/router/pipeline). */
 export interface PipelineConfig {
   filters: PipelineFilterName[];
   overload: OverloadGuardConfig;
+  kv_headroom: KvHeadroomConfig;
   scorers: PipelineScorerConfig[];
   picker: PipelinePickerName;
 }
@@ -175,6 +187,14 @@ export interface RouterConfig {
   kv: KvPolicyConfig;
   prefix: PrefixPolicyConfig;
   pipeline: PipelineConfig;
+  /** The P/D legs' pipelines (src/pd): each leg is routed by its own preset over the same router. */
+  pd: PdLegsConfig;
+}
+
+/** The pipelines that choose a P/D request's prefill worker and its decode worker. */
+export interface PdLegsConfig {
+  prefill: PipelineConfig;
+  decode: PipelineConfig;
 }
 
 export interface ModelConfig {
@@ -263,6 +283,10 @@ export interface ClusterConfig {
   token: string;
   /** File holding the token (first line); used when `token` is empty. */
   token_file: string;
+  /** HOST:PORT of a separate peer-API listener; "" = on frontend.listen. Required with `tls`. */
+  listen: string;
+  /** Mutual TLS for the peer API: PEM files; all "" = plain HTTP. */
+  tls: { cert: string; key: string; ca: string };
   file: {
     /** Directory of heartbeat and lease records; empty = <node.data_dir>/cluster/dir. */
     dir: string;

@@ -137,6 +137,9 @@ function checkGpus(config: Config, add: Add): void {
 function checkCluster(config: Config, add: Add): void {
   const c = config.cluster;
   if (c.token !== "" && c.token_file !== "") add("error", "cluster.token_file", "set either cluster.token or cluster.token_file, not both");
+  const tlsSet = [c.tls.cert, c.tls.key, c.tls.ca].filter((f) => f !== "").length;
+  if (tlsSet !== 0 && tlsSet !== 3) add("error", "cluster.tls", "set all of cluster.tls.cert, key and ca (mutual TLS), or none");
+  if (tlsSet === 3 && c.listen === "") add("error", "cluster.listen", "cluster.tls needs its own peer listener: set cluster.listen (HOST:PORT), which other nodes' seeds name");
   if (c.discovery === "peers" && c.peers.seeds.length === 0)
     add("error", "cluster.peers.seeds", "discovery peers needs at least one seed (HOST:PORT of a voting member)");
   if (c.discovery === "peers" && c.peers.seeds.length % 2 === 0 && c.peers.seeds.length > 0)

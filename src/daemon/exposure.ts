@@ -41,6 +41,9 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
     out.push(`frontend.listen ${f.listen} is reachable from other hosts and frontend.api_keys is empty: anyone who can reach it can use the models`);
   const metrics = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
   if (metrics?.level === "warn") out.push(metrics.message);
+  const peer = peerExposure(config);
+  if (peer && !peer.tls)
+    out.push(`cluster peer API on ${peer.listen} carries prompts, completions and KV between hosts as plain HTTP (token only); set cluster.tls and cluster.listen for mutual TLS (docs/cluster.md)`);
   for (const p of plans) {
     const eps = wildcardKvEndpoints(p);
     if (eps.length)
@@ -53,5 +56,15 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
 export function exposureInfo(config: Config): string[] {
   const f = config.frontend;
   const line = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
-  return line?.level === "info" ? [line.message] : [];
+  const peer = peerExposure(config);
+  return [...(line?.level === "info" ? [line.message] : []), ...(peer?.tls ? [`cluster peer API on ${peer.listen}: mutual TLS (cluster.tls)`] : [])];
+}
+
+/** Where the peer API listens when other hosts can be peers (null: loopback, or the one-node default cluster). */
+function peerExposure(config: Config): { listen: string; tls: boolean } | null {
+  const c = config.cluster;
+  const multiHost = c.discovery !== "file" || c.file.dir !== "";
+  const listen = c.listen !== "" ? c.listen : config.frontend.listen;
+  if (!multiHost || LOOPBACK.test(hostOf(listen))) return null;
+  return { listen, tls: c.tls.cert !== "" };
 }

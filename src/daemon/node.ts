@@ -15,6 +15,7 @@ import { SeededRng } from "../core/rng.ts";
 import { seedFor } from "../core/seed.ts";
 import { service, type Service } from "../core/service.ts";
 import type { Config } from "../config/types.ts";
+import { LiveConfig } from "../config/live.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
@@ -52,6 +53,7 @@ import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
+import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
 export interface PdTraceEntry {
@@ -70,8 +72,11 @@ export interface NodeOptions {
 }
 
 export class HerdNode {
-  /** What runs now: the config plus the live keys of every SIGHUP reload since. */
-  running: Config;
+  /**
+   * The one live-config handle: what runs now, the config plus the live keys of every SIGHUP reload
+   * since. Every part wired here reads live keys through it (per request), or subscribes to it.
+   */
+  readonly live: LiveConfig;
   readonly registry: WorkerRegistry;
   readonly kv: KvConsumer;
   router: Router;
@@ -91,6 +96,8 @@ export class HerdNode {
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
+  /** SGLang-flow prefill workers' planned bootstrap ports (src/pd/launch.ts), for the legs' body. */
+  private readonly bootstrapPorts = new Map<string, number>();
   private listening: Listening | null = null;
   private runtime: RuntimeFile | null = null;
 
@@ -99,7 +106,7 @@ export class HerdNode {
     private readonly o: NodeOptions,
   ) {
     const { clock, log, seed } = o;
-    this.running = config;
+    this.live = new LiveConfig(config);
     this.registry = new WorkerRegistry(log.child("registry"));
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
     // explain; it also relays this node's updates to the other nodes and holds theirs.
@@ -117,23 +124,30 @@ export class HerdNode {
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
-    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
+    const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), fetch: (u, i) => this.cluster.transport.fetch(u, i), scheme: () => this.cluster.transport.scheme, clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
     this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
-    const localUpstream = new HttpUpstream(undefined, { clock, firstByteTimeoutMs: () => this.running.frontend.engine_first_byte_timeout_ms });
+    const localUpstream = new HttpUpstream(undefined, { clock, firstByteTimeoutMs: () => this.live.current.frontend.engine_first_byte_timeout_ms });
     this.cluster = new ClusterNode({
       config, registry: this.registry, clock, log, localUpstream, kvIndex, tierSource: { get: (k) => this.tier.peerGet(k) },
       rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
       address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
-      maxBodyBytes: () => this.running.frontend.max_body_bytes,
+      maxBodyBytes: () => this.live.current.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
       leaving: (): boolean => this.frontend.isLeaving,
-      maxInFlight: () => this.running.frontend.max_in_flight,
+      maxInFlight: () => this.live.current.frontend.max_in_flight,
     });
     this.frontend = this.buildFrontend(localUpstream);
+    // The frontend's admission, keys and timeouts; the router is swapped before the handle (apply).
+    this.live.onChange((next) => this.frontend.applyConfig(next));
+    const live = this.live;
     this.scraper = new MetricsScraper({
-      registry: this.registry, clock, intervalMs: config.router.metrics_scrape_interval_ms, log: log.child("scrape"),
+      registry: this.registry, clock, log: log.child("scrape"),
+      // router.metrics_scrape_interval_ms is live (the router section is): read at every reschedule.
+      get intervalMs() {
+        return live.current.router.metrics_scrape_interval_ms;
+      },
       owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
       // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
       onKvCapacity: (id, blocks) => this.kv.ingest.setCapacity(id, blocks),
@@ -189,11 +203,19 @@ export class HerdNode {
     ];
   }
 
-  /** A reload's config: a changed `router` section is swapped in first (see swapRouter). */
+  /** What runs now (the live handle's value). */
+  get running(): Config {
+    return this.live.current;
+  }
+
+  /**
+   * A reload's config: a changed `router` section is swapped in first (see swapRouter: the router
+   * owns every routing knob, the P/D legs' presets included), then the live handle, which every
+   * other consumer reads.
+   */
   async apply(next: Config): Promise<void> {
     if (JSON.stringify(next.router) !== JSON.stringify(this.running.router)) await this.swapRouter(next);
-    this.running = next;
-    this.frontend.applyConfig(next);
+    this.live.set(next);
   }
 
   private buildRouter(c: Config["router"]): Router {
@@ -244,8 +266,8 @@ export class HerdNode {
   private buildFrontend(localUpstream: HttpUpstream): Frontend {
     const { config, registry, router, metrics, prompts, planner, cluster } = this;
     const upstream = new RemoteUpstream(localUpstream, {
-      self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(),
-      clock: this.o.clock, firstByteTimeoutMs: () => this.running.cluster.peer_first_byte_timeout_ms,
+      self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i),
+      clock: this.o.clock, firstByteTimeoutMs: () => this.live.current.cluster.peer_first_byte_timeout_ms,
     });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
@@ -256,7 +278,8 @@ export class HerdNode {
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
-    frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
+    // With cluster.listen (mutual TLS) the peer API is only there: the frontend answers 404.
+    if (config.cluster.listen === "") frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
     return frontend;
   }
 
@@ -278,7 +301,7 @@ export class HerdNode {
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),
       cluster: () => this.cluster.view(),
-      ...(this.pd ? { pdExplain: (route: RouteRequest) => explainPd(this.pd!, route), pdTraces: () => [...this.pdTraces] } : {}),
+      ...(this.pd ? { pdExplain: (route: RouteRequest, json: Record<string, unknown>, endpoint: Endpoint) => explainPd(this.pd!, { endpoint, body: JSON.stringify(json), stream: json.stream === true, route, json }), pdTraces: () => [...this.pdTraces] } : {}),
     };
   }
 
@@ -291,17 +314,17 @@ export class HerdNode {
   private pdPlan(): PlanBuilder {
     const node = this;
     this.pd = {
-      config: this.config, registry: this.registry, kvIndex: this.kv.index, clock: this.o.clock,
+      // The live config and router, read per request: a reload reaches P/D as it reaches aggregated routing.
+      config: () => node.live.current, router: () => node.router,
+      registry: this.registry, clock: this.o.clock,
       rng: new SeededRng(seedFor(this.o.seed, "pd")), log: this.o.log.child("pd"), observer: new PdMetrics(this.metrics.registry),
-      get router() {
-        return node.router; // a getter: a reload may replace it
-      },
+      bootstrapPort: (w) => this.bootstrapPorts.get(w.id) ?? null,
       onTrace: (requestId, trace) => {
         this.pdTraces.push({ requestId, trace });
         if (this.pdTraces.length > PD_TRACES_MAX) this.pdTraces.shift();
       },
     };
-    return pdPlanBuilder(this.pd);
+    return pdPlanBuilder(this.pd!);
   }
 
   /** Role flags and side-channel ports after the engine ports are fixed (src/pd/launch.ts). */
@@ -309,6 +332,7 @@ export class HerdNode {
     const listenPort = parseListen(this.config.frontend.listen).port;
     const lines = applyPdLaunch(this.config, plans, {
       isPortFree: (p) => portFree("0.0.0.0", p), reserved: [listenPort, ...(this.nixl ? [this.nixl.port] : [])], nixlEndpoint: () => this.nixl?.endpoint ?? null,
+      bootstrap: (id, port) => this.bootstrapPorts.set(id, port),
     });
     for (const line of lines) this.o.log.info(`P/D ${line}`);
     for (const line of applyTierLaunch(this.config, plans, () => tierPassword(this.config))) this.o.log.info(line);

@@ -88,6 +88,8 @@ export interface EngineDriver {
   wantsKvPorts: boolean;
   /** P/D transfer contract herd configures for prefill/decode engines of this kind; null: none. */
   pdFlow: EnginePdFlow | null;
+  /** A kind that can speak more than one flow picks it from an entry's args (the sim: SGLang's when told `--disaggregation-mode`); null: `pdFlow`. */
+  pdFlowOfArgs?: (args: readonly string[]) => EnginePdFlow | null;
   /** How engines of this kind use the host's KV tier (`kv_tier.resp`); null: they do not. */
   tier: EngineTierConnector | null;
   /** Whether the launch serves models[].lora_adapters under their own names. */

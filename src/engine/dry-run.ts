@@ -1,5 +1,7 @@
 // `herd run --dry-run`: what herd would start, without starting anything — per engine the exact
 // environment it adds and the argv, the port plan and the GPU assignment. Pure rendering of plans.
+// Secrets (engine env such as HF_TOKEN, `--api-key` values, config tokens) print as <redacted>.
+import { redact, redactArgv, redactEnv, secretValues } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import type { HostGpus } from "./gpus.ts";
 import type { EnginePlan } from "./types.ts";
@@ -31,13 +33,14 @@ export function renderDryRun(config: Config, plans: readonly EnginePlan[], host:
     lines.push(`ports: ${ports.join(", ")}`);
     lines.push(`gpus:  ${s.gpus.length ? s.gpus.join(",") : "none"}`);
     lines.push("env:");
-    for (const [k, v] of Object.entries(s.env).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    for (const [k, v] of Object.entries(redactEnv(s.env)).sort(([a], [b]) => (a < b ? -1 : 1))) {
       // The sim's watchdog names the herd that runs it: this dry run's pid would mislead.
       const shown = k === "HERD_SUPERVISOR_PID" && v === String(process.pid) ? "<pid of herd run>" : shellQuote(v);
       lines.push(`  ${k}=${shown}`);
     }
     lines.push("argv:");
-    lines.push(`  ${s.argv.map(shellQuote).join(" ")}`);
+    lines.push(`  ${redactArgv(s.argv).map(shellQuote).join(" ")}`);
   }
-  return lines.join("\n");
+  // secrets by name are replaced above; any config secret still present (a JSON blob in argv) here
+  return redact(lines.join("\n"), secretValues(config));
 }

@@ -4,6 +4,7 @@
 import type { Clock } from "../core/clock.ts";
 import { errorMessage, HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import { redactArgv } from "../config/redact.ts";
 import type { Config } from "../config/types.ts";
 import { emptyLoad } from "../workers/worker.ts";
 import type { Worker } from "../workers/worker.ts";
@@ -157,7 +158,7 @@ export class Supervisor {
     if (this.stopping) return;
     for (const plan of plans) this.slots.set(plan.id, this.makeSlot(plan, adopt.get(plan.id) ?? null));
     for (const slot of this.slots.values()) {
-      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec?.argv.join(" ") ?? "(external)", ...(slot.adopt ? { adopted_pid: slot.adopt.pid } : {}) });
+      this.log.info("engine", { worker: slot.plan.id, kind: slot.plan.kind, url: slot.plan.url, argv: slot.plan.spec ? redactArgv(slot.plan.spec.argv).join(" ") : "(external)", ...(slot.adopt ? { adopted_pid: slot.adopt.pid } : {}) });
       slot.runner.dispatch({ type: "start" });
     }
   }
@@ -285,7 +286,7 @@ export class Supervisor {
       slot.file = reuse.file ?? slot.file;
     }
     this.slots.set(id, slot);
-    this.log.info("engine added", { worker: id, entry: entryIndex, url: plan.url, argv: plan.spec?.argv.join(" ") });
+    this.log.info("engine added", { worker: id, entry: entryIndex, url: plan.url, argv: plan.spec ? redactArgv(plan.spec.argv).join(" ") : undefined });
     for (const fn of this.addedListeners) fn(plan);
     slot.runner.dispatch({ type: "start" });
     return id;

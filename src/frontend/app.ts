@@ -17,6 +17,7 @@ import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
 import { KeySet } from "../http/auth.ts";
 import { JsonGuard } from "../http/json-guard.ts";
+import { LogLimiter } from "../http/log-limit.ts";
 import { metricsDenied } from "../http/metrics-access.ts";
 import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
 import { policyNeedsPrompt, type PromptPreparer } from "../preprocess/shared.ts";
@@ -86,12 +87,15 @@ export class Frontend {
   private readonly baseOf: ReadonlyMap<string, { model: string; lora: string }>;
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
   private readonly json = new JsonGuard();
+  /** Requests refused before routing (a malformed Host): one line per interval, with the count. */
+  private readonly refusedLog: LogLimiter;
   private prepWarnedAtMs = -Infinity;
   private leaving = false;
   private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
     this.baseOf = adapterIndex(o.config);
+    this.refusedLog = new LogLimiter(o.clock, PREP_WARN_EVERY_MS);
     this.keys = new KeySet(o.config.frontend.api_keys);
     // Failures and successes also feed the router's outlier detection (evidence beats membership).
     this.admission = new Admission(o.clock, evidenceRecorder(metricsRecorder(o.metrics, o.clock), () => this.o.router), o.config.frontend.max_in_flight);
@@ -240,6 +244,7 @@ export class Frontend {
         log: this.o.log,
         clock: this.o.clock,
         contributed: this.o.adminRoutes ?? [],
+        json: this.json,
         status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );
@@ -251,6 +256,12 @@ export class Frontend {
       this.o.log.error("unhandled error in request", { err: errorMessage(e) });
       return errorResponse(new HerdError(500, "server_error", "internal error", "internal_error"));
     });
+  }
+
+  /** Log a request the listener refused before the app saw it, at most once per 10 s (counted). */
+  refused(why: string, fields: Record<string, string>): void {
+    const line = this.refusedLog.take();
+    if (line) this.o.log.warn(`request refused: ${why}`, { ...fields, suppressed: String(line.suppressed) });
   }
 
   /** The admin token as a KeySet, rebuilt when a reload changes it (frontend.metrics: token). */

@@ -8,7 +8,14 @@
 // its maxRequestBodySize with an empty 413 before any handler runs (issue 10), so Bun's own cap is
 // set out of the way and an over-long declaration gets an OpenAI-shaped 413. (A non-numeric
 // Content-Length is still refused by Bun's HTTP parser with an empty 400: no handler sees it.)
+//
+// A request whose Host Bun cannot make a URL of (`Host: a b`, `Host: x:99999`, or none at all from
+// an HTTP/1.0 client: req.url is then just the path) made every route, /health included, throw in
+// `new URL` and answer 500 with one error line each (issue 22, row 11). RFC 9112 §3.2: a Host with
+// an invalid value is a 400, and HTTP/1.0 may omit it, in which case the listener's own address is
+// the authority. The Host header itself is passed on untouched (the admin API's loopback rule reads it).
 import type { Server } from "bun";
+import { HerdError } from "../core/errors.ts";
 import { tooLarge } from "../http/body.ts";
 import type { Frontend } from "./app.ts";
 import { errorResponse } from "./respond.ts";
@@ -31,6 +38,8 @@ export function bodyBackstopBytes(maxBodyBytes: number): number {
   return Math.max(maxBodyBytes * 2, 1 << 20);
 }
 
+const badHost = () => new HerdError(400, "invalid_request_error", "malformed Host header (RFC 9112 §3.2)", "invalid_host");
+
 /** Split "HOST:PORT" / "[::1]:PORT". */
 export function parseListen(listen: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(listen) ?? /^([^:]+):(\d+)$/.exec(listen);
@@ -47,14 +56,20 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     idleTimeout: IDLE_TIMEOUT_S,
     // Bodies are read by herd under frontend.max_body_bytes (http/body.ts) on every route that reads one.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
-    fetch(req, srv) {
+    fetch(req, srv): Response | Promise<Response> {
       const declared = Number(req.headers.get("content-length") ?? 0);
       if (declared > backstop) return errorResponse(tooLarge(maxBodyBytes), { connection: "close" });
       if (req.method === "POST" && req.url.includes("/v1/")) srv.timeout(req, 0);
-      return app.fetch(req, { ip: srv.requestIP(req)?.address ?? null });
+      const ip = srv.requestIP(req)?.address ?? null;
+      if (URL.canParse(req.url)) return app.fetch(req, { ip });
+      const host = req.headers.get("host");
+      if (host === null && req.url.startsWith("/")) return app.fetch(new Request(`${base()}${req.url}`, req), { ip });
+      frontend.refused("malformed Host header", { host: JSON.stringify(host ?? "").slice(0, 80), remote: ip ?? "unknown" });
+      return errorResponse(badHost(), { connection: "close" });
     },
   });
   const h = host.includes(":") ? `[${host}]` : host;
+  const base = (): string => `http://${h === "0.0.0.0" || h === "[::]" ? "127.0.0.1" : h}:${server.port}`;
   return {
     server,
     url: `http://${h}:${server.port}`,

@@ -2,9 +2,13 @@
 // hash to three worker bitsets (GPU, CPU, disk). A worker is a bit position, so a 16-worker
 // cluster costs 12 bytes of bitsets per distinct block; 33+ workers widen every bitset by one
 // word. findMatches walks the prompt's hashes once, intersecting bitsets and recording the
-// position at which each worker drops out; it stops as soon as no worker is left.
+// position at which each worker drops out; it stops as soon as no worker is left. The media are
+// matched in tiers (indexer.ts Overlap): the CPU run continues through blocks held on GPU or CPU,
+// the disk run through blocks held anywhere, so a bitset is OR-ed with the faster media's first;
+// the result counts the blocks each medium adds (GPU run, then its CPU continuation, then disk).
 import type { IndexEvent, IndexStats, KvIndex, Medium, Overlap, RemovalListener } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
+import { matchOneWord } from "./block-match.ts";
 import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 const NM = 3; // media
@@ -19,6 +23,10 @@ export class BlockIndex implements KvIndex {
   private entries = 0;
   /** Written by findMatches' prefetch loads so they are not optimised away. */
   private sink = 0;
+  /** matchOneWord's depths, [medium × 32 + bit] (reused). */
+  private depth1 = new Int32Array(NM * 32);
+  /** findMatches' per-block tiered bitsets (reused). */
+  private held = new Uint32Array(NM);
   /** apply()'s hashes as u32 halves (reused). */
   private pairs = new Uint32Array(64);
   /** onRemoved subscribers; empty on the ingest hot path unless a router predicts. */
@@ -151,8 +159,13 @@ export class BlockIndex implements KvIndex {
     const stride = NM * W;
     const first = t.find(pairs[0]!, pairs[1]!);
     if (first < 0) return out;
+    if (W === 1) return matchOneWord(t, this.names, pairs, n, first, this.depth1, out);
     const v = t.data; // findMatches never inserts, so the array stays put
     const alive = v.slice(t.at(first), t.at(first) + stride);
+    // Tiers: medium m's word k also holds what the faster media hold (j − W is the next faster medium).
+    for (let j = W; j < stride; j++) alive[j] = alive[j]! | alive[j - W]!;
+    if (this.held.length < stride) this.held = new Uint32Array(stride);
+    const held = this.held;
     // depth[(m * W + k) * 32 + b] = blocks matched by the worker at bit b of word k, medium m.
     const depth = new Int32Array(stride * 32).fill(-1);
     let live = 0;
@@ -172,9 +185,11 @@ export class BlockIndex implements KvIndex {
         const base = t.at(slot);
         live = 0;
         for (let j = 0; j < stride; j++) {
+          const h = slot < 0 ? 0 : j < W ? v[base + j]! : v[base + j]! | held[j - W]!;
+          held[j] = h;
           const prev = alive[j]!;
           if (prev === 0) continue;
-          const now = slot < 0 ? 0 : prev & v[base + j]!;
+          const now = prev & h;
           let dropped = prev & ~now;
           while (dropped !== 0) {
             const b = 31 - Math.clz32(dropped & -dropped);
@@ -194,19 +209,16 @@ export class BlockIndex implements KvIndex {
         rest &= rest - 1;
       }
     }
-    for (let m = 0; m < NM; m++) {
-      for (let k = 0; k < W; k++) {
-        for (let b = 0; b < 32; b++) {
-          const d = depth[(m * W + k) * 32 + b]!;
-          if (d <= 0) continue;
-          const name = this.names[k * 32 + b];
-          if (name == null) continue;
-          let o = out.get(name);
-          if (!o) out.set(name, (o = { gpu: 0, cpu: 0, disk: 0 }));
-          if (m === 0) o.gpu = d;
-          else if (m === 1) o.cpu = d;
-          else o.disk = d;
-        }
+    // Tiered depths d0 ≤ d1 ≤ d2 (GPU, GPU∪CPU, any) → blocks served by each medium in turn.
+    for (let k = 0; k < W; k++) {
+      for (let b = 0; b < 32; b++) {
+        const d0 = Math.max(0, depth[k * 32 + b]!);
+        const d1 = Math.max(d0, depth[(W + k) * 32 + b]!);
+        const d2 = Math.max(d1, depth[(2 * W + k) * 32 + b]!);
+        if (d2 <= 0) continue;
+        const name = this.names[k * 32 + b];
+        if (name == null) continue;
+        out.set(name, { gpu: d0, cpu: d1 - d0, disk: d2 - d1 });
       }
     }
     return out;
@@ -296,3 +308,4 @@ export class BlockIndex implements KvIndex {
     return [...this.slotOf.keys()];
   }
 }
+

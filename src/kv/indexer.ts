@@ -6,7 +6,16 @@ export const MEDIA = ["gpu", "cpu", "disk"] as const;
 export type Medium = (typeof MEDIA)[number];
 export const MEDIUM_INDEX: Record<Medium, number> = { gpu: 0, cpu: 1, disk: 2 };
 
-/** Leading prompt blocks a worker holds, counted separately per medium. */
+/**
+ * The leading prompt blocks a worker can serve, by the medium each comes from, in tiers: `gpu` =
+ * the longest prefix all held on GPU; `cpu` = the blocks after it, each on GPU or CPU, up to the
+ * first one on neither (the CPU continuation of the GPU hit); `disk` = the blocks after those, each
+ * on some medium. gpu + cpu + disk is the whole hit — what an engine with an offload tier serves
+ * (its prefix-cache hit, then blocks loaded from the tier: vLLM's OffloadingConnector, herd's sim
+ * engine/sim/scheduler.ts lookupTier). Counting each medium's run from block 0 on its own gave a
+ * tier of evicted blocks (which rarely holds block 0: the hot prompt start stays on GPU) no credit
+ * at all (issue 25).
+ */
 export interface Overlap {
   gpu: number;
   cpu: number;
@@ -47,8 +56,9 @@ export interface KvIndex {
   apply(worker: string, event: IndexEvent, unchanged?: (i: number) => void): void;
   /**
    * For a prompt's block hashes (hash.ts blockHashes), the number of leading blocks each worker
-   * holds, per medium: `gpu` = length of the longest prefix hashes[0..gpu) all held on GPU, and so
-   * on for cpu and disk independently. Workers holding none of the first block are absent.
+   * can serve, by medium in tiers (see Overlap): `gpu` = length of the longest prefix
+   * hashes[0..gpu) all held on GPU, then `cpu` more on GPU or CPU, then `disk` more on any medium.
+   * Workers holding none of the first block (on any medium) are absent.
    */
   findMatches(hashes: readonly bigint[]): Map<string, Overlap>;
   /** Whether `worker` holds `hash` on `medium`. */

@@ -4,7 +4,7 @@
 // returning result lines; nothing here touches the host directly.
 import type { Config, EngineConfig } from "../config/types.ts";
 import { parseHostPort, parseSize } from "../config/checks.ts";
-import { inlineSecretConfigProblem, inlineSecretKeys, secretFileModeProblem, secretFilesOf, secretModeFix } from "../config/secret-perms.ts";
+import { inlineSecretKeys, secretFileModeProblem, secretFilesOf, secretModeFix } from "../config/secret-perms.ts";
 import { lastFlag } from "../engine/drivers/common.ts";
 import { driverFor } from "../engine/drivers/registry.ts";
 import { assignGpus, detectGpus, type HostGpus } from "../engine/gpus.ts";
@@ -164,7 +164,7 @@ export function checkSecrets(ctx: DoctorContext): CheckResult[] {
   const inline = inlineSecretKeys(config);
   if (inline.length > 0 && configPath !== null) {
     const st = probe.stat(configPath);
-    const bad = st ? inlineSecretConfigProblem(st.mode) : null;
+    const bad = st ? secretFileModeProblem(st.mode) : null;
     if (bad) out.push(fail("secrets", `${configPath} holds ${inline.join(", ")} inline and its ${bad}`, `${secretModeFix(configPath)}, or move the secrets to files (cluster.token_file)`));
   }
   if (out.length === 0) {

@@ -35,6 +35,8 @@ export interface PdPorts {
 
 export interface PdFlagInput {
   kind: EngineKind;
+  /** The flow to configure when it is not the kind's own (a sim engine in SGLang's flow, flow.ts). */
+  flow?: EnginePdFlow | null | undefined;
   role: Role;
   pd: PdConfig;
   /** node.advertise: where peers reach this worker's side channel / bootstrap server. */
@@ -71,7 +73,7 @@ export function pdFlowOf(kind: EngineKind): EnginePdFlow | null {
 
 export function pdEngineFlags(input: PdFlagInput): PdLaunch {
   const out: PdLaunch = { args: [], env: {} };
-  const flow = pdFlowOf(input.kind);
+  const flow = input.flow !== undefined ? input.flow : pdFlowOf(input.kind);
   if (input.role === "aggregated" || flow === null) return out;
   if (input.pd.nixl_metadata === "herd") {
     invariant(input.nixlMetadataEndpoint !== null, "pd.nixl_metadata is herd but no NIXL metadata endpoint was given");

@@ -5,7 +5,8 @@
 // here, through PlanOptions.finish, which the daemon's supervisor and `herd run --dry-run` pass.
 import type { Config } from "../config/types.ts";
 import type { EnginePlan } from "../engine/types.ts";
-import { pdEngineFlags, pdFlowOf } from "./engine-flags.ts";
+import { pdEngineFlags } from "./engine-flags.ts";
+import { modelFlow, pdLaunchFlow } from "./flow.ts";
 import { describePdPorts, planPdPorts } from "./ports.ts";
 
 /** Whether any engine entry has a P/D role. */
@@ -14,16 +15,14 @@ export function hasPdRoles(config: Config): boolean {
 }
 
 /**
- * Models with both prefill and decode engines whose prefill side speaks vLLM's NixlConnector
- * contract (driver `pdFlow` `vllm-nixl`: vllm, sim): the ones herd's P/D plan serves. SGLang's flow sends both legs at once,
- * which the request lifecycle's one-attempt-at-a-time ticket does not carry yet.
+ * Models with both prefill and decode engines whose prefill engines speak one P/D flow (flow.ts:
+ * vLLM's NixlConnector or SGLang's bootstrap flow): the ones herd's P/D plan serves.
  */
 export function pdModels(config: Config): Set<string> {
   const out = new Set<string>();
   for (const m of config.models) {
     const es = config.engines.filter((e) => e.model === m.name);
-    const prefill = es.filter((e) => e.role === "prefill");
-    if (prefill.length > 0 && prefill.every((e) => pdFlowOf(e.kind) === "vllm-nixl") && es.some((e) => e.role === "decode")) out.add(m.name);
+    if (modelFlow(config, m.name) !== null && es.some((e) => e.role === "decode")) out.add(m.name);
   }
   return out;
 }
@@ -35,6 +34,8 @@ export interface PdLaunchOptions {
   reserved?: Iterable<number>;
   /** host:port of herd's NIXL metadata service (read when plans are finished: it starts first). */
   nixlEndpoint: () => string | null;
+  /** Each SGLang-flow prefill worker's planned bootstrap port (the P/D plan puts it in the legs' body). */
+  bootstrap?: (workerId: string, port: number) => void;
 }
 
 /**
@@ -44,7 +45,9 @@ export interface PdLaunchOptions {
  */
 export function applyPdLaunch(config: Config, plans: EnginePlan[], o: PdLaunchOptions): string[] {
   if (!plans.some((p) => p.role !== "aggregated")) return [];
-  const ports = planPdPorts(plans, {
+  // A sim engine in SGLang's flow is planned and launched for SGLang's flow (flow.ts).
+  const launchFlow = (p: EnginePlan) => (p.spec === null ? undefined : pdLaunchFlow(config, config.engines[p.entryIndex]!));
+  const ports = planPdPorts(plans.map((p) => ({ ...p, pdFlow: launchFlow(p) })), {
     start: config.supervisor.port_range_start,
     ...(o.isPortFree ? { isPortFree: o.isPortFree } : {}),
     ...(o.reserved ? { reserved: o.reserved } : {}),
@@ -53,7 +56,9 @@ export function applyPdLaunch(config: Config, plans: EnginePlan[], o: PdLaunchOp
   for (const p of plans) {
     if (p.spec === null || p.role === "aggregated") continue;
     const entry = config.engines[p.entryIndex]!;
-    const f = pdEngineFlags({ kind: p.kind, role: p.role, pd: config.pd, advertise: config.node.advertise, ports: ports.get(p.id), nixlMetadataEndpoint: endpoint });
+    const planned = ports.get(p.id);
+    if (planned?.bootstrap !== undefined) o.bootstrap?.(p.id, planned.bootstrap);
+    const f = pdEngineFlags({ kind: p.kind, flow: launchFlow(p), role: p.role, pd: config.pd, advertise: config.node.advertise, ports: planned, nixlMetadataEndpoint: endpoint });
     const cut = p.spec.argv.length - entry.args.length;
     p.spec.argv = [...p.spec.argv.slice(0, cut), ...f.args, ...p.spec.argv.slice(cut)];
     // The spec's env (with the entry's env last) wins over generated values, as in engineEnv.

@@ -1,12 +1,14 @@
-// The P/D orchestrator: which worker prefills, which decodes, in what order, and what happens when
-// a leg fails (issue 13). It decides and sequences; a LegExecutor sends each leg (over the request
-// lifecycle's Upstream in herd, over fetch in tests) and reports how it ended.
+// The P/D orchestrator: the sequence of a disaggregated request's legs and what happens when one
+// fails (issue 13). It owns the sequence; each leg is routed by the routing framework (its preset,
+// `pd-prefill` / `pd-decode`, router.pd) and run by the request layer, both through one LegRunner
+// (src/request/plan.ts), and ends in one LegOutcome. The same code explains: /admin/route/explain
+// runs it over a dry-run runner (plan.ts `explainPd`), so the legs it shows are the legs it runs.
 //
 // vLLM flow (prefill first, as vLLM's toy proxy and Dynamo do; legs.ts builds the bodies):
 //   prefill leg (1 token, not streamed) → its kv_transfer_params → decode leg (the client's body
 //   with them), whose answer goes to the client. Same X-Request-Id on both legs.
-// SGLang flow (mini_lb): one body with bootstrap_host/port/room sent to both at once; the decode
-//   answer goes to the client, the prefill answer is drained.
+// SGLang flow (sgl-router's PD mode, mini_lb): one body with bootstrap_host/port/room sent to both
+//   at once; the decode answer goes to the client, the prefill answer is drained.
 // Failures:
 //   prefill fails or times out  → one retry on another prefill worker, then local prefill on the
 //                                 decode worker (the client's body, no transfer);
@@ -14,51 +16,23 @@
 //                                 side still holds the blocks until its lease ends), else redo from
 //                                 prefill once (on another prefill worker when there is one);
 //   client disconnect           → the signal aborts the running leg(s); nothing is retried.
-// Conditional disaggregation (decider.ts) runs first: short uncached prompts and a saturated prefill
-// pool prefill locally. Every choice, fallback and leg lands in the trace (explain) and the observer
-// (metrics).
+// Conditional disaggregation (decider.ts) runs first, on a dry run of the decode leg (its cached
+// tokens): short uncached prompts and a saturated prefill pool prefill locally. Every choice,
+// fallback and leg lands in the trace (explain) and the observer (metrics).
 import type { Clock } from "../core/clock.ts";
+import { HerdError } from "../core/errors.ts";
 import type { Rng } from "../core/rng.ts";
-import type { PdConfig } from "../config/types.ts";
-import type { CostKnobs } from "../router/cost.ts";
-import { type Choice, chooseDecode, choosePrefill, type PdCandidate, uncachedTokens } from "./choose.ts";
+import type { PdConfig, Role } from "../config/types.ts";
+import type { Endpoint } from "../protocol/openai.ts";
+import type { LegOutcome, LegRunner, PinnedLeg } from "../request/plan.ts";
+import type { Decision, RouteRequest, RouteResult } from "../router/index.ts";
+import type { Worker } from "../workers/worker.ts";
 import { type DisaggDecision, decideDisagg } from "./decider.ts";
 import { bootstrapRoom, kvTransferParamsOf, sglangPdBody, vllmDecodeBody, vllmPrefillBody } from "./legs.ts";
 
 export type PdFlow = "vllm" | "sglang";
 export type LegName = "prefill" | "decode" | "local";
-
-export interface PdLeg {
-  name: LegName;
-  worker: PdCandidate;
-  endpoint: "chat" | "completion";
-  /** The exact JSON text to send. */
-  body: string;
-  stream: boolean;
-  /** The client's request id: X-Request-Id on every leg. */
-  requestId: string;
-  /** The answer goes to the client (commit point: first token, or the whole 200 answer). */
-  toClient: boolean;
-  /**
-   * The executor reports `failed` (reason "timeout") when the leg has not reached its commit point
-   * (a leg not for the client: its whole answer) within this; null = the executor's own bound.
-   * A P/D leg's timeout is retried like any failure (issue 13: "prefill fails or times out").
-   */
-  commitTimeoutMs: number | null;
-}
-
-export type LegOutcome =
-  /** A leg not for the client, read whole. */
-  | { kind: "done"; text: string }
-  /** The client leg passed its commit point; `answer` is the executor's (a relay, a response). */
-  | { kind: "committed"; answer: unknown }
-  /** Failed before the commit point (refused, 5xx, error event first, timeout). */
-  | { kind: "failed"; reason: string; status: number | null }
-  | { kind: "aborted" };
-
-export interface LegExecutor {
-  run(leg: PdLeg, signal: AbortSignal): Promise<LegOutcome>;
-}
+export type { LegOutcome };
 
 export type FallbackReason = "prefill_retry" | "prefill_failed_local" | "no_transfer_params" | "decode_retry" | "decode_redo_prefill" | "local_retry";
 
@@ -79,6 +53,9 @@ export interface PdObserver {
   abandonedPrefill(prefillWorker: string): void;
 }
 
+/** The routing decision that chose a leg's worker: the leg preset, its reason, every candidate's terms. */
+export type LegDecision = Pick<Decision, "policy" | "chosen" | "reason" | "candidates" | "filtered">;
+
 export interface LegTrace {
   name: LegName;
   worker: string;
@@ -87,23 +64,26 @@ export interface LegTrace {
   reason?: string;
   startMs: number;
   endMs: number;
-  /** The candidates' terms that chose this worker. */
-  chosenBy: Choice["explain"];
+  decision: LegDecision;
 }
 
 export interface PdTrace {
   flow: PdFlow;
   decision: DisaggDecision;
+  /** The decode leg's dry run the decider read (its pick's cached tokens), when a worker could decode. */
+  lookahead: LegDecision | null;
   legs: LegTrace[];
   fallbacks: FallbackReason[];
 }
 
 export interface PdDeps {
-  exec: LegExecutor;
-  /** Ready workers of the request's model with this prompt's overlap and their load. */
-  candidates: () => readonly PdCandidate[];
+  /** Routes each leg (the router, or its explain on a dry run) and runs it (the request lifecycle). */
+  runner: LegRunner;
   pd: Pick<PdConfig, "min_prefill_tokens" | "prefill_queue_max">;
-  knobs: CostKnobs;
+  /** Requests waiting (booked, no first token) on each ready prefill worker of the model. */
+  prefillQueue: () => readonly number[];
+  /** An SGLang prefill worker's bootstrap port (--disaggregation-bootstrap-port); null when unknown. */
+  bootstrapPort?: (worker: Readonly<Worker>) => number | null;
   rng: Rng;
   clock: Clock;
   observer?: PdObserver;
@@ -113,12 +93,16 @@ export interface PdDeps {
 
 export interface PdInput {
   requestId: string;
-  endpoint: "chat" | "completion";
+  endpoint: Endpoint;
   /** The client's checked body. */
   body: Record<string, unknown>;
   stream: boolean;
-  promptTokens: number;
-  blockSize: number;
+  /** The request's route (model, session, prompt tokens, block hashes): each leg adds its preset. */
+  route: Omit<RouteRequest, "exclude">;
+  /** The prompt's token ids when preprocessing produced them (the sim upstream reads them). */
+  promptIds?: ArrayLike<number>;
+  /** The client's max_tokens (the client leg's non-streaming bound); null = engine default. */
+  maxTokens: number | null;
   flow: PdFlow;
 }
 
@@ -143,21 +127,24 @@ interface Run {
   signal: AbortSignal;
   trace: PdTrace;
   obs: PdObserver;
-  cands: readonly PdCandidate[];
 }
 
+/** Roles that may run the whole request (prefill and decode on one worker). */
+const LOCAL_ROLES: readonly Role[] = ["decode", "aggregated"];
+
 export async function runPd(deps: PdDeps, input: PdInput, signal: AbortSignal): Promise<PdResult> {
-  const cands = deps.candidates();
-  const req = { promptTokens: input.promptTokens, blockSize: input.blockSize };
-  const bestDecode = chooseDecode(cands, req, new Set(), deps.rng, ["decode", "aggregated"]).pick;
-  const prefillQueue = cands.filter((c) => c.role === "prefill" && (input.flow === "vllm" || c.bootstrapPort !== null)).map((c) => c.waiting);
-  const decision = decideDisagg({ uncachedTokens: uncachedTokens(bestDecode, req), prefillQueue }, deps.pd);
-  const obs = deps.observer ?? NOOP;
-  obs.decision(decision);
-  const r: Run = { deps, input, signal, obs, cands, trace: { flow: input.flow, decision, legs: [], fallbacks: [] } };
+  const r: Run = { deps, input, signal, obs: deps.observer ?? NOOP, trace: { flow: input.flow, decision: null!, lookahead: null, legs: [], fallbacks: [] } };
+  // The decider reads what a local prefill would compute: the decode leg's pick, on a dry run.
+  const best = route(r, "decode", new Set(), LOCAL_ROLES, true);
+  const tokens = input.route.promptTokens;
+  const cached = Math.min(tokens, best?.decision.predictedCachedTokens ?? 0);
+  const decision = decideDisagg({ uncachedTokens: tokens - cached, prefillQueue: deps.prefillQueue() }, deps.pd);
+  r.trace.decision = decision;
+  r.trace.lookahead = best ? legDecision(best.decision) : null;
+  r.obs.decision(decision);
   // No worker can decode (in a cluster: the decode node is gone): a prefill would only hold blocks
   // nobody pulls, so the request fails at once with a clean 503.
-  if (bestDecode === null) return { outcome: noWorker("decode"), trace: r.trace };
+  if (best === null) return { outcome: noWorker("decode"), trace: r.trace };
   const outcome = !decision.disaggregate ? await runLocal(r, new Set()) : input.flow === "vllm" ? await runVllm(r) : await runSglang(r);
   return { outcome, trace: r.trace };
 }
@@ -167,24 +154,42 @@ function fallback(r: Run, reason: FallbackReason): void {
   r.obs.fallback(reason);
 }
 
-const shape = (r: Run) => ({ promptTokens: r.input.promptTokens, blockSize: r.input.blockSize });
-const noWorker = (what: string): LegOutcome => ({ kind: "failed", reason: `no ${what} worker available`, status: 503 });
+const noWorker = (what: string): LegOutcome => ({ kind: "failed", reason: "no_worker", message: `no ${what} worker available`, status: 503 });
 
-async function runLeg(r: Run, name: LegName, choice: Choice, body: string, stream: boolean, toClient: boolean, signal = r.signal): Promise<LegOutcome> {
-  const worker = choice.pick!;
+function legDecision(d: Decision): LegDecision {
+  return { policy: d.policy, chosen: d.chosen, reason: d.reason, candidates: d.candidates, filtered: d.filtered };
+}
+
+/** A leg's worker by its preset (router.pd.<leg>); null when none is left (404/503 from the router). */
+function route(r: Run, leg: "prefill" | "decode", exclude: ReadonlySet<string>, role?: readonly Role[], dryRun = false): RouteResult | null {
+  try {
+    return r.deps.runner.route({ ...r.input.route, leg, exclude, ...(role ? { role } : {}) }, dryRun);
+  } catch (e) {
+    if (e instanceof HerdError && (e.status === 404 || e.status === 503)) return null;
+    throw e;
+  }
+}
+
+async function runLeg(r: Run, name: LegName, choice: RouteResult, body: string, stream: boolean, toClient: boolean, signal = r.signal): Promise<LegOutcome> {
+  const worker = choice.worker;
   const startMs = r.deps.clock.now();
   const t = r.deps.timeouts;
   const commitTimeoutMs = t === undefined ? null : toClient ? t.firstTokenMs : t.prefillMs;
-  const leg: PdLeg = { name, worker, endpoint: r.input.endpoint, body, stream, requestId: r.input.requestId, toClient, commitTimeoutMs };
+  const { input } = r;
+  const leg: PinnedLeg = {
+    name, route: input.route, endpoint: input.endpoint, body, stream, worker: { id: worker.id, url: worker.url }, toClient, commitTimeoutMs,
+    ...(input.promptIds ? { promptTokens: input.promptIds } : {}),
+    maxTokens: toClient ? input.maxTokens : 1,
+  };
   let out: LegOutcome;
   try {
-    out = signal.aborted ? { kind: "aborted" } : await r.deps.exec.run(leg, signal);
+    out = signal.aborted ? { kind: "aborted" } : await r.deps.runner.run(leg, signal);
   } catch (e) {
-    out = { kind: "failed", reason: e instanceof Error ? e.message : String(e), status: null };
+    out = { kind: "failed", reason: "connect", message: e instanceof Error ? e.message : String(e), status: null };
   }
   if (signal.aborted && out.kind === "failed") out = { kind: "aborted" };
-  const lt: LegTrace = { name, worker: worker.id, node: worker.node, outcome: out.kind, startMs, endMs: r.deps.clock.now(), chosenBy: choice.explain };
-  if (out.kind === "failed") lt.reason = out.reason;
+  const lt: LegTrace = { name, worker: worker.id, node: worker.node, outcome: out.kind, startMs, endMs: r.deps.clock.now(), decision: legDecision(choice.decision) };
+  if (out.kind === "failed") lt.reason = out.message;
   r.trace.legs.push(lt);
   return out;
 }
@@ -194,26 +199,32 @@ async function runLocal(r: Run, exclude: Set<string>): Promise<LegOutcome> {
   const body = JSON.stringify(vllmDecodeBody(r.input.body, null));
   let last: LegOutcome = noWorker("decode");
   for (let attempt = 0; attempt < 2; attempt++) {
-    const choice = chooseDecode(r.cands, shape(r), exclude, r.deps.rng, ["decode", "aggregated"]);
-    if (choice.pick === null) return last;
+    const choice = route(r, "decode", exclude, LOCAL_ROLES);
+    if (choice === null) return last;
     if (attempt > 0) fallback(r, "local_retry");
     last = await runLeg(r, "local", choice, body, r.input.stream, true);
     if (last.kind !== "failed") return last;
-    exclude.add(choice.pick.id);
+    exclude.add(choice.worker.id);
   }
   return last;
 }
 
+interface Prefilled {
+  params: Record<string, unknown> | null;
+  worker: Readonly<Worker>;
+  doneMs: number;
+}
+
 /** Prefill with one retry on another worker; null when both failed (or none was there). */
-async function prefillPhase(r: Run, exclude: Set<string>): Promise<{ params: Record<string, unknown> | null; worker: PdCandidate; doneMs: number } | LegOutcome | null> {
+async function prefillPhase(r: Run, exclude: Set<string>): Promise<Prefilled | LegOutcome | null> {
   const body = JSON.stringify(vllmPrefillBody(r.input.body));
   for (let attempt = 0; attempt < 2; attempt++) {
-    const choice = choosePrefill(r.cands, shape(r), r.deps.knobs, exclude, r.deps.rng);
-    if (choice.pick === null) return null;
+    const choice = route(r, "prefill", exclude);
+    if (choice === null) return null;
     if (attempt > 0) fallback(r, "prefill_retry");
     const t0 = r.deps.clock.now();
     const out = await runLeg(r, "prefill", choice, body, false, false);
-    if (out.kind === "aborted") return out;
+    if (out.kind === "aborted" || out.kind === "committed") return out; // the request is over (or answered: an engine's 4xx)
     if (out.kind === "done") {
       const doneMs = r.deps.clock.now();
       r.obs.prefillDone(doneMs - t0);
@@ -223,9 +234,9 @@ async function prefillPhase(r: Run, exclude: Set<string>): Promise<{ params: Rec
       } catch {
         // an unreadable answer carries no params: decode runs the full request
       }
-      return { params: kvTransferParamsOf(parsed), worker: choice.pick, doneMs };
+      return { params: kvTransferParamsOf(parsed), worker: choice.worker, doneMs };
     }
-    exclude.add(choice.pick.id);
+    exclude.add(choice.worker.id);
   }
   return null;
 }
@@ -236,7 +247,7 @@ async function runVllm(r: Run): Promise<LegOutcome> {
   let last: LegOutcome = noWorker("decode");
   for (let round = 0; round < 2; round++) {
     const p = await prefillPhase(r, prefillExclude);
-    if (p !== null && "kind" in p) return p; // aborted
+    if (p !== null && "kind" in p) return p; // aborted, or answered
     if (p === null) {
       fallback(r, "prefill_failed_local");
       return runLocal(r, decodeExclude);
@@ -244,24 +255,24 @@ async function runVllm(r: Run): Promise<LegOutcome> {
     if (p.params === null) fallback(r, "no_transfer_params");
     const body = JSON.stringify(vllmDecodeBody(r.input.body, p.params));
     for (let attempt = 0; attempt < 2; attempt++) {
-      const choice = chooseDecode(r.cands, shape(r), decodeExclude, r.deps.rng);
-      if (choice.pick === null) break;
+      const choice = route(r, "decode", decodeExclude);
+      if (choice === null) break;
       if (attempt > 0) fallback(r, "decode_retry");
       last = await runLeg(r, "decode", choice, body, r.input.stream, true);
       if (last.kind === "committed") {
         r.obs.transferToFirstToken(r.deps.clock.now() - p.doneMs);
-        r.obs.pair(p.worker.node, choice.pick.node);
+        r.obs.pair(p.worker.node, choice.worker.node);
       }
       if (last.kind === "aborted" && holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
       if (last.kind !== "failed") return last;
-      decodeExclude.add(choice.pick.id);
+      decodeExclude.add(choice.worker.id);
     }
     if (holdsBlocks(p.params)) r.obs.abandonedPrefill(p.worker.id);
     if (round > 0) break;
     // The held blocks are gone or unreachable: prefill again, elsewhere when possible.
     fallback(r, "decode_redo_prefill");
-    if (r.cands.some((c) => c.role === "prefill" && c.id !== p.worker.id && !prefillExclude.has(c.id))) prefillExclude.add(p.worker.id);
-    if (!r.cands.some((c) => c.role === "decode" && !decodeExclude.has(c.id))) decodeExclude.clear();
+    if (route(r, "prefill", new Set([...prefillExclude, p.worker.id]), undefined, true) !== null) prefillExclude.add(p.worker.id);
+    if (route(r, "decode", decodeExclude, undefined, true) === null) decodeExclude.clear();
   }
   return last;
 }
@@ -272,11 +283,11 @@ async function runSglang(r: Run): Promise<LegOutcome> {
   const decodeExclude = new Set<string>();
   let retry: FallbackReason | null = null;
   for (let attempt = 0; attempt < 2; attempt++) {
-    const pc = choosePrefill(r.cands.filter((c) => c.bootstrapPort !== null), shape(r), r.deps.knobs, prefillExclude, r.deps.rng);
-    const dc = chooseDecode(r.cands, shape(r), decodeExclude, r.deps.rng);
-    if (pc.pick === null || dc.pick === null) break;
+    const pc = route(r, "prefill", prefillExclude);
+    const dc = pc === null ? null : route(r, "decode", decodeExclude);
+    if (pc === null || dc === null) break;
     if (retry !== null) fallback(r, retry);
-    const body = sglangPdBody(r.input.body, pc.pick.url, pc.pick.bootstrapPort, bootstrapRoom(r.deps.rng));
+    const body = sglangPdBody(r.input.body, pc.worker.url, r.deps.bootstrapPort?.(pc.worker) ?? null, bootstrapRoom(r.deps.rng));
     const pair = new AbortController();
     const onAbort = () => pair.abort();
     r.signal.addEventListener("abort", onAbort, { once: true });
@@ -289,20 +300,20 @@ async function runSglang(r: Run): Promise<LegOutcome> {
     void pLeg.then((o) => o.kind === "done" && r.obs.prefillDone(r.deps.clock.now() - t0));
     const d = await dLeg;
     if (d.kind === "committed") {
-      r.obs.pair(pc.pick.node, dc.pick.node);
+      r.obs.pair(pc.worker.node, dc.worker.node);
       return d; // the prefill leg drains on its own; the client's disconnect still aborts it
     }
     r.signal.removeEventListener("abort", onAbort);
     if (r.signal.aborted) return { kind: "aborted" };
     pair.abort();
     const prefillFailed = first.from === "p" && first.o.kind === "failed";
-    if (prefillFailed) prefillExclude.add(pc.pick.id);
-    else decodeExclude.add(dc.pick.id);
+    if (prefillFailed) prefillExclude.add(pc.worker.id);
+    else decodeExclude.add(dc.worker.id);
     retry = prefillFailed ? "prefill_retry" : "decode_retry";
   }
   fallback(r, "prefill_failed_local");
   // A decode that failed inside a pair may have failed on the bootstrap, not on its own: when
   // every decode worker is excluded, the local prefill may go to any of them again.
-  const left = r.cands.some((c) => (c.role === "decode" || c.role === "aggregated") && !decodeExclude.has(c.id));
+  const left = route(r, "decode", decodeExclude, LOCAL_ROLES, true) !== null;
   return runLocal(r, left ? decodeExclude : new Set());
 }

@@ -1,39 +1,44 @@
 // The P/D plan (issue 13): the PlanBuilder the daemon gives the Frontend. A model is P/D when this
 // node's config has prefill and decode engines for it (pdModels), or — decided per request, since
 // other nodes' workers come and go — when the cluster-wide worker registry holds prefill or decode
-// workers of it (pdServes). For such a model a request runs `runPd` (orchestrator.ts) over a
-// LegExecutor that sends each leg through the request lifecycle's LegRunner (same Upstream, ticket,
-// commit point and relay as any request; plan.ts in src/request). Every other model keeps
-// `aggregatedPlan` unchanged, so an aggregated request takes exactly today's path.
+// workers of it (pdServes). For such a model a request is an orchestrated plan: `runPd`
+// (orchestrator.ts) sequences the legs over the lifecycle's LegRunner (each leg routed by its
+// router.pd preset, run through the same Upstream, ticket, commit point and relay as any request).
+// Every other model keeps `aggregatedPlan` unchanged. `explainPd` runs the very same `runPd` over a
+// dry-run runner (the router's explain, legs that succeed without being sent), so explain shows
+// the legs a request would run, each with its preset and every candidate's terms.
+//
+// Everything read from the config is read per request through `config()`, the node's live config,
+// so a SIGHUP reaches P/D as it reaches aggregated routing.
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
-import type { Rng } from "../core/rng.ts";
+import { SeededRng, type Rng } from "../core/rng.ts";
 import type { Config } from "../config/types.ts";
-import type { KvIndex, Overlap } from "../kv/indexer.ts";
-import type { Router } from "../router/index.ts";
+import type { Router, RouteRequest } from "../router/index.ts";
+import type { Worker } from "../workers/worker.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
-import { aggregatedPlan, type LegRunner, type PinnedEnd, type PlanBuilder, type PlanInput } from "../request/plan.ts";
-import { type Choice, chooseDecode, choosePrefill, type PdCandidate, uncachedTokens } from "./choose.ts";
-import { type DisaggDecision, decideDisagg } from "./decider.ts";
-import { pdFlowOf } from "./engine-flags.ts";
+import { aggregatedPlan, type LegOutcome, type LegRunner, type PlanBuilder, type PlanInput } from "../request/plan.ts";
+import type { DisaggDecision } from "./decider.ts";
+import { modelFlow, pdFlowOfKind } from "./flow.ts";
 import { pdModels } from "./launch.ts";
-import { type LegExecutor, type LegOutcome, type PdObserver, type PdTrace, runPd } from "./orchestrator.ts";
+import { type LegDecision, type PdDeps, type PdFlow, type PdInput, type PdObserver, type PdTrace, runPd } from "./orchestrator.ts";
 
 export interface PdPlanDeps {
-  config: Config;
+  /** The node's live config (reloads included): read on every request. */
+  config: () => Config;
   registry: WorkerRegistry;
-  router: Router;
-  kvIndex?: KvIndex;
+  /** The live router (a reload may replace it): `prefilling` for the decider's queue. */
+  router: () => Pick<Router, "prefilling" | "explain">;
   clock: Clock;
-  /** One fork per request (SGLang's bootstrap room, random ties). */
+  /** One fork per request (SGLang's bootstrap room). */
   rng: Rng;
   log: Logger;
   observer?: PdObserver;
   /** Every finished request's trace (explain: both legs, the terms that chose each). */
   onTrace?: (requestId: string, trace: PdTrace) => void;
+  /** An SGLang prefill worker's bootstrap port (its engine plan's); null when unknown. */
+  bootstrapPort?: (worker: Readonly<Worker>) => number | null;
 }
-
-const NONE: Overlap = { gpu: 0, cpu: 0, disk: 0 };
 
 /**
  * Whether `model` runs the P/D plan now: this node's config says so (pdModels, fixed), or the
@@ -48,129 +53,105 @@ export function pdServes(configured: ReadonlySet<string>, registry: WorkerRegist
   let split = false;
   for (const w of registry.ofModel(model)) {
     if (w.role === "aggregated") continue;
-    if (w.role === "prefill" && pdFlowOf(w.kind) !== "vllm-nixl") return false;
+    // Another node's SGLang prefill worker: its bootstrap port is its node's plan, not advertised.
+    if (w.role === "prefill" && pdFlowOfKind(w.kind) !== "vllm") return false;
     split = true;
   }
   return split;
 }
 
-/** Ready workers of `model` as the chooser sees them: overlap for this prompt, herd's load, scraped KV. */
-export function pdCandidates(d: PdPlanDeps, route: PlanInput["route"]): PdCandidate[] {
-  const hashes = route.blockHashes;
-  const overlaps = hashes && d.kvIndex ? d.kvIndex.findMatches(hashes) : new Map<string, Overlap>();
+/**
+ * Requests waiting on each ready prefill worker of `model` (the decider's saturation check). herd's
+ * bookings are only the requests that entered this node; another node's worker also serves its own
+ * node's and the rest of the cluster's, which its owner's scrape (published in its advert) counts.
+ * The larger of the two keeps the check cluster-wide.
+ */
+export function prefillQueue(d: Pick<PdPlanDeps, "config" | "registry" | "router" | "bootstrapPort">, model: string, flow: PdFlow = "vllm"): number[] {
+  const self = d.config().node.name;
+  const router = d.router();
   return d.registry
-    .ofModel(route.model)
-    .filter((w) => w.state === "ready")
-    .map((w) => {
-      const pre = d.router.prefilling(w.id);
-      // herd's bookings are only the requests that entered this node; another node's worker also
-      // serves its own node's and the rest of the cluster's, which its owner's scrape (published in
-      // its advert) counts. The larger of the two keeps the decider's saturation check cluster-wide.
-      const remoteWaiting = w.node !== d.config.node.name ? (w.load.waiting ?? 0) : 0;
-      return {
-        id: w.id, node: w.node, url: w.url, kind: w.kind, role: w.role,
-        overlap: overlaps.get(w.id) ?? NONE,
-        activePrefillTokens: pre.tokens,
-        activeBlocks: d.router.activeBlocks(w.id),
-        waiting: Math.max(pre.requests, remoteWaiting),
-        kvUsage: w.load.kv_usage,
-        numBlocks: null,
-        // SGLang workers are not orchestrated through herd run yet (pdModels): no bootstrap port.
-        bootstrapPort: null,
-      };
-    });
+    .ofModel(model)
+    // SGLang's flow needs the prefill worker's bootstrap port: one without it is no prefill worker.
+    .filter((w) => w.state === "ready" && w.role === "prefill" && (flow === "vllm" || (d.bootstrapPort?.(w) ?? null) !== null))
+    .map((w) => Math.max(router.prefilling(w.id).requests, w.node !== self ? (w.load.waiting ?? 0) : 0));
 }
 
-/** How runPd's end maps onto the lifecycle's (the committed answer already went to the client). */
-function toPinnedEnd(o: LegOutcome): PinnedEnd {
-  if (o.kind === "committed") return { kind: "committed" };
-  return o;
+/** This node's configured flow for the model (flow.ts), else vLLM's (the registry-found models). */
+function flowOf(d: PdPlanDeps, model: string): PdFlow {
+  return modelFlow(d.config(), model) ?? "vllm";
 }
 
-function executor(runner: LegRunner, input: PlanInput): LegExecutor {
+function pdDeps(d: PdPlanDeps, runner: LegRunner, model: string, rng: Rng): PdDeps {
+  const config = d.config();
+  const firstTokenMs = config.frontend.first_token_timeout_ms;
   return {
-    run: (leg, signal) =>
-      new Promise<LegOutcome>((resolve) =>
-        runner.run(
-          {
-            name: leg.name,
-            route: { ...input.route, role: leg.worker.role, worker: leg.worker.id },
-            endpoint: input.endpoint,
-            body: leg.body,
-            stream: leg.stream,
-            ...(input.promptTokens ? { promptTokens: input.promptTokens } : {}),
-            maxTokens: leg.toClient ? (input.maxTokens ?? null) : 1,
-            workerId: leg.worker.id,
-            workerUrl: leg.worker.url,
-            toClient: leg.toClient,
-            commitTimeoutMs: leg.commitTimeoutMs,
-          },
-          signal,
-          (end) => resolve(end.kind === "committed" ? { kind: "committed", answer: null } : end),
-        ),
-      ),
+    runner,
+    pd: config.pd,
+    prefillQueue: () => prefillQueue(d, model, flowOf(d, model)),
+    rng,
+    clock: d.clock,
+    ...(d.observer ? { observer: d.observer } : {}),
+    ...(d.bootstrapPort ? { bootstrapPort: d.bootstrapPort } : {}),
+    timeouts: { prefillMs: firstTokenMs, firstTokenMs },
+  };
+}
+
+function pdInput(d: PdPlanDeps, input: PlanInput, requestId: string): PdInput {
+  const blockSize = input.route.blockSize ?? d.config().models.find((m) => m.name === input.route.model)?.block_size ?? 16;
+  return {
+    requestId,
+    endpoint: input.endpoint,
+    body: input.json,
+    stream: input.stream,
+    route: { ...input.route, blockSize },
+    ...(input.promptTokens ? { promptIds: input.promptTokens } : {}),
+    maxTokens: input.maxTokens ?? null,
+    flow: flowOf(d, input.route.model),
   };
 }
 
 export function pdPlanBuilder(d: PdPlanDeps): PlanBuilder {
-  const models = pdModels(d.config);
-  const blockSize = new Map(d.config.models.map((m) => [m.name, m.block_size])); // cluster-wide equal (model cards)
-  const knobs = { prefillLoadScale: d.config.router.kv.prefill_load_scale, credit: d.config.router.kv.overlap_credit };
-  const firstTokenMs = d.config.frontend.first_token_timeout_ms;
   return (input) => {
-    const plan = aggregatedPlan(input);
-    if (!pdServes(models, d.registry, input.route.model)) return plan;
+    if (!pdServes(pdModels(d.config()), d.registry, input.route.model)) return aggregatedPlan(input);
     return {
-      ...plan,
-      orchestrate: async (runner, requestId, signal) => {
-        const r = await runPd(
-          {
-            exec: executor(runner, input),
-            candidates: () => pdCandidates(d, input.route),
-            pd: d.config.pd,
-            knobs,
-            rng: d.rng.fork(),
-            clock: d.clock,
-            ...(d.observer ? { observer: d.observer } : {}),
-            timeouts: { prefillMs: firstTokenMs, firstTokenMs },
-          },
-          {
-            requestId,
-            endpoint: input.endpoint === "chat" ? "chat" : "completion",
-            body: input.json,
-            stream: input.stream,
-            promptTokens: input.route.promptTokens,
-            blockSize: blockSize.get(input.route.model) ?? 16,
-            flow: "vllm",
-          },
-          signal,
-        );
+      kind: "orchestrated",
+      run: async (runner, requestId, signal) => {
+        const r = await runPd(pdDeps(d, runner, input.route.model, d.rng.fork()), pdInput(d, input, requestId), signal);
         d.onTrace?.(requestId, r.trace);
         d.log.debug("P/D request", { request: requestId, decision: r.trace.decision.reason, legs: r.trace.legs.map((l) => `${l.name}@${l.worker}:${l.outcome}`).join(","), fallbacks: r.trace.fallbacks.join(",") });
-        return toPinnedEnd(r.outcome);
+        return r.outcome;
       },
     };
   };
 }
 
-/** What /admin/route/explain shows for a P/D model: the decision and the terms that would choose each leg. */
+/** What /admin/route/explain shows for a P/D model: the decision, then each leg as its preset chose it. */
 export interface PdExplain {
-  flow: "vllm";
+  flow: PdFlow;
   decision: DisaggDecision;
-  prefill: Choice | null;
-  decode: Choice;
+  /** The decode leg's dry run the decider read (its pick's cached tokens). */
+  lookahead: LegDecision | null;
+  legs: (LegDecision & { name: string })[];
 }
 
-/** The P/D choice this route would get now, without running it (a fork of the rng: nothing advances). */
-export function explainPd(d: PdPlanDeps, route: PlanInput["route"]): PdExplain | null {
-  if (!pdServes(pdModels(d.config), d.registry, route.model)) return null;
-  const cands = pdCandidates(d, route);
-  const req = { promptTokens: route.promptTokens, blockSize: route.blockSize ?? d.config.models.find((m) => m.name === route.model)?.block_size ?? 16 };
-  const rng = d.rng.fork();
-  const local = chooseDecode(cands, req, new Set(), rng, ["decode", "aggregated"]);
-  const queue = cands.filter((c) => c.role === "prefill").map((c) => c.waiting);
-  const decision = decideDisagg({ uncachedTokens: uncachedTokens(local.pick, req), prefillQueue: queue }, d.config.pd);
-  if (!decision.disaggregate) return { flow: "vllm", decision, prefill: null, decode: local };
-  const knobs = { prefillLoadScale: d.config.router.kv.prefill_load_scale, credit: d.config.router.kv.overlap_credit };
-  return { flow: "vllm", decision, prefill: choosePrefill(cands, req, knobs, new Set(), rng), decode: chooseDecode(cands, req, new Set(), rng) };
+/** A runner that routes with the router's explain and answers every leg at once, sending nothing. */
+function dryRunner(router: Pick<Router, "explain">): LegRunner {
+  // A prefill answer with params that name no blocks: the decode leg's body is built as for a real one.
+  const prefillAnswer = JSON.stringify({ kv_transfer_params: { dry_run: true } });
+  return {
+    route: (req: RouteRequest) => router.explain(req),
+    run: (leg) => Promise.resolve<LegOutcome>(leg.toClient ? { kind: "committed", answer: null } : { kind: "done", text: prefillAnswer }),
+  };
+}
+
+/** The P/D legs this route would run now, by running the real sequence dry (nothing sent, no state moved). */
+export async function explainPd(d: PdPlanDeps, input: PlanInput): Promise<PdExplain | null> {
+  if (!pdServes(pdModels(d.config()), d.registry, input.route.model)) return null;
+  const router = d.router();
+  // Its own stream (the bootstrap room is not shown): explaining never shifts live requests' draws.
+  const deps: PdDeps = pdDeps(d, dryRunner(router), input.route.model, new SeededRng(1));
+  delete deps.observer; // a dry run is not a request: no metrics
+  delete deps.timeouts;
+  const { trace } = await runPd(deps, pdInput(d, input, "explain"), new AbortController().signal);
+  return { flow: trace.flow, decision: trace.decision, lookahead: trace.lookahead, legs: trace.legs.map((l) => ({ name: l.name, ...l.decision })) };
 }

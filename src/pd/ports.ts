@@ -6,6 +6,7 @@
 // of those, and hands out the rest upwards from `start`, skipping ports something already holds.
 // Pure apart from the injected `isPortFree`.
 import type { EnginePlan } from "../engine/types.ts";
+import type { EnginePdFlow } from "../engine/driver.ts";
 import { type PdPorts, pdFlowOf } from "./engine-flags.ts";
 
 export interface PdPortOptions {
@@ -45,7 +46,7 @@ export function sideChannelSpan(p: EnginePlan): number {
 }
 
 /** Plan side-channel and bootstrap ports for every managed prefill/decode worker of this host. */
-export function planPdPorts(plans: readonly EnginePlan[], opts: PdPortOptions): Map<string, PdPorts> {
+export function planPdPorts(plans: readonly (EnginePlan & { pdFlow?: EnginePdFlow | null | undefined })[], opts: PdPortOptions): Map<string, PdPorts> {
   const isFree = opts.isPortFree ?? (() => true);
   const taken = new Set<number>(opts.reserved ?? []);
   for (const p of plans) for (const port of portsOfPlan(p)) taken.add(port);
@@ -66,7 +67,7 @@ export function planPdPorts(plans: readonly EnginePlan[], opts: PdPortOptions): 
   };
   const out = new Map<string, PdPorts>();
   for (const p of plans) {
-    const flow = pdFlowOf(p.kind);
+    const flow = p.pdFlow !== undefined ? p.pdFlow : pdFlowOf(p.kind);
     if (p.spec === null || p.role === "aggregated" || flow === null) continue;
     if (flow === "sglang-bootstrap") {
       if (p.role === "prefill") out.set(p.id, { bootstrap: take(1) });

@@ -1,6 +1,7 @@
-// One request, run as a plan of legs (plan.ts): per leg route → attempt → (retry) → and for the
-// last leg commit → relay. The same code serves the HTTP frontend (HttpUpstream) and `herd
-// simulate` (SimUpstream on the virtual clock).
+// One request, run as a plan (plan.ts): a routed leg is route → attempt → (retry) → commit → relay;
+// an orchestrated plan (P/D) sends each of its legs through the same attempt code (orchestrated.ts).
+// Every attempt ends in one LegOutcome. The same code serves the HTTP frontend (HttpUpstream) and
+// `herd simulate` (SimUpstream on the virtual clock).
 //
 // Commit point: nothing reaches the client until the worker answered 200 AND (for a stream)
 // delivered its first body chunk. A failure before that (refused, reset, 5xx/429, EOF) may be
@@ -11,12 +12,12 @@
 // is not retried (a slow prefill or decode would just be repeated elsewhere). Non-streaming bounds:
 // bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged.
 import type { Clock, TimerHandle } from "../core/clock.ts";
-import { HerdError, errorMessage } from "../core/errors.ts";
+import { HerdError, errorMessage, invariant } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Failure, FailureKind, Lease, Router } from "../router/index.ts";
 import { nonStreamingHeadersBoundMs } from "./bounds.ts";
-import type { Leg, Plan } from "./plan.ts";
+import type { Leg, LegOutcome, Plan } from "./plan.ts";
 import { clientText, relay, type RelayEnd, type RelaySource } from "./relay.ts";
 import { AbortCause, type Ticket } from "./ticket.ts";
 import { runOrchestrated } from "./orchestrated.ts";
@@ -41,11 +42,8 @@ export type Answer<C> =
 /** Non-streaming answers up to this size (declared by Content-Length) are read whole; larger ones are piped. */
 export const SMALL_ANSWER_BYTES = 1 << 20;
 
-export type Result<C> =
-  | { kind: "answer"; answer: Answer<C> }
-  /** A leg with a successor finished: its whole answer. */
-  | { kind: "leg_done"; text: string }
-  | { kind: "retryable"; reason: UpstreamErrorKind; message: string; failure: Failure };
+/** How an attempt ended: `committed` carries the client's answer (stream, whole, or herd's final error). */
+type AttemptEnd<C> = LegOutcome<Answer<C>>;
 
 export interface LastFailure {
   reason: UpstreamErrorKind;
@@ -55,12 +53,12 @@ export interface LastFailure {
 
 /** Run a request's plan; `done` gets the answer exactly once (possibly synchronously). */
 export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, requestId: string, done: (a: Answer<C>) => void): void {
-  if (plan.orchestrate) return runOrchestrated(d, t, plan, requestId, done);
-  runLeg(d, t, plan, plan.first, requestId, done);
+  if (plan.kind === "orchestrated") return runOrchestrated(d, t, plan, requestId, done);
+  runRouted(d, t, plan.leg, requestId, done);
 }
 
-function runLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, requestId: string, done: (a: Answer<C>) => void): void {
-  const last = !plan.hasNext(leg);
+/** A routed leg: route, attempt, retry on another worker within router.allowRetry, answer the client. */
+function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: string, done: (a: Answer<C>) => void): void {
   const exclude = new Set<string>();
   let lastFailure: LastFailure | null = null;
   const attempt = (n: number): void => {
@@ -74,33 +72,21 @@ function runLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, request
       return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
     }
     const { worker, lease } = routed;
-    const ctx: AttemptCtx<C> = { d, t, leg, last, id: legId(requestId, leg, n), requestId };
+    const ctx: AttemptCtx<C> = { d, t, leg, toClient: true, id: legId(requestId, leg, n), requestId };
     attemptOn(ctx, worker.id, worker.url, lease, routed.decision.predictedCachedTokens ?? null, (r) => {
-      if (r.kind === "answer") return done(r.answer);
-      if (r.kind === "leg_done") return nextLeg(d, t, plan, leg, r.text, requestId, done);
-      t.upstreamFailed(worker.id, r.reason);
-      lastFailure = { reason: r.reason, message: r.message, worker: worker.id };
-      d.log.warn("upstream failed before first byte", { worker: worker.id, leg: leg.name, reason: r.reason, err: r.message, attempt: n });
-      if (t.clientSignal?.aborted || !d.router.allowRetry(n + 1, r.failure)) return done(upstreamFailure(t, lastFailure));
-      t.retry(r.reason);
+      if (r.kind === "committed") return done(r.answer);
+      invariant(r.kind === "failed", `routed leg ${leg.name} ended ${r.kind}: a routed leg answers the client`);
+      const reason = r.reason as UpstreamErrorKind; // an attempt never fails for want of a worker
+      t.upstreamFailed(worker.id, reason);
+      lastFailure = { reason, message: r.message, worker: worker.id };
+      d.log.warn("upstream failed before first byte", { worker: worker.id, leg: leg.name, reason, err: r.message, attempt: n });
+      if (t.clientSignal?.aborted || !d.router.allowRetry(n + 1, failureOf(reason, r.status ?? undefined))) return done(upstreamFailure(t, lastFailure));
+      t.retry(reason);
       exclude.add(worker.id);
       attempt(n + 1);
     });
   };
   attempt(0);
-}
-
-function nextLeg<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, leg: Leg, text: string, requestId: string, done: (a: Answer<C>) => void): void {
-  let next: Leg | null;
-  try {
-    next = plan.next(leg, text);
-  } catch (e) {
-    d.log.warn("plan could not build the next leg", { leg: leg.name, err: errorMessage(e) });
-    next = null;
-  }
-  if (next) return runLeg(d, t, plan, next, requestId, done);
-  const worker = t.workerId ?? "";
-  done(upstreamFailure(t, { reason: "eof", message: `leg ${leg.name} answered nothing usable`, worker }));
 }
 
 export const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
@@ -124,20 +110,30 @@ export function upstreamFailure<C>(t: Ticket, f: LastFailure): Answer<C> {
 
 export interface AttemptCtx<C> {
   d: LifecycleDeps<C>;
-  /** A pinned leg of an orchestrated plan: its own commit bound, and timeouts are retryable failures. */
-  pinned?: { commitTimeoutMs: number | null };
+  /**
+   * A pinned leg of an orchestrated plan: its own commit bound, timeouts are failures its plan
+   * retries, and `signal` (the plan's for this leg) cancels it.
+   */
+  pinned?: { commitTimeoutMs: number | null; signal: AbortSignal };
   t: Ticket;
   leg: Leg;
-  /** This leg answers the client (no successor). */
-  last: boolean;
+  /** This leg answers the client; a leg that does not is read whole (`done`). */
+  toClient: boolean;
   id: string;
   requestId: string;
 }
 
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
-export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: Result<C>) => void): void {
+export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: AttemptEnd<C>) => void): void {
   const { d, t, leg } = x;
-  const ac = t.beginAttempt(workerId, lease, predicted);
+  const ac = t.beginAttempt(workerId, lease, predicted, x.pinned !== undefined);
+  const plan = x.pinned?.signal;
+  if (plan) {
+    // The client leaving reaches the attempt as the client's cause (a close, not an upstream failure).
+    const stop = () => ac.abort(t.clientSignal?.aborted ? new AbortCause("client", "client disconnected") : new AbortCause("plan", "the plan cancelled this leg"));
+    if (plan.aborted) stop();
+    else plan.addEventListener("abort", stop, { once: true });
+  }
   const startedAtMs = d.clock.now();
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
@@ -161,10 +157,10 @@ interface AttemptState<C> {
   headersTimer: TimerHandle;
   startedAtMs: number;
   settled: boolean;
-  cb: (r: Result<C>) => void;
+  cb: (r: AttemptEnd<C>) => void;
 }
 
-function settle<C>(s: AttemptState<C>, r: Result<C>): void {
+function settle<C>(s: AttemptState<C>, r: AttemptEnd<C>): void {
   if (s.settled) return;
   s.settled = true;
   s.headersTimer.cancel();
@@ -184,12 +180,12 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
     return readAll(s, r.body, Infinity, (e, text) => {
       if (e !== null) return failed(s, e, "reset");
       x.t.release({ kind: "complete", status: r.status, cachedTokens: null });
-      settle(s, { kind: "answer", answer: { kind: "whole", workerId: s.workerId, status: r.status, contentType: r.contentType ?? "application/json", body: text } });
+      settle(s, { kind: "committed", answer: { kind: "whole", workerId: s.workerId, status: r.status, contentType: r.contentType ?? "application/json", body: text } });
     });
   }
   if (!r.body) return failed(s, new Error("empty response body"), "eof");
-  if (x.leg.stream && x.last) return x.pinned ? readFirstToken(s, r.body, r.contentType) : readFirst(s, r.body, r.contentType);
-  if (!x.last || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
+  if (x.leg.stream && x.toClient) return x.pinned ? readFirstToken(s, r.body, r.contentType) : readFirst(s, r.body, r.contentType);
+  if (!x.toClient || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
   commit(s, r.body, null, r.contentType);
 }
 
@@ -197,18 +193,19 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
 function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, status?: number, cause2?: unknown): void {
   const { t, d } = s.x;
   const cause = s.ac.signal.reason;
-  t.endAttempt();
+  t.endAttempt(s.ac);
+  if (s.x.pinned && cause instanceof AbortCause && cause.kind === "plan") return settle(s, { kind: "aborted" });
   if (s.x.pinned && cause instanceof AbortCause && (cause.kind === "first_token_timeout" || cause.kind === "idle_timeout")) {
     // A pinned leg's timeout goes back to its plan, which retries it elsewhere (P/D rules).
-    return settle(s, { kind: "retryable", reason: cause.kind, message: cause.message, failure: failureOf("first_token_timeout") });
+    return settle(s, { kind: "failed", reason: cause.kind, message: cause.message, status: null });
   }
   if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down") {
     const answer = finalAbort<C>(t, s.workerId, cause);
-    return settle(s, { kind: "answer", answer });
+    return settle(s, { kind: "committed", answer });
   }
-  if (cause instanceof AbortCause) return settle(s, { kind: "retryable", reason: "worker_down", message: cause.message, failure: failureOf("worker_down") });
+  if (cause instanceof AbortCause) return settle(s, { kind: "failed", reason: "worker_down", message: cause.message, status: null });
   if (cause2 !== undefined && cause2 !== null) d.log.debug("reading an error answer failed", { err: errorMessage(cause2) });
-  settle(s, { kind: "retryable", reason: fallback, message: errorMessage(e), failure: failureOf(fallback, status) });
+  settle(s, { kind: "failed", reason: fallback, message: errorMessage(e), status: status ?? null });
 }
 
 function finalAbort<C>(t: Ticket, workerId: string, cause: AbortCause): Answer<C> {
@@ -323,19 +320,19 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
         chunks.push(r.value);
         size += fmt.size(r.value);
         arm();
-        if (size <= SMALL_ANSWER_BYTES || !s.x.last) return next();
+        if (size <= SMALL_ANSWER_BYTES || !s.x.toClient) return next();
       }
       bodyTimer?.cancel();
       const whole = fmt.concat(chunks, size);
       if (!r.done) return commit(s, body, whole, contentType);
-      if (!s.x.last) {
-        t.endAttempt();
-        return settle(s, { kind: "leg_done", text: fmt.text(whole) });
+      if (!s.x.toClient) {
+        t.endAttempt(s.ac);
+        return settle(s, { kind: "done", text: fmt.text(whole) });
       }
       const usage = fmt.usage();
       usage.push(whole);
       t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens });
-      settle(s, { kind: "answer", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
+      settle(s, { kind: "committed", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
     });
   arm();
   next();
@@ -354,11 +351,11 @@ function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, co
     clock: d.clock,
     firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
     idleTimeoutMs: d.idleTimeoutMs,
-    onFirstToken: () => t.firstToken(),
+    onFirstToken: () => t.firstToken(s.ac),
     onEnd: (end) => relayEnded(s, end),
   });
   const sseType = "text/event-stream; charset=utf-8";
-  settle(s, { kind: "answer", answer: { kind: "stream", workerId: s.workerId, sse: leg.stream, contentType: leg.stream ? sseType : (contentType ?? "application/json"), body: source } });
+  settle(s, { kind: "committed", answer: { kind: "stream", workerId: s.workerId, sse: leg.stream, contentType: leg.stream ? sseType : (contentType ?? "application/json"), body: source } });
 }
 
 function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {

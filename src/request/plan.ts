@@ -1,13 +1,17 @@
-// A request runs as a plan of legs. Today every request is one aggregated leg. P/D disaggregation
-// (next issue) is a two-leg plan: a prefill leg run to completion on a prefill worker (its answer
-// carries kv_transfer_params), then a decode leg built from that answer, streamed to the client.
-// The lifecycle runs any plan the same way (route → attempt → retry per leg; only the last leg
-// commits to the client), so the orchestrator plugs in here and the frontend does not change.
+// A request runs as a plan. Aggregated: one leg, routed by router.policy, retried by the lifecycle
+// before its commit point. Orchestrated (P/D, src/pd/plan.ts): the plan owns the sequence of legs
+// and their retries, and sends each leg through the lifecycle's LegRunner.
+//
+// One leg protocol: the request layer routes a leg (LegRunner.route: the router, with the leg's
+// preset), runs it on the chosen worker (LegRunner.run: same Upstream, ticket attempt and lease,
+// commit point and relay as any request) and reports one LegOutcome. The frontend does not know
+// P/D exists.
+import type { UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Endpoint } from "../protocol/openai.ts";
-import type { RouteRequest } from "../router/index.ts";
+import type { RouteRequest, RouteResult } from "../router/index.ts";
 
 export interface Leg {
-  /** For logs and the worker-side request id ("main", "prefill", "decode"). */
+  /** For logs and the worker-side request id ("main", "prefill", "decode", "local"). */
   name: string;
   route: Omit<RouteRequest, "exclude">;
   endpoint: Endpoint;
@@ -19,28 +23,9 @@ export interface Leg {
   maxTokens?: number | null;
 }
 
-export interface Plan {
-  first: Leg;
-  /**
-   * The leg after `leg`, given its complete answer (JSON text); null when `leg` is the last.
-   * A leg with a successor is never streamed to the client: it runs to completion first.
-   */
-  next(leg: Leg, answer: string): Leg | null;
-  /** Whether `leg` has a successor (known before it runs, so it is not relayed to the client). */
-  hasNext(leg: Leg): boolean;
-  /**
-   * An orchestrated plan (P/D, src/pd/plan.ts) chooses each leg's worker and its retries itself:
-   * the lifecycle then runs `orchestrate` instead of first/next, sending each leg through `runner`
-   * (same Upstream, ticket, commit point and relay). Resolves with how the plan ended; when no leg
-   * answered the client, the lifecycle turns that end into herd's error.
-   */
-  orchestrate?(runner: LegRunner, requestId: string, signal: AbortSignal): Promise<PinnedEnd>;
-}
-
-/** A leg sent to the worker the plan chose (no routing: the plan picked it and retries itself). */
+/** A leg sent to the worker its route chose (the plan routed it and retries it itself). */
 export interface PinnedLeg extends Leg {
-  workerId: string;
-  workerUrl: string;
+  worker: { id: string; url: string };
   /** The answer goes to the client (commit point: first token, or the whole 200 answer). */
   toClient: boolean;
   /**
@@ -51,21 +36,44 @@ export interface PinnedLeg extends Leg {
   commitTimeoutMs: number | null;
 }
 
+/** Why a leg failed: the upstream's failure kinds, or no worker to send it to (herd's 503). */
+export type LegFailure = UpstreamErrorKind | "no_worker";
+
 /**
- * How a pinned leg ended. `failed`: before the commit point (refused, 5xx, reset, timeout, or a
- * stream whose first event is an error event — vLLM's kv_load_failure_policy fail answers 200 and
- * then `data: {"error": …}`). `aborted`: the request is over (client gone, shutdown, or an answer
- * already went to the client from a leg that was not meant to answer it, e.g. an engine's 400).
+ * How one leg ended: the one result type of a leg, from the attempt code to the P/D orchestrator.
+ * `done`: a leg not for the client, read whole. `committed`: an answer from this leg went to the
+ * client (past the commit point, or the engine's own refusal relayed as is); `answer` is the
+ * runner's (the lifecycle's Answer inside the request layer, null to a plan, a response in tests).
+ * `failed`: before the commit point (refused, 5xx, reset, timeout, or a stream whose first event is
+ * an error event — vLLM's kv_load_failure_policy fail answers 200 and then `data: {"error": …}`).
+ * `aborted`: the request is over (client gone, shutdown).
  */
-export type PinnedEnd =
+export type LegOutcome<A = unknown> =
   | { kind: "done"; text: string }
-  | { kind: "committed" }
-  | { kind: "failed"; reason: string; status: number | null }
+  | { kind: "committed"; answer: A }
+  | { kind: "failed"; reason: LegFailure; message: string; status: number | null }
   | { kind: "aborted" };
 
 export interface LegRunner {
-  run(leg: PinnedLeg, signal: AbortSignal, cb: (end: PinnedEnd) => void): void;
+  /**
+   * Choose a leg's worker: the router's decision for `req` (its `leg` preset, role, exclusions),
+   * with every candidate's terms. Throws HerdError 404/503 when no worker fits. `dryRun` (a
+   * look-ahead) and a dry-run runner (explain) answer with the router's explain: the same decision,
+   * no state changed.
+   */
+  route(req: RouteRequest, dryRun?: boolean): RouteResult;
+  /** Send a leg to the worker chosen for it; resolves with how it ended (never rejects). */
+  run(leg: PinnedLeg, signal: AbortSignal): Promise<LegOutcome>;
 }
+
+export type Plan =
+  /** One leg, routed and retried by the lifecycle; its answer is the client's. */
+  | { kind: "routed"; leg: Leg }
+  /**
+   * The plan sequences its legs through `runner`. Exactly one answer reaches the client: the first
+   * leg that answers it, else herd's error built from how the plan ended.
+   */
+  | { kind: "orchestrated"; run(runner: LegRunner, requestId: string, signal: AbortSignal): Promise<LegOutcome> };
 
 /** What a plan builder gets: the checked request as the frontend (or simulate) prepared it. */
 export interface PlanInput {
@@ -81,9 +89,10 @@ export interface PlanInput {
 
 export type PlanBuilder = (input: PlanInput) => Plan;
 
-/** Today's plan: the whole request as one leg on one (aggregated) worker. */
+/** The whole request as one leg on one (aggregated) worker. */
 export const aggregatedPlan: PlanBuilder = (input) => ({
-  first: {
+  kind: "routed",
+  leg: {
     name: "main",
     route: input.route,
     endpoint: input.endpoint,
@@ -92,6 +101,4 @@ export const aggregatedPlan: PlanBuilder = (input) => ({
     ...(input.promptTokens ? { promptTokens: input.promptTokens } : {}),
     ...(input.maxTokens !== undefined ? { maxTokens: input.maxTokens } : {}),
   },
-  next: () => null,
-  hasNext: () => false,
 });

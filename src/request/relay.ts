@@ -161,6 +161,8 @@ class Relay<C> implements RelaySource<C> {
     if (this.o.ac.signal.aborted && cause instanceof AbortCause) {
       if (cause.kind === "client") return { kind: "client_closed" };
       if (cause.kind === "client_stalled") return { kind: "client_stalled" };
+      // An orchestrated plan cancels a committed leg only because the request is over.
+      if (cause.kind === "plan") return { kind: "client_closed" };
       return { kind: "failed", reason: cause.kind, message: cause.message };
     }
     return { kind: "failed", reason: "reset", message: "engine connection lost" };

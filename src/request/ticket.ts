@@ -12,7 +12,8 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 /** Why an attempt was aborted; carried as its AbortSignal's reason. */
 export class AbortCause {
   constructor(
-    readonly kind: "client" | "client_stalled" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown",
+    /** `plan`: an orchestrated plan cancelled the leg (SGLang: its pair's prefill failed). */
+    readonly kind: "client" | "client_stalled" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown" | "plan",
     readonly message: string,
   ) {}
 }
@@ -119,7 +120,7 @@ export class Admission {
   /** Abort the attempts running on a worker; returns how many. */
   abortWorker(workerId: string, cause: AbortCause): number {
     let n = 0;
-    for (const t of [...this.live]) if (t.workerId === workerId && t.abortAttempt(cause)) n++;
+    for (const t of [...this.live]) if (t.abortAttempt(cause, workerId)) n++;
     return n;
   }
 
@@ -168,9 +169,11 @@ export class Ticket {
   /** The policy's predicted cached tokens on that worker (null: no prediction). */
   predictedCachedTokens: number | null = null;
   outcome: Outcome | null = null;
-  private lease: Lease | null = null;
-  private ac: AbortController | null = null;
-  private unlink: (() => void) | null = null;
+  /**
+   * Attempts under way, by their abort controller: one for a routed request; an orchestrated plan
+   * may run two at once (SGLang's flow sends the prefill and the decode leg together).
+   */
+  private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string; unlink: (() => void) | null }>();
 
   constructor(
     private readonly adm: Admission,
@@ -188,44 +191,54 @@ export class Ticket {
     return this.adm.take(this);
   }
 
-  /** Start an attempt on a worker under a fresh abort signal that also fires when the client leaves. */
-  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null): AbortController {
-    this.endAttempt();
+  /**
+   * Start an attempt on a worker under a fresh abort signal that also fires when the client leaves.
+   * The attempts under way end first (a retry replaces the failed attempt), unless `alongside`
+   * (a leg an orchestrated plan runs next to another).
+   */
+  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, alongside = false): AbortController {
+    if (!alongside) this.endAttempt();
     const ac = new AbortController();
-    this.ac = ac;
-    this.lease = lease;
     this.workerId = workerId;
     this.predictedCachedTokens = predictedCachedTokens;
+    let unlink: (() => void) | null = null;
     const client = this.clientSignal;
     if (client) {
       const onAbort = () => ac.abort(new AbortCause("client", "client disconnected"));
       if (client.aborted) onAbort();
       else {
         client.addEventListener("abort", onAbort);
-        this.unlink = () => client.removeEventListener("abort", onAbort);
+        unlink = () => client.removeEventListener("abort", onAbort);
       }
     }
+    this.attempts.set(ac, { lease, workerId, unlink });
     return ac;
   }
 
-  /** The attempt is over (failed before the commit point, or the whole request ended): its lease ends. */
-  endAttempt(): void {
-    this.unlink?.();
-    this.unlink = null;
-    this.lease?.release();
-    this.lease = null;
-    this.ac = null;
+  /** An attempt is over (failed before the commit point, or read whole): its lease ends. No argument: every attempt. */
+  endAttempt(ac?: AbortController): void {
+    for (const [k, a] of [...this.attempts]) {
+      if (ac !== undefined && k !== ac) continue;
+      a.unlink?.();
+      a.lease.release();
+      this.attempts.delete(k);
+    }
   }
 
-  /** Abort the attempt under way, if any; true when one was aborted. */
-  abortAttempt(cause: AbortCause): boolean {
-    if (!this.ac || this.ac.signal.aborted) return false;
-    this.ac.abort(cause);
-    return true;
+  /** Abort the attempts under way (on `workerId` only, when given); true when one was aborted. */
+  abortAttempt(cause: AbortCause, workerId?: string): boolean {
+    let n = 0;
+    for (const [ac, a] of this.attempts) {
+      if ((workerId !== undefined && a.workerId !== workerId) || ac.signal.aborted) continue;
+      ac.abort(cause);
+      n++;
+    }
+    return n > 0;
   }
 
-  firstToken(): void {
-    this.lease?.firstToken();
+  /** The client's first token, from the attempt `ac` (default: every attempt under way). */
+  firstToken(ac?: AbortController): void {
+    for (const [k, a] of this.attempts) if (ac === undefined || k === ac) a.lease.firstToken();
     this.adm.recorder.firstToken(this);
   }
 

@@ -2,14 +2,16 @@
 // cost (docs/references.md#routers-1.2). Pure functions: explain output and policies call the same code, so a decision can
 // always be re-derived from its printed terms.
 //
-//   credit_blocks   = gpu·overlap_gpu + cpu·(overlap_cpu − overlap_gpu)⁺ + disk·(overlap_disk − max(gpu, cpu))⁺
+//   credit_blocks   = gpu·overlap_gpu + cpu·overlap_cpu + disk·overlap_disk
 //   raw_prefill     = (active_prefill_tokens + request_tokens) / block_size
 //   prefill_blocks  = (raw_prefill − credit_blocks)⁺
-//   decode_blocks   = active_blocks + new_blocks          (blocks this request would add to the worker)
+//   decode_blocks   = active_blocks + new_blocks          (blocks this request would add to the worker;
+//                     the scorer fills both per router.kv.decode_load_model, pipeline/scorers.ts)
 //   cost            = prefill_load_scale · prefill_blocks + decode_blocks
 //
-// The media are credited in tiers: a block held on GPU and also on CPU counts once, at the GPU's
-// credit; only the leading blocks a slower medium holds *beyond* the faster ones earn its credit.
+// The media are credited in tiers (kv/indexer.ts Overlap): overlap_gpu is the GPU prefix hit,
+// overlap_cpu the blocks after it that the CPU tier continues with, overlap_disk the blocks after
+// those from disk. A block held on GPU and also on CPU counts once, at the GPU's credit.
 import type { Rng } from "../core/rng.ts";
 import type { Overlap } from "../kv/indexer.ts";
 import { argminRandomTie } from "./load.ts";
@@ -43,9 +45,7 @@ export interface CostTerms {
 
 /** Credited blocks for an overlap, media in tiers (see the header). */
 export function creditBlocks(o: Overlap, credit: Overlap): number {
-  const cpuBeyond = Math.max(0, o.cpu - o.gpu);
-  const diskBeyond = Math.max(0, o.disk - Math.max(o.gpu, o.cpu));
-  return credit.gpu * o.gpu + credit.cpu * cpuBeyond + credit.disk * diskBeyond;
+  return credit.gpu * o.gpu + credit.cpu * o.cpu + credit.disk * o.disk;
 }
 
 export function kvCost(inp: CostInputs, knobs: CostKnobs): CostTerms {

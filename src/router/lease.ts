@@ -5,7 +5,9 @@
 // source every reader (policies, /admin/cluster, metrics) sees.
 // Prefill bookkeeping (requests and prompt tokens not yet past their first token) is kept here for
 // the KV-aware load terms (Dynamo's active prefill tokens), and so are the prompt's KV blocks
-// (active.ts: Dynamo's active decode blocks), added at book and freed at release.
+// (active.ts: Dynamo's active decode blocks, a shared prefix once), added at book and freed at
+// release, and their sum per worker with every request counted in full (`heldBlocks`: the decode
+// work, since each sequence's KV is read every step).
 //
 // Prefill progress (`prefillRemaining`, router.kv.prefill_load_model `progress`): a prompt dispatched
 // a while ago is partly computed, so counting it in full until its first token makes a worker that
@@ -14,7 +16,11 @@
 // worker's prefill rate (tokens/ms) is learned from first tokens of prompts that had the worker's
 // prefill queue to themselves (EWMA; dispatch → first token, so queueing behind decode steps and
 // the engine's request overhead make it an underestimate, i.e. remaining work is overestimated);
-// the worker is taken to compute its queued prompts in dispatch order at that rate.
+// the worker is taken to compute its queued prompts in dispatch order at that rate — except the
+// ones its engine reports as waiting at the last scrape (the newest of them): a prompt queued for
+// free KV blocks computes nothing, and counting it as done made a worker whose KV was full look
+// free, so it kept receiving requests that queued for a second while an idle worker starved
+// (bench/kv-tier-docqa.ts, issue 25).
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { ActiveBlocks } from "./active.ts";
 
@@ -65,6 +71,8 @@ interface Prefilling {
 export class LoadBook {
   private readonly prefill = new Map<string, PrefillLoad>();
   private readonly active = new ActiveBlocks();
+  /** Σ promptBlocks of the leases in flight, per worker (each request in full). */
+  private readonly held = new Map<string, number>();
   /** Prompts before their first token, per worker, in dispatch order (Set keeps insertion order). */
   private readonly queued = new Map<string, Set<Prefilling>>();
   /** Learned prefill tokens per ms, per worker. */
@@ -88,6 +96,7 @@ export class LoadBook {
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, prefillTokens);
     this.active.add(workerId, sampled, estimated);
+    this.addHeld(workerId, blocks);
     const entry: Prefilling = { atMs: this.now?.() ?? 0, tokens: prefillTokens };
     let queue = this.queued.get(workerId);
     if (!queue) this.queued.set(workerId, (queue = new Set()));
@@ -119,6 +128,7 @@ export class LoadBook {
         released = true;
         endPrefill(false);
         this.active.remove(workerId, sampled, estimated);
+        this.addHeld(workerId, -blocks);
         this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
       },
     };
@@ -135,9 +145,10 @@ export class LoadBook {
 
   /**
    * prefillOf with each prompt's tokens reduced by what the worker has computed since dispatch, at
-   * its learned rate, earliest prompt first (see the header). Unlearned rate → prefillOf.
+   * its learned rate, earliest prompt first (see the header); the newest `waiting` prompts (the
+   * engine's scraped queue) count in full. Unlearned rate → prefillOf.
    */
-  prefillRemaining(workerId: string): PrefillLoad {
+  prefillRemaining(workerId: string, waiting = 0): PrefillLoad {
     const p = this.prefillOf(workerId);
     const rate = this.rate.get(workerId);
     const queue = this.queued.get(workerId);
@@ -145,7 +156,13 @@ export class LoadBook {
     const now = this.now();
     let budget = -1;
     let tokens = 0;
+    let i = 0;
+    const computing = queue.size - Math.max(0, Math.floor(waiting));
     for (const e of queue) {
+      if (i++ >= computing) {
+        tokens += e.tokens;
+        continue;
+      }
       if (budget < 0) budget = Math.max(0, now - e.atMs) * rate; // the earliest dispatch starts the clock
       tokens += Math.max(0, e.tokens - budget);
       budget = Math.max(0, budget - e.tokens);
@@ -163,6 +180,11 @@ export class LoadBook {
     return this.active.blocks(workerId);
   }
 
+  /** KV blocks of the requests in flight on a worker, each request in full (a shared prefix once per request). */
+  heldBlocks(workerId: string): number {
+    return this.held.get(workerId) ?? 0;
+  }
+
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number> {
     return this.active.overlaps(hashes);
@@ -171,6 +193,12 @@ export class LoadBook {
   private learnRate(workerId: string, sample: number): void {
     const old = this.rate.get(workerId);
     this.rate.set(workerId, old === undefined ? sample : old + RATE_EWMA * (sample - old));
+  }
+
+  private addHeld(workerId: string, blocks: number): void {
+    const n = (this.held.get(workerId) ?? 0) + blocks;
+    if (n <= 0) this.held.delete(workerId);
+    else this.held.set(workerId, n);
   }
 
   private addPrefill(workerId: string, requests: number, tokens: number): void {

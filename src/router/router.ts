@@ -19,6 +19,7 @@ import { NEEDS_KEYS, unionNeeds, type Needs } from "./pipeline/types.ts";
 import { LoadBook, type BookedPrompt, type Lease, type PrefillLoad } from "./lease.ts";
 import type { KvIndex } from "../kv/indexer.ts";
 import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
+import { LEG_PRESETS, LEG_ROLES, type LegPresetName } from "./policies/pd-legs.ts";
 import { RetryBudget, retryable, type Failure } from "./retry.ts";
 import { OutlierDetector } from "./outlier.ts";
 import { evidenceFilters, ejectionOf } from "./evidence.ts";
@@ -69,6 +70,8 @@ export const SESSION_ID_MAX_CHARS = 256;
 
 export class Router {
   readonly policy: Policy;
+  /** The P/D legs' policies (RouteRequest.leg): `pd-prefill` and `pd-decode`, from router.pd. */
+  readonly legPolicies: Readonly<Record<LegPresetName, Policy>>;
   /**
    * The seed the router's Rng was built from (config.seed, or a random one when that is 0): log it,
    * and a run's routing decisions can be replayed with `router.seed` set to it.
@@ -111,6 +114,15 @@ export class Router {
     this.self = opts.self ?? null;
     this.isolated = opts.isolated ?? (() => false);
     this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)), () => opts.clock.now());
+    const loads = this.loads;
+    const load = {
+      prefilling: (id: string) => loads.prefillOf(id),
+      prefillRemaining: (id: string, waiting?: number) => loads.prefillRemaining(id, waiting),
+      activeBlocks: (id: string) => loads.activeBlocks(id),
+      heldBlocks: (id: string) => loads.heldBlocks(id),
+      activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
+    };
+    const deps = { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) };
     if (opts.policy) this.policy = opts.policy;
     else {
       const f = policyFactory(opts.config.policy);
@@ -120,32 +132,27 @@ export class Router {
         const known = Object.keys(POLICY_FACTORIES).join(", ");
         throw new HerdError(500, "server_error", `unknown router.policy "${opts.config.policy}", expected one of: ${known}`, "config_error");
       }
-      const loads = this.loads;
-      const load = {
-        prefilling: (id: string) => loads.prefillOf(id),
-        prefillRemaining: (id: string) => loads.prefillRemaining(id),
-        activeBlocks: (id: string) => loads.activeBlocks(id),
-        activeOverlaps: (hashes: readonly bigint[]) => loads.activeOverlaps(hashes),
-      };
-      this.policy = f.create(opts.config, { load, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
+      this.policy = f.create(opts.config, deps);
     }
+    this.legPolicies = { prefill: LEG_PRESETS.prefill.create(opts.config, deps), decode: LEG_PRESETS.decode.create(opts.config, deps) };
     // A policy without declared needs (a hand-made one) is assumed to read everything.
     const all = Object.fromEntries(NEEDS_KEYS.map((k) => [k, true])) as Required<Needs>;
     this.needs = unionNeeds([...this.filters, { needs: this.policy.needs ?? all }]);
-    if (this.policy.forgetWorker) {
-      // A removed worker, or one whose engine restarted, holds none of what the policy remembers.
-      const forget = this.policy.forgetWorker.bind(this.policy);
-      this.unsubscribe = opts.registry.onChange((c) => {
-        if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) forget(c.worker.id);
-      });
-    }
+    // Needs are the main policy's: the frontend hashes prompts for it, and the leg presets use
+    // the hashes when they are there (the default `kv` policy reads them).
+    // A removed worker, or one whose engine restarted, holds none of what a policy remembers.
+    const policies = this.policies();
+    this.unsubscribe = opts.registry.onChange((c) => {
+      if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) for (const p of policies) p.forgetWorker?.(c.worker.id);
+    });
   }
 
   /** Pick a worker for a request. Throws HerdError 404 (model_not_found) or 503 (none ready). */
   route(req: RouteRequest): RouteResult {
     const t0 = this.clock.now();
     const result = this.decide(req, false);
-    if (req.exclude.size === 0) this.retryBudget.recordRequest();
+    // One request per client request: a P/D request's prefill leg is not another one.
+    if (req.exclude.size === 0 && req.leg !== "prefill") this.retryBudget.recordRequest();
     const elapsedMs = this.clock.now() - t0;
     this.notify((o) => o.decision?.(result.decision, elapsedMs));
     this.log?.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
@@ -237,7 +244,11 @@ export class Router {
   /** The router is being replaced (reload) or the daemon stops: the policy drops its subscriptions. */
   close(): void {
     this.unsubscribe();
-    this.policy.close?.();
+    for (const p of this.policies()) p.close?.();
+  }
+
+  private policies(): Policy[] {
+    return [this.policy, this.legPolicies.prefill, this.legPolicies.decode];
   }
 
   /** Subscribe to routing events; returns the unsubscribe function. */
@@ -254,7 +265,8 @@ export class Router {
     }
     const filtered: FilteredOut[] = [];
     let candidates = all;
-    const facts = { req };
+    const policy = req.leg ? this.legPolicies[req.leg] : this.policy;
+    const facts = { req: req.leg && req.role === undefined ? { ...req, role: LEG_ROLES[req.leg] } : req };
     for (const f of this.filters) {
       const keep = f.accepts ? null : f.keep(candidates, facts);
       const kept: Readonly<Worker>[] = [];
@@ -272,15 +284,15 @@ export class Router {
       const starting = all.some((w) => w.state === "starting");
       throw unavailable(`no worker ready for model \`${req.model}\` (${summarise(all, filtered)})`, "no_worker_available", starting ? 5 : 1);
     }
-    const pick = this.policy.pick(req, candidates, { rng: dryRun ? this.explainRng : this.rng, nowMs: this.clock.now(), dryRun });
+    const pick = policy.pick(facts.req, candidates, { rng: dryRun ? this.explainRng : this.rng, nowMs: this.clock.now(), dryRun });
     const worker = candidates.find((w) => w.id === pick.chosen);
-    invariant(worker, `policy ${this.policy.name} chose ${pick.chosen}, which is not a candidate`);
+    invariant(worker, `policy ${policy.name} chose ${pick.chosen}, which is not a candidate`);
     if (!dryRun) {
       // A probing target gets this request as its probe; nobody else goes there until it reports.
       this.outliers.routed("worker", worker.id);
       this.outliers.routed("node", worker.node);
     }
-    return { worker, decision: { policy: this.policy.name, ...pick, filtered } };
+    return { worker, decision: { policy: policy.name, ...pick, filtered } };
   }
 
   private notify(fn: (o: RouterObserver) => void): void {

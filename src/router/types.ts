@@ -35,12 +35,15 @@ export interface RouteRequest {
   /** Block size (tokens) the hashes were cut with: the model's block_size. Default 16. */
   blockSize?: number;
   /**
-   * The role(s) a worker must have for this request (P/D: a prefill leg needs `prefill`, a decode
-   * leg `decode`). Absent: `aggregated`, today's only role for a whole request.
+   * The role(s) a worker must have for this request. Absent: the leg preset's role (`prefill`,
+   * `decode`), else `aggregated`, the role of a whole request.
    */
   role?: Role | readonly Role[];
-  /** Only this worker may take the request (a P/D leg whose worker the orchestrator chose). */
-  worker?: string;
+  /**
+   * A P/D leg (src/pd): routed by that leg's preset (`pd-prefill`: router.pd.prefill, `pd-decode`:
+   * router.pd.decode) instead of router.policy, over the same leases, index and explain.
+   */
+  leg?: "prefill" | "decode";
 }
 
 export interface RouteCtx {
@@ -111,10 +114,15 @@ export interface Policy {
 export interface LoadView {
   /** Requests (and their prompt tokens) booked on a worker that have not had their first token. */
   prefilling(workerId: string): PrefillLoad;
-  /** Same requests, tokens minus those the worker has computed since dispatch (lease.ts); absent = prefilling(). */
-  prefillRemaining?(workerId: string): PrefillLoad;
+  /**
+   * Same requests, tokens minus those the worker has computed since dispatch (lease.ts), except the
+   * newest `waiting` (the engine's scraped queue), which count in full; absent = prefilling().
+   */
+  prefillRemaining?(workerId: string, waiting?: number): PrefillLoad;
   /** Distinct KV blocks of the requests in flight on a worker. */
   activeBlocks(workerId: string): number;
+  /** KV blocks of the requests in flight on a worker, each request counted in full; absent = activeBlocks(). */
+  heldBlocks?(workerId: string): number;
   /** Leading blocks of a prompt already active on each worker (absent = none). */
   activeOverlaps(hashes: readonly bigint[]): Map<string, number>;
 }

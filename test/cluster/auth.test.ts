@@ -78,6 +78,13 @@ describe("peer API auth", () => {
     writeFileSync(f, "\n");
     expect(() => loadToken({ token: "", token_file: f })).toThrow(/is empty/);
     expect(() => loadToken({ token: "", token_file: join(dir, "nope") })).toThrow(/cluster.token_file/);
+    // issue 22: a device or FIFO is refused at once (it read /dev/zero until ENOMEM, a FIFO blocked)
+    expect(() => loadToken({ token: "", token_file: "/dev/zero" })).toThrow(/cluster.token_file \/dev\/zero: not a regular file/);
+    const fifo = join(dir, "fifo");
+    expect(Bun.spawnSync(["mkfifo", fifo]).exitCode).toBe(0);
+    expect(() => loadToken({ token: "", token_file: fifo })).toThrow(/not a regular file/);
+    writeFileSync(f, "x".repeat(70_000));
+    expect(() => loadToken({ token: "", token_file: f })).toThrow(/larger than 65536 bytes/);
     removeDir(dir);
   });
 });

@@ -91,7 +91,7 @@ engines:
       const e = await explain(ids(A.first, A.len));
       return e.candidates.length === 2 && overlapOf(e, "x/external-0")?.gpu === 10 ? e : null;
     });
-    expect(overlapOf(ea, "x/external-0")).toEqual({ gpu: 10, cpu: A.cpu, disk: 0 });
+    expect(overlapOf(ea, "x/external-0")).toEqual({ gpu: 10, cpu: 0, disk: 0 }); // the CPU copies of blocks 0-3 add nothing beyond the GPU run (tiers)
     expect(overlapOf(ea, "x/external-1")).toEqual({ gpu: 0, cpu: 0, disk: 0 });
     expect(ea.kv).toEqual({ block_size: BS, prompt_tokens: A.len, prompt_blocks: 10, extra_keys: { lora_name: null, cache_salt: null } });
 

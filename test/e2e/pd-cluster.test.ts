@@ -124,9 +124,10 @@ describe("P/D across two nodes (prefill on pa, decode on pb)", () => {
     expect(served).toBe(4);
     const ex: any = await (await fetch(`${url("pb")}/admin/route/explain`, { method: "POST", body: JSON.stringify({ model: "m", messages: [{ role: "user", content: "Explain: " + "lorem ipsum dolor sit amet ".repeat(40) }] }) })).json();
     expect(ex.policy).toBe("pd");
-    expect(ex.pd.decision.reason).toBe("disaggregated");
-    expect(ex.pd.prefill.explain.map((e: any) => e.node)).toEqual(["pa", "pa"]);
-    expect(ex.pd.decode.explain.map((e: any) => e.node)).toEqual(["pb", "pb"]);
+    expect(ex.decision.reason).toBe("disaggregated");
+    expect(ex.legs.map((l: any) => l.name)).toEqual(["prefill", "decode"]);
+    expect(ex.legs[0].candidates.map((e: any) => e.node)).toEqual(["pa", "pa"]);
+    expect(ex.legs[1].candidates.map((e: any) => e.node)).toEqual(["pb", "pb"]);
   }, 10_000);
 
   test("pa dies: requests entering pb are answered by a local prefill on a decode worker, never a hang", async () => {

@@ -113,12 +113,17 @@ describe("P/D through herd run", () => {
     const fresh = "Explain: " + "lorem ipsum dolor sit amet ".repeat(40);
     const ex: any = await (await fetch(`${url}/admin/route/explain`, { method: "POST", body: JSON.stringify({ model: "pd", messages: [{ role: "user", content: fresh }] }) })).json();
     expect(ex.policy).toBe("pd");
-    expect(ex.pd.decision.reason).toBe("disaggregated");
-    expect(ex.pd.prefill.explain.map((e: any) => e.worker).length).toBe(2);
-    expect(ex.pd.decode.explain.length).toBe(2);
+    expect(ex.decision.reason).toBe("disaggregated");
+    // Each leg as its preset chose it: the dry run of the real sequence, the candidates' terms.
+    expect(ex.legs.map((l: any) => `${l.name}:${l.policy}`)).toEqual(["prefill:pd-prefill", "decode:pd-decode"]);
+    expect(ex.legs[0].candidates.length).toBe(2);
+    expect(ex.legs[0].candidates.map((c: any) => c.worker)).toContain(ex.legs[0].chosen);
+    expect(ex.legs[0].candidates[0].terms).toHaveProperty("kv_cost");
+    expect(ex.legs[1].candidates.length).toBe(2);
+    expect(ex.legs[1].candidates[0].terms).toHaveProperty("decode_blocks");
     const { traces }: any = await (await fetch(`${url}/admin/pd/traces`)).json();
     const last = traces.at(-1).trace;
-    expect(last.legs.map((l: any) => `${l.name}:${l.outcome}`)).toEqual(["prefill:done", "decode:committed"]);
+    expect(last.legs.map((l: any) => `${l.name}:${l.outcome}:${l.decision.policy}`)).toEqual(["prefill:done:pd-prefill", "decode:committed:pd-decode"]);
   }, 20_000);
 
   test("a short prompt skips the prefill pool (decider), visible in metrics", async () => {

@@ -37,6 +37,16 @@ async function until(cond: () => boolean, timeoutMs: number, what: string): Prom
 const pidOf = (sup: Supervisor, id: string) => sup.status().find((s) => s.worker.id === id)!.pid!;
 
 describe("supervisor with fake engines", () => {
+  test("issue 22: the engine's argv in the log has secret flags redacted", async () => {
+    const config = testConfig({ engines: [engine({ kind: "command", count: 1, command: fakeCommand("--api-key", "sk-never-logged-123", "--quiet") })] });
+    const { sup, logger } = supervise(config);
+    await sup.start();
+    await sup.waitFor("n1/command-0", ["ready"], 5_000);
+    const line = logger.lines.find((l) => l.includes("engine") && l.includes("--api-key"));
+    expect(line).toContain("--api-key <redacted>");
+    expect(logger.lines.join("\n")).not.toContain("sk-never-logged-123");
+  });
+
   test("starts engines, waits for /health, captures output and env, stops them", async () => {
     const config = testConfig({
       engines: [engine({ kind: "command", count: 2, gpus: [4, 5], env: { FAKE_TAG: "t1" }, command: fakeCommand("--slow-start-ms", "300", "--lines", "80") })],

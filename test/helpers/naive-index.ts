@@ -36,12 +36,13 @@ export class NaiveIndex implements KvIndex {
     const first = hashes.length > 0 ? this.blocks.get(hashes[0]!) : undefined;
     if (!first) return out;
     for (const worker of first.keys()) {
-      const o: Overlap = { gpu: 0, cpu: 0, disk: 0 };
-      for (const m of MEDIA) {
+      // Tiers (indexer.ts Overlap): each medium's run continues the faster media's.
+      const ends = MEDIA.map((_, tier) => {
         let n = 0;
-        while (n < hashes.length && this.holds(worker, hashes[n]!, m)) n++;
-        o[m] = n;
-      }
+        while (n < hashes.length && MEDIA.slice(0, tier + 1).some((m) => this.holds(worker, hashes[n]!, m))) n++;
+        return n;
+      });
+      const o: Overlap = { gpu: ends[0]!, cpu: ends[1]! - ends[0]!, disk: ends[2]! - ends[1]! };
       out.set(worker, o);
     }
     return out;

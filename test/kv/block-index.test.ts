@@ -79,14 +79,23 @@ describe("BlockIndex vs NaiveIndex (differential)", () => {
 describe("BlockIndex", () => {
   const h = blockHashes(Array.from({ length: 16 * 6 }, (_, i) => i), 16);
 
-  test("counts leading blocks per medium, independently", () => {
+  test("counts leading blocks in tiers: the GPU run, then its CPU continuation, then disk", () => {
     const ix = new BlockIndex();
     ix.apply("a", { kind: "stored", medium: "gpu", hashes: h.slice(0, 4) });
     ix.apply("a", { kind: "stored", medium: "cpu", hashes: h.slice(0, 6) });
     ix.apply("b", { kind: "stored", medium: "gpu", hashes: h.slice(0, 2) });
     ix.apply("c", { kind: "stored", medium: "gpu", hashes: h.slice(1, 6) }); // no first block: no match
+    // d: GPU holds the start, the CPU tier (evicted blocks) the continuation, disk one more block.
+    ix.apply("d", { kind: "stored", medium: "gpu", hashes: h.slice(0, 2) });
+    ix.apply("d", { kind: "stored", medium: "cpu", hashes: h.slice(2, 4) });
+    ix.apply("d", { kind: "stored", medium: "disk", hashes: h.slice(4, 5) });
+    // e: block 0 only on CPU, blocks 1-2 on GPU: no GPU run, a CPU-tier run of 3.
+    ix.apply("e", { kind: "stored", medium: "cpu", hashes: h.slice(0, 1) });
+    ix.apply("e", { kind: "stored", medium: "gpu", hashes: h.slice(1, 3) });
     const m = ix.findMatches(h);
-    expect(m.get("a")).toEqual({ gpu: 4, cpu: 6, disk: 0 });
+    expect(m.get("d")).toEqual({ gpu: 2, cpu: 2, disk: 1 });
+    expect(m.get("e")).toEqual({ gpu: 0, cpu: 3, disk: 0 });
+    expect(m.get("a")).toEqual({ gpu: 4, cpu: 2, disk: 0 });
     expect(m.get("b")).toEqual({ gpu: 2, cpu: 0, disk: 0 });
     expect(m.has("c")).toBe(false);
     expect(ix.findMatches([])).toEqual(new Map());

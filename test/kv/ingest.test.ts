@@ -62,7 +62,7 @@ describe("WorkerBlockMap", () => {
     m.apply(blockRemoved([eh(0), eh(1)], "GPU"));
     expect(ix.findMatches(ours).get("w")).toEqual({ gpu: 0, cpu: 2, disk: 0 });
     m.apply(store(2, 3, "DISK")); // parent eh(1) still known through the CPU copy
-    expect(ix.findMatches(ours).get("w")).toEqual({ gpu: 0, cpu: 2, disk: 0 });
+    expect(ix.findMatches(ours).get("w")).toEqual({ gpu: 0, cpu: 2, disk: 1 }); // disk continues the CPU run
     expect(ix.holds("w", ours[2]!, "disk")).toBe(true);
     m.apply(blockRemoved([eh(0), eh(1)], "CPU"));
     expect(m.size).toBe(1);

@@ -9,7 +9,7 @@ import { compareVersions, parseVersion } from "../../src/ops/doctor-engines.ts";
 import { doctorJson, renderDoctor, runDoctor } from "../../src/ops/doctor.ts";
 import { systemProbe, type DoctorProbe } from "../../src/ops/doctor-probe.ts";
 import { parseConfigText } from "../../src/config/index.ts";
-import { inlineSecretConfigProblem, secretFileModeProblem } from "../../src/config/secret-perms.ts";
+import { secretFileModeProblem } from "../../src/config/secret-perms.ts";
 import { cleanup, herdCli, portBase, startHerd, tempDir, type HerdProc } from "./helpers.ts";
 
 let dir = "";
@@ -240,8 +240,8 @@ describe("pure parts", () => {
     expect([0o600, 0o640, 0o400, 0o440].map(secretFileModeProblem)).toEqual([null, null, null, null]);
     expect(secretFileModeProblem(0o660)).toBe("mode 0660 lets its group change it");
     expect(secretFileModeProblem(0o100604)).toBe("mode 0604 lets every user on the host read it");
-    expect(inlineSecretConfigProblem(0o640)).toBeNull();
-    expect(inlineSecretConfigProblem(0o644)).toContain("0644");
+    expect(secretFileModeProblem(0o640)).toBeNull();
+    expect(secretFileModeProblem(0o644)).toContain("0644");
   });
 
   test("ports another herd on this host leases are skipped and named, as herd run skips them", async () => {

@@ -7,7 +7,7 @@ import { defaultConfig } from "../../src/config/load.ts";
 import { planEngines } from "../../src/engine/plan.ts";
 import { OpsUsageError, parseOpsArgs } from "../../src/ops/args.ts";
 import { DEFAULT_ADMIN_URL, OpsError, listenToUrl, resolveTarget, type ClusterView, type WorkerView } from "../../src/ops/client.ts";
-import { exposureWarnings, wildcardKvEndpoints } from "../../src/daemon/exposure.ts";
+import { exposureInfo, exposureWarnings, wildcardKvEndpoints } from "../../src/daemon/exposure.ts";
 import { kvSummary, renderStatus } from "../../src/ops/status.ts";
 import { cleanup, tempDir } from "./helpers.ts";
 
@@ -181,5 +181,20 @@ describe("exposure warnings", () => {
     expect(exposureWarnings(c, plans)).toHaveLength(2);
     c.frontend.metrics = "loopback";
     expect(exposureWarnings(c, plans)).toHaveLength(1);
+  });
+
+  test("issue 22: a multi-host peer API without mutual TLS is named; with cluster.tls it is an info line", () => {
+    const c = base();
+    c.engines = [];
+    c.frontend.listen = "10.0.0.1:8000";
+    c.frontend.api_keys = ["k"];
+    c.frontend.metrics = "loopback";
+    expect(exposureWarnings(c, [])).toEqual([]); // the default one-node file cluster: nobody can join
+    c.cluster.discovery = "peers";
+    expect(exposureWarnings(c, [])).toEqual([expect.stringContaining("cluster peer API on 10.0.0.1:8000 carries prompts, completions and KV between hosts as plain HTTP")]);
+    c.cluster.listen = "10.0.0.1:8443";
+    c.cluster.tls = { cert: "/c.pem", key: "/k.pem", ca: "/ca.pem" };
+    expect(exposureWarnings(c, [])).toEqual([]);
+    expect(exposureInfo(c)).toContain("cluster peer API on 10.0.0.1:8443: mutual TLS (cluster.tls)");
   });
 });

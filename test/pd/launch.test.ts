@@ -18,10 +18,10 @@ import { cleanup, tempDir } from "../helpers/herd.ts";
 const qwen = model({ name: "qwen3-8b", path: "Qwen/Qwen3-8B" });
 const cfg = (engines: EngineConfig[]) => testConfig({ models: [qwen], engines, supervisor: { port_range_start: 9000 } });
 
-function planned(engines: EngineConfig[], endpoint = "10.0.0.5:7000"): { plans: EnginePlan[]; lines: string[] } {
+function planned(engines: EngineConfig[], endpoint = "10.0.0.5:7000", bootstrap?: (id: string, port: number) => void): { plans: EnginePlan[]; lines: string[] } {
   const config = cfg(engines);
   let lines: string[] = [];
-  const plans = planEngines(config, { self: ["/usr/local/bin/herd"], isPortFree: () => true, finish: (ps) => void (lines = applyPdLaunch(config, ps, { nixlEndpoint: () => endpoint })) });
+  const plans = planEngines(config, { self: ["/usr/local/bin/herd"], isPortFree: () => true, finish: (ps) => void (lines = applyPdLaunch(config, ps, { nixlEndpoint: () => endpoint, ...(bootstrap ? { bootstrap } : {}) })) });
   return { plans, lines };
 }
 
@@ -53,7 +53,7 @@ describe("P/D launch wiring", () => {
     expect(lines.at(-1)).toBe("NIXL metadata service (NIXL_TCPSTORE_ENDPOINT): 10.0.0.5:7000");
   });
 
-  test("sim and SGLang: the sim parses its flags; SGLang prefill gets its bootstrap port, decode none; SGLang models are not orchestrated yet", () => {
+  test("sim and SGLang: the sim parses its flags; SGLang prefill gets its bootstrap port, decode none; SGLang models run the P/D plan (SGLang's flow)", () => {
     const { plans } = planned([
       engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "prefill" }),
       engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "prefill" }),
@@ -66,8 +66,27 @@ describe("P/D launch wiring", () => {
     expect(sp.slice(sp.indexOf("--disaggregation-mode"), sp.indexOf("--disaggregation-mode") + 4)).toEqual(["--disaggregation-mode", "prefill", "--disaggregation-transfer-backend", "nixl"]);
     expect(sp).toContain("--disaggregation-bootstrap-port");
     expect(plans[2]!.spec!.argv).not.toContain("--disaggregation-bootstrap-port");
-    expect(pdModels(cfg([engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "prefill" }), engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "decode" })])).size).toBe(0);
+    expect([...pdModels(cfg([engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "prefill" }), engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "decode" })]))]).toEqual(["qwen3-8b"]);
+    // Prefill engines of two flows for one model: not P/D (flow.ts modelFlow).
+    expect(pdModels(cfg([engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "prefill" }), engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "prefill" }), engine({ kind: "sglang", model: "qwen3-8b", count: 1, role: "decode" })])).size).toBe(0);
     expect([...pdModels(cfg([engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "prefill" }), engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "decode" })]))]).toEqual(["qwen3-8b"]);
+  });
+
+  test("a sim prefill entry with SGLang's --disaggregation-mode puts its model in SGLang's flow: both roles launched with SGLang's flags, the bootstrap port reported", () => {
+    const ports = new Map<string, number>();
+    const config = cfg([
+      engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "prefill", args: ["--disaggregation-mode", "prefill"] }),
+      engine({ kind: "sim", model: "qwen3-8b", count: 1, role: "decode" }),
+    ]);
+    const { plans } = planned(config.engines, undefined, (id, port) => ports.set(id, port));
+    const [p, d] = plans.map((x) => x.spec!.argv);
+    const po = parseSimArgs(p!.slice(p!.indexOf("sim-engine") + 1))!;
+    expect(po.disaggregationMode).toBe("prefill");
+    expect(po.disaggregationBootstrapPort).toBe(ports.get(plans[0]!.id)!);
+    expect(po.kvTransfer).toBeNull();
+    expect(parseSimArgs(d!.slice(d!.indexOf("sim-engine") + 1))!.disaggregationMode).toBe("decode");
+    expect(d).not.toContain("--disaggregation-bootstrap-port");
+    expect([...pdModels(config)]).toEqual(["qwen3-8b"]);
   });
 
   test("herd run --dry-run prints each P/D worker's ports and the flags in its argv", async () => {

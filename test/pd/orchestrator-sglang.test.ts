@@ -4,22 +4,33 @@
 import { describe, expect, test } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { SeededRng } from "../../src/core/rng.ts";
-import { chooseDecode, choosePrefill, type PdCandidate } from "../../src/pd/choose.ts";
-import { type LegExecutor, type LegOutcome, type PdLeg, runPd } from "../../src/pd/orchestrator.ts";
+import { type LegOutcome, runPd } from "../../src/pd/orchestrator.ts";
+import type { LegRunner, PinnedLeg } from "../../src/request/plan.ts";
+import type { Router, RouteRequest } from "../../src/router/index.ts";
+import type { Worker } from "../../src/workers/worker.ts";
+import { pdRouter, pdWorker } from "./helpers.ts";
 
-const cand = (id: string, role: PdCandidate["role"], over: Partial<PdCandidate> = {}): PdCandidate => ({
-  id, node: id.split("/")[0]!, url: `http://10.0.0.${id.endsWith("1") ? 2 : 1}:30000`, kind: "sglang", role, overlap: { gpu: 0, cpu: 0, disk: 0 },
-  activePrefillTokens: 0, activeBlocks: 0, waiting: 0, kvUsage: null, numBlocks: null, bootstrapPort: role === "prefill" ? 8998 : null, ...over,
-});
-const CANDS = [cand("n1/p0", "prefill"), cand("n2/p1", "prefill", { activePrefillTokens: 9999 }), cand("n1/d0", "decode"), cand("n2/d1", "decode", { activeBlocks: 50 })];
-const knobs = { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.5, disk: 0.25 } };
+const url = (id: string) => ({ url: `http://10.0.0.${id.endsWith("1") ? 2 : 1}:30000` });
+/** n2/p1 has a prompt waiting, n2/d1 a request running (outside herd): n1's workers are first choices. */
+const WORKERS = (): Worker[] => [
+  pdWorker("n1/p0", "prefill", url("p0"), {}, { kind: "sglang" }),
+  pdWorker("n2/p1", "prefill", url("p1"), { running: 0, waiting: 1 }, { kind: "sglang" }),
+  pdWorker("n1/d0", "decode", url("d0"), {}, { kind: "sglang" }),
+  pdWorker("n2/d1", "decode", url("d1"), { running: 1, waiting: 0 }, { kind: "sglang" }),
+];
 
-type Script = (leg: PdLeg, signal: AbortSignal) => Promise<LegOutcome>;
-class Scripted implements LegExecutor {
+type Script = (leg: PinnedLeg, signal: AbortSignal) => Promise<LegOutcome>;
+class Scripted implements LegRunner {
   readonly started: { name: string; worker: string; body: string; atMs: number }[] = [];
   readonly aborted: string[] = [];
-  constructor(private readonly script: Script) {}
-  run(leg: PdLeg, signal: AbortSignal): Promise<LegOutcome> {
+  readonly router: Router;
+  constructor(private readonly script: Script, workers = WORKERS()) {
+    this.router = pdRouter(workers, undefined, 5).router;
+  }
+  route(req: RouteRequest, dryRun?: boolean) {
+    return dryRun ? this.router.explain(req) : this.router.route(req);
+  }
+  run(leg: PinnedLeg, signal: AbortSignal): Promise<LegOutcome> {
     this.started.push({ name: leg.name, worker: leg.worker.id, body: leg.body, atMs: performance.now() });
     signal.addEventListener("abort", () => this.aborted.push(`${leg.name}@${leg.worker.id}`), { once: true });
     return this.script(leg, signal);
@@ -31,12 +42,13 @@ const after = (ms: number, o: LegOutcome, signal: AbortSignal) =>
     const t = setTimeout(() => ok(o), ms);
     signal.addEventListener("abort", () => (clearTimeout(t), ok({ kind: "aborted" })), { once: true });
   });
+const failed = (status: number): LegOutcome => ({ kind: "failed", reason: "status_5xx", message: `HTTP ${status}`, status });
 
 const PROMPT_TOKENS = 4000;
-const run = (exec: LegExecutor, signal = new AbortController().signal, cands = CANDS) =>
+const run = (runner: LegRunner, signal = new AbortController().signal) =>
   runPd(
-    { exec, candidates: () => cands, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, knobs, rng: new SeededRng(5), clock: new RealClock() },
-    { requestId: "r1", endpoint: "chat", body: { model: "m", messages: [{ role: "user", content: "x" }], stream: true }, stream: true, promptTokens: PROMPT_TOKENS, blockSize: 16, flow: "sglang" },
+    { runner, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, prefillQueue: () => [0, 1], bootstrapPort: (w) => (w.role === "prefill" ? 8998 : null), rng: new SeededRng(5), clock: new RealClock() },
+    { requestId: "r1", endpoint: "chat", body: { model: "sim", messages: [{ role: "user", content: "x" }], stream: true }, stream: true, route: { model: "sim", sessionId: null, promptTokens: PROMPT_TOKENS, blockSize: 16 }, maxTokens: null, flow: "sglang" },
     signal,
   );
 
@@ -55,7 +67,7 @@ describe("SGLang flow", () => {
 
   test("the prefill leg fails first: its decode is aborted, the next pair uses the other prefill worker", async () => {
     const exec: Scripted = new Scripted((leg, s): Promise<LegOutcome> =>
-      leg.name === "prefill" && leg.worker.id === "n1/p0" ? after(5, { kind: "failed", reason: "HTTP 500", status: 500 }, s)
+      leg.name === "prefill" && leg.worker.id === "n1/p0" ? after(5, failed(500), s)
       : leg.name === "prefill" ? after(30, { kind: "done", text: "{}" }, s)
       : leg.worker.id === "n1/d0" && exec.started.length <= 2 ? after(1000, { kind: "committed", answer: "late" }, s)
       : after(10, { kind: "committed", answer: "ok" }, s));
@@ -72,7 +84,7 @@ describe("SGLang flow", () => {
     // Decode workers fail first (their prefill answers later): both pairs fail on the decode side.
     const exec = new Scripted((leg, s) =>
       leg.name === "local" ? after(5, { kind: "committed", answer: "local" }, s)
-      : leg.name === "decode" ? after(5, { kind: "failed", reason: "HTTP 503", status: 503 }, s)
+      : leg.name === "decode" ? after(5, failed(503), s)
       : after(40, { kind: "done", text: "{}" }, s));
     const r = await run(exec);
     expect(r.outcome).toEqual({ kind: "committed", answer: "local" });
@@ -94,44 +106,12 @@ describe("SGLang flow", () => {
     expect(exec.started).toHaveLength(2);
   });
 
-  test("no prefill worker with a bootstrap port: the prefill pool counts as absent", async () => {
-    const exec = new Scripted((_l, s) => after(1, { kind: "committed", answer: "local" }, s));
-    const r = await run(exec, undefined, CANDS.map((c) => ({ ...c, bootstrapPort: null })));
-    expect(r.trace.decision.reason).toBe("no_prefill_worker");
-    expect(exec.started.map((s) => s.name)).toEqual(["local"]);
-  });
-});
-
-describe("choosing the pair", () => {
-  const req = { promptTokens: 1600, blockSize: 16 };
-  test("prefill: a worker holding the prompt's prefix beats an idle one; load breaks it again", () => {
-    const warm = cand("n1/p0", "prefill", { overlap: { gpu: 90, cpu: 0, disk: 0 }, activePrefillTokens: 800 });
-    const idle = cand("n2/p1", "prefill");
-    const c = choosePrefill([idle, warm], req, knobs, new Set(), new SeededRng(1));
-    expect(c.pick!.id).toBe("n1/p0");
-    expect(c.explain.find((e) => e.worker === "n1/p0")!.terms).toMatchObject({ overlap_blocks: 90, prefill_blocks: 60, cost: 60 + 10 });
-    const swamped = { ...warm, activePrefillTokens: 16 * 500 };
-    expect(choosePrefill([idle, swamped], req, knobs, new Set(), new SeededRng(1)).pick!.id).toBe("n2/p1");
-    expect(choosePrefill([idle, warm], req, knobs, new Set(["n1/p0"]), new SeededRng(1)).pick!.id).toBe("n2/p1");
-  });
-
-  test("decode: least decode load among workers with room for the request's KV", () => {
-    const full = cand("n1/d0", "decode", { kvUsage: 0.99, numBlocks: 1000 }); // 10 free < 100 needed
-    const busy = cand("n2/d1", "decode", { activeBlocks: 400, kvUsage: 0.5, numBlocks: 1000 });
-    const c = chooseDecode([full, busy], req, new Set(), new SeededRng(1));
-    expect(c.pick!.id).toBe("n2/d1");
-    expect(c.explain.find((e) => e.worker === "n1/d0")!.terms).toMatchObject({ fits: 0, free_blocks: 10 });
-    // With no room anywhere the least loaded still gets it (it will queue), rather than no answer.
-    expect(chooseDecode([full], req, new Set(), new SeededRng(1)).pick!.id).toBe("n1/d0");
-    expect(chooseDecode([cand("a/x", "aggregated")], req, new Set(), new SeededRng(1)).pick).toBeNull();
-    expect(chooseDecode([cand("a/x", "aggregated")], req, new Set(), new SeededRng(1), ["decode", "aggregated"]).pick!.id).toBe("a/x");
-  });
 });
 
 describe("SGLang flow over sim engines in SGLang mode (--disaggregation-mode, bootstrap port)", () => {
   test("both legs at once; the decode waits for the room, pulls the prefill's blocks, answers with them cached; a failed prefill moves the pair", async () => {
     const { startSimEngine } = await import("../../src/engine/sim/server.ts");
-    const { FetchExecutor } = await import("./helpers.ts");
+    const { FetchRunner } = await import("./helpers.ts");
     const engines = [
       await startSimEngine({ port: 0, timeScale: 50, disaggregationMode: "prefill", disaggregationBootstrapPort: 0, pdPrefillFailRate: 1 }),
       await startSimEngine({ port: 0, timeScale: 50, disaggregationMode: "prefill", disaggregationBootstrapPort: 0 }),
@@ -139,13 +119,13 @@ describe("SGLang flow over sim engines in SGLang mode (--disaggregation-mode, bo
     ];
     try {
       const [p0, p1, d0] = engines as [typeof engines[0], typeof engines[0], typeof engines[0]];
-      const c = (id: string, role: PdCandidate["role"], e: typeof p0, over: Partial<PdCandidate> = {}) => cand(id, role, { url: e.url, kind: "sim", bootstrapPort: role === "prefill" ? e.pd!.port : null, ...over });
-      const cands = [c("n1/p0", "prefill", p0), c("n2/p1", "prefill", p1, { activePrefillTokens: 9999 }), c("n1/d0", "decode", d0)];
-      const exec = new FetchExecutor();
+      const ws = [pdWorker("n1/p0", "prefill", p0), pdWorker("n2/p1", "prefill", p1, { running: 0, waiting: 1 }), pdWorker("n1/d0", "decode", d0)];
+      const ports = new Map([["n1/p0", p0.pd!.port], ["n2/p1", p1.pd!.port]]);
+      const runner = new FetchRunner(pdRouter(ws).router, "r9");
       const prompt = Array.from({ length: 800 }, (_, i) => 200 + i); // 50 blocks
       const r = await runPd(
-        { exec, candidates: () => cands, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, knobs, rng: new SeededRng(5), clock: new RealClock() },
-        { requestId: "r9", endpoint: "completion", body: { model: "sim", prompt, max_tokens: 5, ignore_eos: true }, stream: false, promptTokens: 800, blockSize: 16, flow: "sglang" },
+        { runner, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, prefillQueue: () => [0, 1], bootstrapPort: (w) => ports.get(w.id) ?? null, rng: new SeededRng(5), clock: new RealClock() },
+        { requestId: "r9", endpoint: "completions", body: { model: "sim", prompt, max_tokens: 5, ignore_eos: true }, stream: false, route: { model: "sim", sessionId: null, promptTokens: 800, blockSize: 16 }, maxTokens: 5, flow: "sglang" },
         new AbortController().signal,
       );
       expect(r.outcome.kind).toBe("committed");

@@ -6,9 +6,10 @@ import { RealClock } from "../../src/core/clock.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { parseKvTransferConfig } from "../../src/engine/sim/kv-transfer-config.ts";
 import { type SimEngine, type StartSimEngineOptions, startSimEngine } from "../../src/engine/sim/server.ts";
-import type { PdCandidate } from "../../src/pd/choose.ts";
 import { type FallbackReason, type PdDeps, type PdInput, type PdObserver, runPd } from "../../src/pd/orchestrator.ts";
-import { type Committed, FetchExecutor, candidate } from "./helpers.ts";
+import type { Router } from "../../src/router/index.ts";
+import type { WorkerRegistry } from "../../src/workers/registry.ts";
+import { type Committed, FetchRunner, pdRouter, pdWorker } from "./helpers.ts";
 
 const started: SimEngine[] = [];
 afterEach(async () => {
@@ -25,21 +26,25 @@ async function sim(over: StartSimEngineOptions = {}, policy = "fail"): Promise<S
 interface Pool {
   p: SimEngine[];
   d: SimEngine[];
-  cands: PdCandidate[];
+  router: Router;
+  registry: WorkerRegistry;
+  waiting: number;
 }
 
-/** P0 (n1) and D0 (n2) are everyone's first choice (the others carry load); pairs span nodes. */
+/**
+ * P0 (n1) and D0 (n2) are the presets' first choice (the others carry requests herd did not send:
+ * p1 one waiting prompt, d1 one running request); pairs span nodes.
+ */
 async function pool(o: { p0?: StartSimEngineOptions; p1?: StartSimEngineOptions; d0?: StartSimEngineOptions; d1?: StartSimEngineOptions; policy?: string; waiting?: number } = {}): Promise<Pool> {
   const p = [await sim(o.p0), await sim(o.p1)];
   const d = [await sim(o.d0, o.policy), await sim(o.d1, o.policy)];
-  const w = o.waiting ?? 0;
-  const cands = [
-    candidate("n1/p0", "prefill", p[0]!, { waiting: w }),
-    candidate("n2/p1", "prefill", p[1]!, { activePrefillTokens: 4096, waiting: w + 1 }),
-    candidate("n2/d0", "decode", d[0]!),
-    candidate("n1/d1", "decode", d[1]!, { activeBlocks: 100 }),
-  ];
-  return { p, d, cands };
+  const { router, registry } = pdRouter([
+    pdWorker("n1/p0", "prefill", p[0]!),
+    pdWorker("n2/p1", "prefill", p[1]!, { running: 0, waiting: 1 }),
+    pdWorker("n2/d0", "decode", d[0]!),
+    pdWorker("n1/d1", "decode", d[1]!, { running: 1, waiting: 0 }),
+  ]);
+  return { p, d, router, registry, waiting: o.waiting ?? 0 };
 }
 
 class Recorder implements PdObserver {
@@ -54,16 +59,19 @@ class Recorder implements PdObserver {
 
 const PROMPT = Array.from({ length: 1200 }, (_, i) => 500 + i); // 75 blocks of 16
 
-function deps(pl: Pool, exec = new FetchExecutor(), obs = new Recorder()): PdDeps & { exec: FetchExecutor; observer: Recorder } {
+function deps(pl: Pool, obs = new Recorder()): PdDeps & { runner: FetchRunner; observer: Recorder } {
   return {
-    exec, observer: obs, candidates: () => pl.cands, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 },
-    knobs: { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.5, disk: 0.25 } }, rng: new SeededRng(1), clock: new RealClock(),
+    runner: new FetchRunner(pl.router), observer: obs, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 },
+    prefillQueue: () => [pl.waiting, pl.waiting + 1], rng: new SeededRng(1), clock: new RealClock(),
   };
 }
-const input = (over: Partial<PdInput> = {}): PdInput => ({
-  requestId: "req-42", endpoint: "completion", body: { model: "sim", prompt: PROMPT, max_tokens: 6, ignore_eos: true }, stream: false,
-  promptTokens: PROMPT.length, blockSize: 16, flow: "vllm", ...over,
-});
+const input = (over: Partial<PdInput> & { promptTokens?: number } = {}): PdInput => {
+  const { promptTokens = PROMPT.length, ...rest } = over;
+  return {
+    requestId: "req-42", endpoint: "completions", body: { model: "sim", prompt: PROMPT, max_tokens: 6, ignore_eos: true }, stream: false,
+    route: { model: "sim", sessionId: null, promptTokens, blockSize: 16 }, maxTokens: 6, flow: "vllm", ...rest,
+  };
+};
 const answerOf = (o: { kind: string; answer?: unknown }) => JSON.parse((o.answer as Committed).text) as { usage: { completion_tokens: number; prompt_tokens_details: { cached_tokens: number } } };
 const legs = (t: { legs: { name: string; worker: string; outcome: string }[] }) => t.legs.map((l) => `${l.name}@${l.worker}:${l.outcome}`);
 
@@ -76,12 +84,16 @@ describe("vLLM flow", () => {
     expect(legs(r.trace)).toEqual(["prefill@n1/p0:done", "decode@n2/d0:committed"]);
     expect(answerOf(r.outcome).usage.prompt_tokens_details.cached_tokens).toBe(1184); // 74 blocks: one token is always computed
     expect(answerOf(r.outcome).usage.completion_tokens).toBe(6);
-    expect(dp.exec.sent.map((s) => s.requestId)).toEqual(["req-42", "req-42"]);
-    expect(dp.exec.sent[0]!.body).toMatchObject({ max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true } });
-    expect(dp.exec.sent[1]!.body.kv_transfer_params).toMatchObject({ do_remote_prefill: true, remote_engine_id: pl.p[0]!.pd!.engineId });
+    expect(dp.runner.sent.map((s) => s.requestId)).toEqual(["req-42", "req-42"]);
+    expect(dp.runner.sent[0]!.body).toMatchObject({ max_tokens: 1, stream: false, kv_transfer_params: { do_remote_decode: true } });
+    expect(dp.runner.sent[1]!.body.kv_transfer_params).toMatchObject({ do_remote_prefill: true, remote_engine_id: pl.p[0]!.pd!.engineId });
     expect(dp.observer.log).toEqual(["decision:disaggregated", "prefill_done", "ttft_after_transfer:true", "pair:n1->n2"]);
     expect(pl.p[0]!.pd!.server.heldRequests).toBe(0);
-    expect(r.trace.legs[0]!.chosenBy.map((c) => c.worker)).toEqual(["n1/p0", "n2/p1"]);
+    // Each leg chosen by its preset, every candidate explained term by term.
+    expect(r.trace.legs.map((l) => l.decision.policy)).toEqual(["pd-prefill", "pd-decode"]);
+    expect(r.trace.legs[0]!.decision.candidates.map((c) => c.worker)).toEqual(["n1/p0", "n2/p1"]);
+    expect(r.trace.legs[0]!.decision.candidates[1]!.terms).toMatchObject({ outside_requests: 1, active_prefill_tokens: PROMPT.length });
+    expect(r.trace.legs[1]!.decision.candidates.map((c) => `${c.worker}:${c.terms.decode_blocks}`)).toEqual(["n2/d0:75", "n1/d1:150"]);
   });
 
   test("streaming: the decode leg's stream reaches the client whole", async () => {
@@ -106,11 +118,11 @@ describe("vLLM flow", () => {
 
   test("no worker can decode (the decode node is gone): a clean 503 at once, no prefill leg holding blocks", async () => {
     const pl = await pool();
-    pl.cands = pl.cands.filter((c) => c.role === "prefill");
+    for (const id of ["n2/d0", "n1/d1"]) pl.registry.remove(id);
     const dp = deps(pl);
     const r = await runPd(dp, input(), new AbortController().signal);
-    expect(r.outcome).toEqual({ kind: "failed", reason: "no decode worker available", status: 503 });
-    expect(dp.exec.sent).toEqual([]);
+    expect(r.outcome).toEqual({ kind: "failed", reason: "no_worker", message: "no decode worker available", status: 503 });
+    expect(dp.runner.sent).toEqual([]);
     expect(r.trace.legs).toEqual([]);
   });
 
@@ -136,7 +148,7 @@ describe("vLLM flow", () => {
     const r = await runPd(dp, input(), new AbortController().signal);
     expect(legs(r.trace)).toEqual(["prefill@n1/p0:done", "decode@n2/d0:failed", "decode@n1/d1:committed"]);
     expect(r.trace.fallbacks).toEqual(["decode_retry"]);
-    expect(dp.exec.sent[2]!.body.kv_transfer_params).toEqual(dp.exec.sent[1]!.body.kv_transfer_params as Record<string, unknown>);
+    expect(dp.runner.sent[2]!.body.kv_transfer_params).toEqual(dp.runner.sent[1]!.body.kv_transfer_params as Record<string, unknown>);
     expect(answerOf(r.outcome).usage.prompt_tokens_details.cached_tokens).toBe(1184);
     expect(dp.observer.log).toContain("pair:n1->n1");
   });

@@ -1,9 +1,9 @@
 // Which models run the P/D plan (plan.ts pdServes): this node's config, or the cluster-wide worker
 // registry, read per request (issue 13: a P/D pair may span nodes, and remote workers come and go);
-// and how pdCandidates sees other nodes' workers.
+// and how the decider's prefill queue sees other nodes' workers.
 import { describe, expect, test } from "bun:test";
 import type { EngineKind, Role } from "../../src/config/types.ts";
-import { pdCandidates, type PdPlanDeps, pdServes } from "../../src/pd/plan.ts";
+import { type PdPlanDeps, pdServes, prefillQueue } from "../../src/pd/plan.ts";
 import { emptyLoad } from "../../src/workers/worker.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 
@@ -39,25 +39,24 @@ describe("pdServes", () => {
     expect(pdServes(new Set(), registry(["a", "prefill"]), "m")).toBe(true);
   });
 
-  test("an SGLang prefill worker anywhere keeps the model off the P/D plan (its flow is not orchestrated yet)", () => {
+  test("an SGLang prefill worker found only in the registry keeps the model off the P/D plan (its bootstrap port is its node's plan, not advertised)", () => {
     expect(pdServes(new Set(), registry(["a", "prefill", "sglang"], ["b", "decode", "sglang"]), "m")).toBe(false);
     expect(pdServes(new Set(), registry(["a", "prefill", "vllm"], ["b", "decode", "vllm"]), "m")).toBe(true);
   });
 });
 
-describe("pdCandidates", () => {
-  test("local and remote workers are candidates; a remote worker's queue is the larger of herd's bookings and its owner's scrape", () => {
-    const reg = registryWith(5, ["a", "prefill"], ["a", "prefill"], ["b", "decode"]);
-    const booked = new Map([["a/w-0", 2], ["b/w-2", 9]]);
+describe("prefillQueue", () => {
+  test("local and remote prefill workers count; a remote worker's queue is the larger of herd's bookings and its owner's scrape", () => {
+    const reg = registryWith(5, ["a", "prefill"], ["b", "prefill"], ["b", "decode"]);
+    const booked = new Map([["a/w-0", 2], ["b/w-1", 9]]);
     const d = {
-      config: { node: { name: "b" } },
+      config: () => ({ node: { name: "b" } }),
       registry: reg,
-      router: { prefilling: (id: string) => ({ tokens: 0, requests: booked.get(id) ?? 0 }), activeBlocks: () => 0 },
+      router: () => ({ prefilling: (id: string) => ({ tokens: 0, requests: booked.get(id) ?? 0 }) }),
     } as unknown as PdPlanDeps;
-    const c = pdCandidates(d, { model: "m", promptTokens: 100 } as Parameters<typeof pdCandidates>[1]);
-    expect(c.map((x) => `${x.id}:${x.role}:${x.node}:${x.waiting}`)).toEqual(["a/w-0:prefill:a:5", "a/w-1:prefill:a:5", "b/w-2:decode:b:9"]);
+    expect(prefillQueue(d, "m")).toEqual([5, 9]);
     // This node's own worker: herd's bookings only, as on one node (a lagging scrape is not added).
-    booked.set("b/w-2", 1);
-    expect(pdCandidates(d, { model: "m", promptTokens: 100 } as Parameters<typeof pdCandidates>[1]).at(-1)!.waiting).toBe(1);
+    booked.set("b/w-1", 1);
+    expect(prefillQueue(d, "m")).toEqual([5, 1]);
   });
 });

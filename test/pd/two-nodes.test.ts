@@ -11,7 +11,7 @@ import { SeededRng } from "../../src/core/rng.ts";
 import { pdEngineFlags } from "../../src/pd/engine-flags.ts";
 import { runPd } from "../../src/pd/orchestrator.ts";
 import { peer, requirePeers } from "../helpers/peers.ts";
-import { type Committed, FetchExecutor, candidate } from "./helpers.ts";
+import { type Committed, FetchRunner, pdRouter, pdWorker } from "./helpers.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/engine/sim/main.ts");
 const canRun = process.getuid?.() === 0 && peer("iproute2", ["ip", "netns", "list"]);
@@ -86,19 +86,20 @@ describe.skipIf(!canRun)("P/D across two nodes (network namespaces)", () => {
     netDown();
   });
 
-  const cands = () => [
-    candidate("nodeA/p0", "prefill", { url: `http://${IP.a}:8000` }),
-    candidate("nodeA/d0", "decode", { url: `http://${IP.a}:8001` }, { activeBlocks: 500 }),
-    candidate("nodeB/p1", "prefill", { url: `http://${IP.b}:8000` }, { activePrefillTokens: 8000 }),
-    candidate("nodeB/d1", "decode", { url: `http://${IP.b}:8001` }),
+  // Requests herd did not send steer the presets: node A's decode worker and node B's prefill worker are busy.
+  const workers = () => [
+    pdWorker("nodeA/p0", "prefill", { url: `http://${IP.a}:8000` }),
+    pdWorker("nodeA/d0", "decode", { url: `http://${IP.a}:8001` }, { running: 4, waiting: 0 }),
+    pdWorker("nodeB/p1", "prefill", { url: `http://${IP.b}:8000` }, { running: 0, waiting: 4 }),
+    pdWorker("nodeB/d1", "decode", { url: `http://${IP.b}:8001` }),
   ];
   const PROMPT = Array.from({ length: 2000 }, (_, i) => 300 + i);
 
   test("prefill on node A, decode on node B: the KV bytes cross the A–B link and count as cached", async () => {
-    const exec = new FetchExecutor();
+    const exec = new FetchRunner(pdRouter(workers()).router, "x-1");
     const r = await runPd(
-      { exec, candidates: cands, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, knobs: { prefillLoadScale: 1, credit: { gpu: 1, cpu: 0.5, disk: 0.25 } }, rng: new SeededRng(2), clock: new RealClock() },
-      { requestId: "x-1", endpoint: "completion", body: { model: "sim", prompt: PROMPT, max_tokens: 5, ignore_eos: true, stream: true, stream_options: { include_usage: true } }, stream: true, promptTokens: PROMPT.length, blockSize: 16, flow: "vllm" },
+      { runner: exec, pd: { min_prefill_tokens: 512, prefill_queue_max: 8 }, prefillQueue: () => [0, 4], rng: new SeededRng(2), clock: new RealClock() },
+      { requestId: "x-1", endpoint: "completions", body: { model: "sim", prompt: PROMPT, max_tokens: 5, ignore_eos: true, stream: true, stream_options: { include_usage: true } }, stream: true, route: { model: "sim", sessionId: null, promptTokens: PROMPT.length, blockSize: 16 }, maxTokens: 5, flow: "vllm" },
       new AbortController().signal,
     );
     expect(r.trace.legs.map((l) => `${l.name}@${l.worker}:${l.outcome}`)).toEqual(["prefill@nodeA/p0:done", "decode@nodeB/d1:committed"]);

@@ -5,7 +5,7 @@
 // kv_load_failure_policy fail answers 200 + `data: {"error": …}`). Virtual clock, no sockets.
 import { describe, expect, test } from "bun:test";
 import { HttpUpstream } from "../../src/request/http-upstream.ts";
-import { aggregatedPlan, type PinnedEnd, type PinnedLeg, type PlanBuilder, type LegRunner } from "../../src/request/plan.ts";
+import { aggregatedPlan, type Leg, type LegOutcome, type PinnedLeg, type PlanBuilder, type PlanInput, type LegRunner } from "../../src/request/plan.ts";
 import { MODEL, virtualHerd } from "../frontend/virtual-harness.ts";
 
 const enc = new TextEncoder();
@@ -13,13 +13,14 @@ const sse = (chunks: string[]) =>
   new Response(new ReadableStream({ pull(c) { const n = chunks.shift(); if (n) c.enqueue(enc.encode(n)); else c.close(); } }), { headers: { "content-type": "text/event-stream" } });
 const TOKEN = 'data: {"choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":null}]}\n\n';
 
-function pinned(runner: LegRunner, leg: Partial<PinnedLeg> & { workerId: string }, base: PinnedLeg): Promise<PinnedEnd> {
-  return new Promise((resolve) => runner.run({ ...base, ...leg, workerUrl: `http://${leg.workerId}` }, new AbortController().signal, resolve));
+function pinned(runner: LegRunner, workerId: string, base: PinnedLeg): Promise<LegOutcome> {
+  return runner.run({ ...base, worker: { id: workerId, url: `http://${workerId}` } }, new AbortController().signal);
 }
+const legOf = (input: PlanInput): Leg => (aggregatedPlan(input) as { leg: Leg }).leg;
 
 describe("orchestrated plan", () => {
   test("a pinned leg's commit timeout is a failure the plan retries; an error event first is a failure; then a clean stream commits", async () => {
-    const ends: PinnedEnd[] = [];
+    const ends: LegOutcome[] = [];
     const hosts: string[] = [];
     const fakeFetch = async (url: string, init: RequestInit): Promise<Response> => {
       const host = new URL(url).host;
@@ -29,12 +30,12 @@ describe("orchestrated plan", () => {
       return sse([TOKEN, "data: [DONE]\n\n"]);
     };
     const plan: PlanBuilder = (input) => ({
-      ...aggregatedPlan(input),
-      async orchestrate(runner) {
-        const base: PinnedLeg = { ...aggregatedPlan(input).first, name: "decode", workerId: "", workerUrl: "", toClient: true, commitTimeoutMs: 500 };
-        ends.push(await pinned(runner, { workerId: "sim-0" }, base));
-        ends.push(await pinned(runner, { workerId: "sim-1" }, base));
-        const last = await pinned(runner, { workerId: "sim-1" }, base);
+      kind: "orchestrated",
+      async run(runner) {
+        const base: PinnedLeg = { ...legOf(input), name: "decode", worker: { id: "", url: "" }, toClient: true, commitTimeoutMs: 500 };
+        ends.push(await pinned(runner, "sim-0", base));
+        ends.push(await pinned(runner, "sim-1", base));
+        const last = await pinned(runner, "sim-1", base);
         ends.push(last);
         return last;
       },
@@ -55,10 +56,10 @@ describe("orchestrated plan", () => {
   test("a plan that ends failed without any answer gives the client herd's 502, and releases everything", async () => {
     const fakeFetch = async (_url: string, _init: RequestInit) => new Response("boom", { status: 500 });
     const plan: PlanBuilder = (input) => ({
-      ...aggregatedPlan(input),
-      async orchestrate(runner) {
-        const base: PinnedLeg = { ...aggregatedPlan(input).first, name: "prefill", workerId: "sim-0", workerUrl: "http://sim-0", toClient: false, commitTimeoutMs: null };
-        return pinned(runner, { workerId: "sim-0" }, base);
+      kind: "orchestrated",
+      async run(runner) {
+        const base: PinnedLeg = { ...legOf(input), name: "prefill", worker: { id: "sim-0", url: "http://sim-0" }, toClient: false, commitTimeoutMs: null };
+        return pinned(runner, "sim-0", base);
       },
     });
     const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), plan });

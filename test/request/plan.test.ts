@@ -1,29 +1,33 @@
-// A request is a plan of legs. P/D disaggregation (next issue) plugs in as a two-leg plan given to
-// the Frontend: a prefill leg run to completion (its answer carries kv_transfer_params, as vLLM's
-// NixlConnector/P2P connectors answer with do_remote_decode), then a decode leg built from that
-// answer, streamed to the client. Nothing in src/frontend knows about legs beyond `plan`.
+// A request is a plan. P/D plugs in as an orchestrated plan given to the Frontend: it routes each
+// leg through the lifecycle's LegRunner (the router) and runs it there — a prefill leg read whole
+// (its answer carries kv_transfer_params, as vLLM's NixlConnector answers with do_remote_decode),
+// then a decode leg built from that answer, streamed to the client — and retries legs itself.
+// Nothing in src/frontend knows about legs beyond `plan`.
 import { describe, expect, test } from "bun:test";
 import { HttpUpstream } from "../../src/request/http-upstream.ts";
-import type { Leg, PlanBuilder } from "../../src/request/plan.ts";
+import type { LegOutcome, PlanBuilder } from "../../src/request/plan.ts";
 import { MODEL, virtualHerd } from "../frontend/virtual-harness.ts";
 
-const pdPlan: PlanBuilder = (input) => {
-  const prefill: Leg = {
-    name: "prefill",
-    route: input.route,
-    endpoint: input.endpoint,
-    stream: false,
-    body: JSON.stringify({ ...input.json, stream: false, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } }),
-  };
-  return {
-    first: prefill,
-    hasNext: (leg) => leg.name === "prefill",
-    next: (leg, answer) =>
-      leg.name !== "prefill"
-        ? null
-        : { name: "decode", route: input.route, endpoint: input.endpoint, stream: input.stream, body: JSON.stringify({ ...input.json, kv_transfer_params: JSON.parse(answer).kv_transfer_params }) },
-  };
-};
+const pdPlan: PlanBuilder = (input) => ({
+  kind: "orchestrated",
+  async run(runner, _id, signal) {
+    const exclude = new Set<string>();
+    let last: LegOutcome = { kind: "failed", reason: "no_worker", message: "none", status: 503 };
+    for (let attempt = 0; attempt < 2; attempt++) {
+      const p = runner.route({ ...input.route, exclude });
+      const body = JSON.stringify({ ...input.json, stream: false, max_tokens: 1, kv_transfer_params: { do_remote_decode: true } });
+      last = await runner.run({ name: "prefill", route: input.route, endpoint: input.endpoint, stream: false, body, worker: p.worker, toClient: false, commitTimeoutMs: null }, signal);
+      if (last.kind === "done") {
+        const d = runner.route({ ...input.route, exclude: new Set() });
+        const params = JSON.parse(last.text).kv_transfer_params;
+        return runner.run({ name: "decode", route: input.route, endpoint: input.endpoint, stream: input.stream, body: JSON.stringify({ ...input.json, kv_transfer_params: params }), worker: d.worker, toClient: true, commitTimeoutMs: null }, signal);
+      }
+      if (last.kind !== "failed") return last;
+      exclude.add(p.worker.id);
+    }
+    return last;
+  },
+});
 
 const enc = new TextEncoder();
 

@@ -74,6 +74,27 @@ describe("ticket", () => {
     expect((ac2.signal.reason as AbortCause).kind).toBe("worker_down");
   });
 
+  test("an orchestrated plan's legs side by side (SGLang: prefill and decode at once): each ends alone, abortWorker and the client reach each, release ends all", () => {
+    const adm = new Admission(new VirtualClock(), recorder(), 10);
+    const client = new AbortController();
+    const t = adm.ticket(client.signal);
+    t.admit();
+    const [lp, ld, lx] = [fakeLease(), fakeLease(), fakeLease()];
+    const p = t.beginAttempt("p0", lp, null, true);
+    const d = t.beginAttempt("d0", ld, null, true);
+    expect(lp.releases).toBe(0); // alongside: the prefill's attempt stays
+    t.endAttempt(p); // the prefill answered whole
+    expect([lp.releases, ld.releases]).toEqual([1, 0]);
+    expect(adm.abortWorker("p0", new AbortCause("worker_down", "p0 went failed"))).toBe(0);
+    const x = t.beginAttempt("p1", lx, null, true);
+    expect(adm.abortWorker("p1", new AbortCause("worker_down", "p1 went failed"))).toBe(1);
+    expect([x.signal.aborted, d.signal.aborted]).toEqual([true, false]);
+    client.abort();
+    expect((d.signal.reason as AbortCause).kind).toBe("client");
+    t.release({ kind: "client_closed", phase: "before_first_token" });
+    expect([lp.releases, ld.releases, lx.releases]).toEqual([1, 1, 1]);
+  });
+
   test("client-side outcomes are never a 5xx and are counted as client failures, not upstream errors", async () => {
     const clock = new VirtualClock();
     const m = new HerdMetrics(["m"], () => []);

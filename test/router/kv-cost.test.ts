@@ -32,10 +32,24 @@ function kvPolicy(index: BlockIndex, load: LoadView, over: Parameters<typeof rou
 const ctx = (seed = 1) => ({ rng: new SeededRng(seed), nowMs: 0, dryRun: false });
 
 describe("cost function", () => {
-  test("media are credited in tiers: only blocks beyond the faster media earn the slower credit", () => {
-    expect(creditBlocks({ gpu: 4, cpu: 6, disk: 10 }, knobs.credit)).toBe(4 + 0.75 * 2 + 0.25 * 4);
-    expect(creditBlocks({ gpu: 6, cpu: 4, disk: 0 }, knobs.credit)).toBe(6);
+  test("media are credited in tiers: each block at the credit of the medium it is served from", () => {
+    // The index reports the GPU run, then the blocks the CPU tier continues with, then disk.
+    expect(creditBlocks({ gpu: 4, cpu: 2, disk: 4 }, knobs.credit)).toBe(4 + 0.75 * 2 + 0.25 * 4);
+    expect(creditBlocks({ gpu: 6, cpu: 0, disk: 0 }, knobs.credit)).toBe(6);
     expect(creditBlocks({ gpu: 0, cpu: 0, disk: 8 }, knobs.credit)).toBe(2);
+  });
+
+  test("a CPU tier of evicted blocks is credited as the continuation of the GPU hit (issue 25)", () => {
+    // GPU still holds the prompt's start (the hot system prompt); the tier holds the evicted rest.
+    const idx = new BlockIndex();
+    idx.apply("A", { kind: "stored", medium: "gpu", hashes: hashes.slice(0, 4) });
+    idx.apply("A", { kind: "stored", medium: "cpu", hashes: hashes.slice(4) });
+    idx.apply("B", { kind: "stored", medium: "gpu", hashes: hashes.slice(0, 4) });
+    const p = kvPolicy(idx, fakeLoad({})).pick(req({ promptTokens: 160, blockHashes: hashes, blockSize: 16 }), [worker("A"), worker("B")], ctx());
+    const t = Object.fromEntries(p.candidates.map((c) => [c.worker, c.terms]));
+    expect(t.A).toMatchObject({ overlap_gpu: 4, overlap_cpu: 6, credit_blocks: 4 + 0.75 * 6 });
+    expect(t.B).toMatchObject({ overlap_gpu: 4, overlap_cpu: 0, credit_blocks: 4 });
+    expect(p.chosen).toBe("A");
   });
 
   test.each([

@@ -133,7 +133,7 @@ describe("pipeline from YAML", () => {
   test("mistakes name their path and suggest the fix", () => {
     const r = parseConfigText("router:\n  pipeline:\n    scorers: [{ type: kvcost }]\n    picker: max\n", "x.yaml", env);
     const text = renderFindings(r.findings, "x.yaml");
-    expect(text).toContain('router.pipeline.scorers[0].type: expected one of kv-cost | load | session, got "kvcost" (did you mean "kv-cost"?)');
+    expect(text).toContain('router.pipeline.scorers[0].type: expected one of kv-cost | load | session | decode-load, got "kvcost" (did you mean "kv-cost"?)');
     expect(text).toContain("router.pipeline.picker");
   });
 });
@@ -252,15 +252,55 @@ describe("leases carry the prompt's blocks", () => {
     expect(router.inFlight("a")).toBe(0);
   });
 
-  test("a sibling of an in-flight prompt adds only its new blocks", () => {
+  test("decode_load_model distinct (Dynamo): a sibling of an in-flight prompt adds only its new blocks", () => {
     const registry = registryWith([worker("a"), worker("b")]);
     const base = routerConfig();
-    const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0 } }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
+    const kv = { ...base.kv, predicted_ttl_ms: 0, decode_load_model: "distinct" as const };
+    const router = new Router({ config: routerConfig({ policy: "kv", kv }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
     const h = H(10);
     const { worker: w } = router.routeAndBook(req({ promptTokens: 160, blockHashes: h, blockSize: 16 }));
     const d = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision;
     const t = d.candidates.find((c) => c.worker === w.id)!.terms;
     expect(t).toMatchObject({ active_blocks: 10, new_blocks: 0, decode_blocks: 10, active_prefill_tokens: 160 });
+  });
+
+  test("decode_load_model requests (default): every in-flight request's blocks count in full, shared or not", () => {
+    const registry = registryWith([worker("a"), worker("b")]);
+    const base = routerConfig();
+    expect(base.kv.decode_load_model).toBe("requests");
+    const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0 } }), registry, clock: new VirtualClock(), rng: new SeededRng(5) });
+    const h = H(10);
+    const one = router.routeAndBook(req({ promptTokens: 160, blockHashes: h, blockSize: 16 }));
+    const t = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision.candidates.find((c) => c.worker === one.worker.id)!.terms;
+    expect(t).toMatchObject({ active_blocks: 10, new_blocks: 10, decode_blocks: 20 });
+    expect(router.activeBlocks(one.worker.id)).toBe(10);
+    one.lease.release();
+    const t2 = router.explain(req({ promptTokens: 160, blockHashes: h, blockSize: 16 })).decision.candidates[0]!.terms;
+    expect(t2).toMatchObject({ active_blocks: 0, new_blocks: 10, decode_blocks: 10 });
+  });
+
+  test("every worker holds the document: requests spread by load instead of piling onto the one decoding the same document (issue 25)", () => {
+    // a and b both hold the system prompt + document D (engine events), c holds D too. a decodes
+    // two questions on D, b one question on another document E it holds; a new question on D
+    // must go to the idle c, and with c gone, to b (one request of decode work) rather than a (two).
+    const doc = H(100);
+    const other = H(100, 10_000);
+    const pick = (model: "requests" | "distinct", withIdle: boolean): string => {
+      const ws = withIdle ? [worker("a"), worker("b"), worker("c")] : [worker("a"), worker("b")];
+      const registry = registryWith(ws);
+      const index = new BlockIndex();
+      for (const w of ws) for (const hashes of [doc, other]) index.apply(w.id, { kind: "stored", medium: "gpu", hashes });
+      const base = routerConfig();
+      const cfg = routerConfig({ policy: "kv", kv: { ...base.kv, predicted_ttl_ms: 0, decode_load_model: model }, pipeline: { ...base.pipeline, filters: [], scorers: [{ type: "kv-cost", weight: 1 }] } });
+      const router = new Router({ config: cfg, registry, clock: new VirtualClock(), rng: new SeededRng(3), kvIndex: index });
+      const q = (n: number, prefix: bigint[]) => req({ promptTokens: (prefix.length + 3) * 16, blockHashes: [...prefix, ...H(3, n)], blockSize: 16 });
+      for (const [w, r] of [["a", q(1e6, doc)], ["a", q(2e6, doc)], ["b", q(3e6, other)]] as const) router.book(w, r.promptTokens, { blockHashes: r.blockHashes!, blockSize: 16, cachedTokens: 1600 }).firstToken();
+      return router.explain(q(4e6, doc)).decision.chosen;
+    };
+    expect(pick("requests", true)).toBe("c");
+    expect(pick("requests", false)).toBe("b");
+    // Dynamo's distinct count sees a's shared document as nearly free decode work.
+    expect(pick("distinct", false)).toBe("a");
   });
 });
 
@@ -283,7 +323,8 @@ describe("tracked sampling of long prompts", () => {
     expect(m.overlaps(long, 1).get("w")).toBe(1000);
     expect(m.overlaps(long.slice(0, 50), 1).get("w")).toBe(50);
     const registry = registryWith([worker("a")]);
-    const router = new Router({ config: routerConfig({ policy: "kv" }), registry, clock: new VirtualClock() });
+    const base = routerConfig();
+    const router = new Router({ config: routerConfig({ policy: "kv", kv: { ...base.kv, decode_load_model: "distinct" } }), registry, clock: new VirtualClock() });
     const { lease } = router.routeAndBook(req({ promptTokens: 2000 * 16 + 3, blockHashes: long, blockSize: 16 }));
     expect(lease.promptBlocks).toBe(2001);
     expect(router.activeBlocks("a")).toBe(2001);

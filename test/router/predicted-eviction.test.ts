@@ -90,7 +90,7 @@ describe("kv policy: predictions follow the KV index's removals", () => {
       },
     });
     const { router } = setup(spy);
-    expect(listeners.size).toBe(1);
+    expect(listeners.size).toBe(3); // the policy and the two P/D leg presets, each with its own predictions
     router.close();
     expect(listeners.size).toBe(0);
   });

@@ -2,6 +2,7 @@
 // in-flight count at each scrape, so a scrape that is up to one interval old no longer counts herd's
 // requests that finished since as load, while traffic herd did not send still counts.
 import { describe, expect, test } from "bun:test";
+import { KV_BLOCKED_USAGE } from "../../src/router/pipeline/scorers.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
@@ -99,6 +100,23 @@ describe("prefill progress (router.kv.prefill_load_model: progress)", () => {
     expect(book.prefillRate("a")).toBeCloseTo(20 + 0.1 * (4 - 20), 9);
     expect(book.prefillRemaining("a")).toEqual({ requests: 0, tokens: 0 });
   });
+
+  test("prompts the engine reports waiting (the newest ones) make no progress: they are queued for KV, not computing", () => {
+    let now = 0;
+    const r = new WorkerRegistry();
+    r.upsert(worker("a"));
+    const book = new LoadBook(r, () => {}, () => now);
+    const first = book.book("a", 1000);
+    now = 50;
+    first.firstToken(); // 20 tokens/ms
+    book.book("a", 600); // t = 50
+    book.book("a", 600); // t = 50
+    now = 200; // 3000 tokens of budget: both done if both computed
+    expect(book.prefillRemaining("a")).toEqual({ requests: 2, tokens: 0 });
+    expect(book.prefillRemaining("a", 1)).toEqual({ requests: 2, tokens: 600 }); // the newest is queued
+    expect(book.prefillRemaining("a", 2)).toEqual({ requests: 2, tokens: 1200 });
+    expect(book.prefillRemaining("a", 9)).toEqual({ requests: 2, tokens: 1200 }); // outside traffic too: capped
+  });
 });
 
 describe("kv-cost with prefill progress", () => {
@@ -132,5 +150,14 @@ describe("kv-cost with prefill progress", () => {
     const t = Object.fromEntries(pick("none").candidates.map((c) => [c.worker, c.terms]));
     expect(t.A!.cost).toBe(t.B!.cost);
     expect(t.A).toMatchObject({ active_prefill_tokens: 1600 });
+  });
+  test("progress: the engine's waiting requests are passed on as queued for KV only when its KV is nearly full", () => {
+    const asked: number[] = [];
+    const spy = { ...NO_LOAD, prefillRemaining: (_id: string, waiting = 0) => (asked.push(waiting), { requests: 1, tokens: 0 }) };
+    const base = routerConfig();
+    const policy = kv.create(routerConfig({ kv: { ...base.kv, predicted_ttl_ms: 0 }, pipeline: { ...base.pipeline, filters: [] } }), { kvIndex: new BlockIndex(), load: spy });
+    const ws = [worker("A", { load: { running: 1, waiting: 2, kv_usage: KV_BLOCKED_USAGE } }), worker("B", { load: { running: 1, waiting: 2, kv_usage: 0.5 } })];
+    policy.pick(req({ promptTokens: 160, blockHashes: hashes, blockSize: 16 }), ws, { rng: new SeededRng(3), nowMs: 0, dryRun: true });
+    expect(asked).toEqual([2, 0]);
   });
 });

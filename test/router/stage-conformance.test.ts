@@ -56,7 +56,7 @@ function rowsFor(ws: readonly Worker[], f: RequestFacts, scorers: readonly Score
 }
 
 const filters: [string, () => Filter][] = [
-  ...PIPELINE_FILTERS.map((n) => [`pipeline ${n}`, () => FILTERS[n](cfg)] as [string, () => Filter]),
+  ...PIPELINE_FILTERS.map((n) => [`pipeline ${n}`, () => FILTERS[n](cfg.pipeline)] as [string, () => Filter]),
   ...BASE_FILTERS.map((f) => [`base ${f.type}`, () => f] as [string, () => Filter]),
 ];
 

@@ -13,6 +13,8 @@ export const sim: EngineDriver = {
   // The simulated engine publishes KV events exactly like vLLM, so it takes the same JSON.
   wantsKvPorts: true,
   pdFlow: "vllm-nixl",
+  // The sim speaks both flows: SGLang's when its args ask for SGLang's disaggregation mode.
+  pdFlowOfArgs: (args) => (args.includes("--disaggregation-mode") ? "sglang-bootstrap" : null),
   tier: "sim-offload",
   lora: true,
   loadsModelPath: false,

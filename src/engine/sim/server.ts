@@ -144,7 +144,9 @@ function newPd(o: SimEngineOptions, scheduler: SimScheduler, clock: Clock, metri
       kv,
       sglangMode: sglang,
       sideChannelHost: sglang !== null ? o.host : (o.sideChannelHost ?? process.env.VLLM_NIXL_SIDE_CHANNEL_HOST ?? "localhost"),
-      sideChannelPort: sglang !== null ? o.disaggregationBootstrapPort : (o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600),
+      // An SGLang decode server has no bootstrap server of its own (it connects to the prefill's):
+      // its sim listener takes any free port, so decode engines on one host never collide on 8998.
+      sideChannelPort: sglang === "decode" ? 0 : sglang !== null ? o.disaggregationBootstrapPort : (o.sideChannelPort ?? envPort(process.env.VLLM_NIXL_SIDE_CHANNEL_PORT) ?? 5600),
       bytesPerBlock: o.kvBytesPerBlock,
       faults: { transferFailRate: o.kvTransferFailRate, bytesPerS: o.kvTransferBytesPerS, leaseExpireRate: o.kvLeaseExpireRate },
       prefillFailRate: o.pdPrefillFailRate,

@@ -1,13 +1,15 @@
 // Every filter, defined once. The Router runs BASE_FILTERS on every request (model → state `ready`
-// → role (`aggregated` unless the request names one) → pinned worker → not excluded after a failure; each removal listed in `decision.filtered`,
+// → role (`aggregated` unless the request or its leg preset names one) → not excluded after a failure; each removal listed in `decision.filtered`,
 // nothing left = 503); a pipeline's configured filters (router.pipeline.filters) then run as
 // guards, each skipped when it would drop every worker. `healthy` is the state filter under its
 // pipeline name. `overload` is SGLang's imbalance guard (docs/references.md#routers-6) as a filter: the cluster is
 // imbalanced when (max − min) > abs AND max > rel × min (load in requests, ../load.ts); here each
 // worker is judged against the least loaded one by the same two tests, and dropped when it fails
 // both. The least loaded worker always passes, so the guard never empties the set; a hot prefix
-// therefore spills to other workers instead of queueing on its cached one.
-import type { OverloadGuardConfig } from "../../config/types.ts";
+// therefore spills to other workers instead of queueing on its cached one. `kv-headroom` (the P/D
+// decode leg's guard) drops a worker whose scraped KV usage leaves no room for another request's
+// blocks (it would preempt or queue it); unscraped workers pass.
+import type { KvHeadroomConfig, OverloadGuardConfig } from "../../config/types.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { effectiveLoad } from "../load.ts";
 import type { Filter, FilterFacts, Needs } from "./types.ts";
@@ -41,9 +43,6 @@ export const roleFilter = perWorker("role", { role: true }, (w, f) => {
   return typeof want === "string" ? w.role === want : want.includes(w.role);
 });
 
-/** A request pinned to one worker (RouteRequest.worker) goes nowhere else. */
-export const pinnedFilter = perWorker("pinned", {}, (w, f) => f.req.worker === undefined || w.id === f.req.worker);
-
 /** A retry never goes back to a worker that already failed this request. */
 export const excludedFilter = perWorker("excluded", {}, (w, f) => !f.req.exclude.has(w.id));
 
@@ -64,5 +63,9 @@ export function overloadFilter(cfg: OverloadGuardConfig): Filter {
   };
 }
 
+export function kvHeadroomFilter(cfg: KvHeadroomConfig): Filter {
+  return perWorker("kv-headroom", { load: true }, (w) => w.load.kv_usage === null || w.load.kv_usage < cfg.max_kv_usage);
+}
+
 /** The model filter comes first so `decision.filtered` lists only the model's own workers. */
-export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, pinnedFilter, excludedFilter];
+export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, excludedFilter];

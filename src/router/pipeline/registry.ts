@@ -3,22 +3,27 @@
 // name in PIPELINE_* in src/config/types.ts (so the config accepts it); a new policy is a preset
 // over these names (../policies/).
 import type {
+  PipelineConfig,
   PipelineFilterName,
   PipelinePickerName,
   PipelineScorerConfig,
   PipelineScorerName,
   RouterConfig,
 } from "../../config/types.ts";
-import { healthyFilter, modelFilter, overloadFilter, roleFilter } from "./filters.ts";
+import { healthyFilter, kvHeadroomFilter, modelFilter, overloadFilter, roleFilter } from "./filters.ts";
 import { lightestPicker, minPicker, powerOfTwoPicker, randomPicker, ringPicker, roundRobinPicker, softmaxPicker } from "./pickers.ts";
-import { kvCostScorer, loadScorer, sessionScorer } from "./scorers.ts";
+import { decodeLoadScorer, kvCostScorer, loadScorer, sessionScorer } from "./scorers.ts";
 import type { CacheSource, Filter, Picker, Pipeline, Scorer } from "./types.ts";
 
-export const FILTERS: Record<PipelineFilterName, (cfg: RouterConfig) => Filter> = {
+/** A filter's knobs come from the spec that lists it (router.pipeline, or a P/D leg's). */
+type FilterKnobs = Pick<PipelineConfig, "overload" | "kv_headroom">;
+
+export const FILTERS: Record<PipelineFilterName, (knobs: FilterKnobs) => Filter> = {
   healthy: () => healthyFilter,
   model: () => modelFilter,
   role: () => roleFilter,
-  overload: (cfg) => overloadFilter(cfg.pipeline.overload),
+  overload: (k) => overloadFilter(k.overload),
+  "kv-headroom": (k) => kvHeadroomFilter(k.kv_headroom),
 };
 
 /** Factories, called once per Router: a stage with memory (session) gets its own. */
@@ -26,6 +31,7 @@ export const SCORERS: Record<PipelineScorerName, (cfg: RouterConfig) => Scorer> 
   "kv-cost": (cfg) => kvCostScorer(cfg.kv),
   load: () => loadScorer,
   session: () => sessionScorer(),
+  "decode-load": () => decodeLoadScorer,
 };
 
 export const PICKERS: Record<PipelinePickerName, (cfg: RouterConfig) => Picker> = {
@@ -38,8 +44,11 @@ export const PICKERS: Record<PipelinePickerName, (cfg: RouterConfig) => Picker> 
   ring: (cfg) => ringPicker(cfg.session),
 };
 
-/** A pipeline by stage names: what a preset declares and `router.pipeline` spells in YAML. */
-export interface PipelineSpec {
+/**
+ * A pipeline by stage names: what a preset declares and `router.pipeline` spells in YAML. The
+ * filters' knobs default to `router.pipeline`'s.
+ */
+export interface PipelineSpec extends Partial<FilterKnobs> {
   filters: readonly PipelineFilterName[];
   scorers: readonly PipelineScorerConfig[];
   picker: PipelinePickerName;
@@ -49,7 +58,7 @@ export interface PipelineSpec {
 export function buildPipeline(spec: PipelineSpec, cfg: RouterConfig, source?: CacheSource): Pipeline {
   return {
     ...(source ? { source } : {}),
-    filters: spec.filters.map((n) => FILTERS[n](cfg)),
+    filters: spec.filters.map((n) => FILTERS[n]({ overload: spec.overload ?? cfg.pipeline.overload, kv_headroom: spec.kv_headroom ?? cfg.pipeline.kv_headroom })),
     scorers: spec.scorers.map((s) => ({ scorer: SCORERS[s.type](cfg), weight: s.weight })),
     picker: PICKERS[spec.picker](cfg),
   };

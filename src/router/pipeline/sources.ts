@@ -59,7 +59,14 @@ export function kvSource(index: KvIndex, predicted: PrefixMemory | null): CacheS
           pred.set(w, n);
           const o = overlap.get(w);
           if (!o) overlap.set(w, { gpu: n, cpu: 0, disk: 0 });
-          else if (n > o.gpu) o.gpu = n;
+          else if (n > o.gpu) {
+            // The predicted GPU run replaces the start of the tier continuation (indexer.ts Overlap).
+            const cpuEnd = Math.max(n, o.gpu + o.cpu);
+            const diskEnd = Math.max(cpuEnd, o.gpu + o.cpu + o.disk);
+            o.gpu = n;
+            o.cpu = cpuEnd - n;
+            o.disk = diskEnd - cpuEnd;
+          }
         }
       }
       return { overlap, predicted: pred };

@@ -21,6 +21,8 @@ config.cluster = {
   discovery: spec.discovery,
   token: spec.token,
   token_file: "",
+  listen: "",
+  tls: { cert: "", key: "", ca: "" },
   file: { dir: spec.fileDir ?? "" },
   peers: { seeds: spec.seeds ?? [] },
   etcd: { endpoints: spec.etcd ?? [], prefix: spec.prefix ?? "/herd", lease_ttl_s: spec.leaseTtlS ?? 3 },
