@@ -144,6 +144,10 @@ export class Router {
     const policies = this.policies();
     this.unsubscribe = opts.registry.onChange((c) => {
       if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) for (const p of policies) p.forgetWorker?.(c.worker.id);
+      // A worker that left, or whose engine came back ready (a restart, or its health check passing
+      // again: Envoy un-ejects on an active health check's success), is judged afresh.
+      if (c.type === "removed" || (c.type === "updated" && c.worker.state === "ready" && (c.previous.state !== "ready" || c.worker.restarts !== c.previous.restarts)))
+        this.outliers.forget("worker", c.worker.id);
     });
   }
 

@@ -152,3 +152,18 @@ describe("retry budget and dead targets", () => {
     expect(off.allowRetry(1, { kind: "connect", firstByteSent: false, dead: true })).toBe(false); // no ejection: the budget applies
   });
 });
+
+describe("ejection and the registry", () => {
+  test("a worker whose engine comes back ready (restart, health check) is no longer ejected", () => {
+    const clock = new VirtualClock();
+    const reg = registryWith([worker("a"), worker("b")]);
+    const r = new Router({ config: routerConfig(), registry: reg, clock });
+    r.reportFailure("a", "reset");
+    expect(r.outliers.list().map((e) => e.target)).toEqual(["a"]);
+    reg.setState("a", "failed");
+    expect(r.outliers.list().length).toBe(1);
+    reg.setState("a", "ready");
+    expect(r.outliers.list()).toEqual([]);
+    r.close();
+  });
+});
