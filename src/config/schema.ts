@@ -47,6 +47,8 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
   metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
+  migration_limit: int("A stream whose worker dies or stalls after tokens were sent is re-sent, with the tokens so far, to another worker up to this many times (0 = never; chat streams without guided decoding, n > 1 or logprobs).", 3, { min: 0, max: 10 }),
+  migration_max_tokens: int("No migration once a stream has sent this many tokens (the re-sent prompt grows with them).", 32_768, { min: 1, max: 10_000_000 }),
   engine_first_byte_timeout_ms: ms("A local engine's stream must send its response head within this (connect included; engines send it before the first token): else the worker is ejected and the request retried.", 5000),
 });
 

@@ -73,6 +73,10 @@ export interface FrontendConfig {
   metrics: "open" | "token" | "loopback";
   /** A request body not fully received this long after its headers gets 408 (issue 10). */
   body_timeout_ms: number;
+  /** Re-sends of a stream after its worker failed mid-stream (src/request/migrate.ts); 0 = never. */
+  migration_limit: number;
+  /** No migration past this many tokens sent. */
+  migration_max_tokens: number;
   /** A local engine's stream must send its response head within this (src/request/http-upstream.ts). */
   engine_first_byte_timeout_ms: number;
 }

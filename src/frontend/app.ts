@@ -105,6 +105,7 @@ export class Frontend {
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
+      migration: { limit: o.config.frontend.migration_limit, maxTokens: o.config.frontend.migration_max_tokens },
       idleTimeoutMs: o.config.frontend.idle_timeout_ms,
     };
     this.plan = o.plan ?? aggregatedPlan;
@@ -179,6 +180,7 @@ export class Frontend {
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
+    this.deps.migration = { limit: config.frontend.migration_limit, maxTokens: config.frontend.migration_max_tokens };
   }
 
   /** End every open upstream request (streams get an error event): the drain bound has passed. */

@@ -28,6 +28,7 @@ export class HerdMetrics {
   private readonly decisions: Counter<"policy" | "worker">;
   private readonly restarts: Counter<"worker">;
   private readonly retries: Counter<"model" | "reason">;
+  private readonly migrations: Counter<"model" | "reason" | "result">;
   private readonly aborts: Counter<"model" | "phase">;
   private readonly clientFailures: Counter<"model" | "outcome" | "phase">;
   private readonly upstreamErrors: Counter<"worker" | "kind">;
@@ -76,6 +77,11 @@ export class HerdMetrics {
       METRIC.retriesTotal,
       "Requests re-sent to another worker after a failure before the first byte.",
       ["model", "reason"],
+    );
+    this.migrations = counter(
+      METRIC.migrationsTotal,
+      "Streams whose worker failed after tokens were sent, by failure reason and result: migrated (re-sent with the tokens so far to another worker), or why not (limit, not_replayable, too_long, no_worker).",
+      ["model", "reason", "result"],
     );
     this.aborts = counter(
       METRIC.clientAbortsTotal,
@@ -182,6 +188,9 @@ export class HerdMetrics {
   }
   retry(model: string, reason: UpstreamErrorKind): void {
     this.retries.inc({ model: this.model(model), reason });
+  }
+  migration(model: string, reason: UpstreamErrorKind, result: string): void {
+    this.migrations.inc({ model: this.model(model), reason, result });
   }
   clientAbort(model: string, phase: ClientAbortPhase): void {
     this.aborts.inc({ model: this.model(model), phase });

@@ -17,6 +17,7 @@ export function evidenceRecorder(inner: RequestRecorder, router: () => Router): 
       inner.upstreamError(workerId, reason);
     },
     retry: (t, reason) => inner.retry(t, reason),
+    migration: (t, reason, result) => inner.migration?.(t, reason, result),
     done(t, o) {
       if (o.kind === "complete" && o.status === 200 && t.workerId !== null) router().reportSuccess(t.workerId);
       inner.done(t, o);

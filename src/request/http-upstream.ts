@@ -19,6 +19,7 @@ const UPSTREAM_PATH = { chat: "/v1/chat/completions", completions: "/v1/completi
 
 /** SSE / JSON bytes: what an OpenAI server streams. */
 export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
+  sseBytes: true,
   scanner: () => new SseScanner(),
   usage: (): ChunkScanner<Uint8Array> => {
     const tail = new UsageTail();

@@ -22,6 +22,7 @@ import { clientText, relay, type RelayEnd, type RelaySource } from "./relay.ts";
 import { AbortCause, type Ticket } from "./ticket.ts";
 import { runOrchestrated } from "./orchestrated.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
+import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -31,6 +32,8 @@ export interface LifecycleDeps<C> {
   firstTokenTimeoutMs: number;
   /** Longest silence of an engine after its first token, and of a reader holding a chunk. */
   idleTimeoutMs: number;
+  /** Request migration of chat streams (migrate.ts); absent or limit 0 = off. */
+  migration?: MigrationConfig;
 }
 
 /** What the client gets. The ticket is released when the answer is final, or at the end of `body`. */
@@ -342,12 +345,16 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
 function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, contentType: string | null): void {
   const { d, t, leg } = s.x;
   s.headersTimer.cancel();
+  // A routed chat stream over HTTP bytes may continue on another worker if this one fails (migrate.ts).
+  const mig = d.migration && d.migration.limit > 0 && !s.x.pinned && s.x.toClient && d.upstream.format.sseBytes && notReplayable(leg) === null
+    ? new MigratingSource(d as unknown as LifecycleDeps<Uint8Array>, t, leg, s.x.requestId, d.migration, { workerId: s.workerId, ac: s.ac, body: body as unknown as ChunkSource<Uint8Array> })
+    : null;
   const source = relay({
-    source: body,
+    source: (mig as unknown as ChunkSource<C> | null) ?? body,
     format: d.upstream.format,
-    first,
+    first: mig ? (mig.first(first as unknown as Uint8Array | null) as unknown as C | null) : first,
     sse: leg.stream,
-    ac: s.ac,
+    ac: mig?.handle ?? s.ac,
     clock: d.clock,
     firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
     idleTimeoutMs: d.idleTimeoutMs,

@@ -50,6 +50,8 @@ export interface LegReply<C> {
 
 /** How the lifecycle reads a chunk type: token detection, end marker, usage, error events. */
 export interface StreamFormat<C> {
+  /** Chunks are SSE/JSON bytes (HTTP): what request migration can read and rewrite. */
+  readonly sseBytes?: boolean;
   /** A fresh scanner for one streamed body. */
   scanner(): ChunkScanner<C>;
   /** A scanner for a non-streamed body (only cached tokens matter). */
