@@ -99,6 +99,45 @@ async function burst(entry: NodeName, count = 24, conc = 4): Promise<Burst> {
   return out;
 }
 
+const STREAM_TOKENS = 300;
+const tokensSeen = new Set<number>();
+
+/** A long ignore_eos stream into `entry`, read to its end (migration keeps it whole across a node's death). */
+async function longStream(entry: NodeName, i: number): Promise<{ worker: string; deltas: number; completion: number | null; ids: number; error: string | null }> {
+  const res = await fetch(`${net.url(entry)}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: "m", messages: [{ role: "user", content: `long ${i}` }], max_tokens: STREAM_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+    signal: AbortSignal.timeout(60_000),
+  });
+  const out = { worker: res.headers.get("x-herd-worker") ?? "", deltas: 0, completion: null as number | null, ids: 0, error: null as string | null };
+  const ids = new Set<string>();
+  const dec = new TextDecoder();
+  let buf = "";
+  try {
+    for await (const chunk of res.body as ReadableStream<Uint8Array>) {
+      buf += dec.decode(chunk, { stream: true });
+      for (let k = buf.indexOf("\n\n"); k >= 0; k = buf.indexOf("\n\n")) {
+        const data = buf.slice(0, k).replace(/^data: ?/, "");
+        buf = buf.slice(k + 2);
+        if (data === "[DONE]") continue;
+        const o = JSON.parse(data);
+        if (o.error) out.error = JSON.stringify(o.error);
+        if (o.id) ids.add(o.id);
+        if (o.usage) out.completion = o.usage.completion_tokens;
+        if (o.choices?.[0]?.delta?.content) {
+          out.deltas++;
+          tokensSeen.add(i);
+        }
+      }
+    }
+  } catch (e) {
+    out.error = String(e);
+  }
+  out.ids = ids.size;
+  return out;
+}
+
 function report(what: string, b: Burst): void {
   if (b.failures.length > 0) for (const n of NODE_NAMES) console.log(`--- ${n} ---\n${net.log(n).split("\n").filter((l) => /upstream|retry|eject/i.test(l)).slice(-12).join("\n")}`);
   console.log(`[faults] ${what}: ${b.n} requests, worst ${b.worstMs.toFixed(0)} ms, ${b.failures.length} failed, ${b.remote} served remotely`);
@@ -168,10 +207,13 @@ describe.skipIf(!canRun)("faults under real partitions (network namespaces)", ()
     await healthy();
   }, 120_000);
 
-  test("kill -9 of a node: requests into the survivors see no failure, before and after its removal", async () => {
+  test("kill -9 of a node: streams it served migrate; requests into the survivors see no failure, before and after its removal", async () => {
     const leader = (await healthy()) as NodeName;
     const victim = NODE_NAMES.find((n) => n !== leader)!;
     const rest = NODE_NAMES.filter((n) => n !== victim);
+    // 12 long streams into the leader, about a third of them served by the victim's engine.
+    const running = Array.from({ length: 12 }, (_, i) => longStream(leader, i));
+    await waitFor("every stream has tokens", 20_000, async () => tokensSeen.size >= 12);
     net.kill9(victim);
     for (const n of rest) report(`${victim} killed (-9), into ${n}`, await burst(n));
     await waitFor("the dead node's worker leaves the survivors", 10_000, async () => {
@@ -179,6 +221,11 @@ describe.skipIf(!canRun)("faults under real partitions (network namespaces)", ()
       return views.every((v) => !v.workers.some((w: any) => w.node === victim));
     });
     for (const n of rest) report(`${victim} removed, into ${n}`, await burst(n, 12));
+    const ends = await Promise.all(running);
+    const fromVictim = ends.filter((e) => e.worker.startsWith(`${victim}/`)).length;
+    console.log(`[faults] ${victim} killed (-9) under 12 streams into ${leader}: ${fromVictim} were on it; ${ends.filter((e) => e.error === null && e.deltas === STREAM_TOKENS).length} of 12 completed with all ${STREAM_TOKENS} tokens`);
+    expect(fromVictim).toBeGreaterThan(0);
+    for (const e of ends) expect({ error: e.error, deltas: e.deltas, completion: e.completion, ids: e.ids }).toEqual({ error: null, deltas: STREAM_TOKENS, completion: STREAM_TOKENS, ids: 1 });
   }, 120_000);
 });
 
