@@ -53,6 +53,8 @@ interface Attempt {
 }
 
 const enc = new TextEncoder();
+/** An event longer than this without its blank line is not read (bounded buffer). */
+const MAX_EVENT_CHARS = 1 << 20;
 
 export class MigratingSource implements ChunkSource<Uint8Array> {
   /** What the relay aborts (idle deadline, client gone): always the attempt streaming now. */
@@ -118,12 +120,19 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
 
   /** Complete SSE events of a chunk, rewritten after a migration; null when nothing is complete. */
   private pass(chunk: Uint8Array): Uint8Array | null {
-    this.buf += this.dec.decode(chunk, { stream: true });
+    // Events end with a blank line; CRLF line ends (allowed by SSE) are read as LF.
+    this.buf += this.dec.decode(chunk, { stream: true }).replaceAll("\r\n", "\n");
     let out = "";
     for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n")) {
       const ev = this.buf.slice(0, i + 2);
       this.buf = this.buf.slice(i + 2);
       out += this.event(ev);
+    }
+    if (this.buf.length > MAX_EVENT_CHARS) {
+      // Not SSE as engines write it: pass it on as is (and never migrate what could not be read).
+      out += this.buf;
+      this.buf = "";
+      this.sawError = true;
     }
     return out === "" ? null : enc.encode(out);
   }
@@ -150,7 +159,8 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
     const delta = o.choices?.[0]?.delta;
     const content = typeof delta?.content === "string" ? delta.content : "";
     if (content !== "") {
-      this.text += content;
+      // Past migration_max_tokens nothing will be re-sent: stop keeping the text (bounded memory).
+      if (this.tokens < this.cfg.maxTokens) this.text += content;
       this.tokens++;
     }
     if (this.migrations === 0) return ev;
