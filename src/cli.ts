@@ -138,7 +138,7 @@ const COMMANDS: readonly Command[] = [
       return 0;
     },
   },
-  ...(["status", "drain", "undrain", "logs"] as const).map(
+  ...(["status", "drain", "undrain", "logs", "top"] as const).map(
     (name): Command => ({
       name,
       summary: {
@@ -146,8 +146,9 @@ const COMMANDS: readonly Command[] = [
         drain: "take a worker (or --node: all) out of rotation; in-flight requests finish",
         undrain: "put a drained worker (or --node: all) back into rotation",
         logs: "the tail of a worker's engine output",
+        top: "a live view of the workers and request rates (q to quit)",
       }[name],
-      args: { status: "[--json]", drain: "WORKER | --node", undrain: "WORKER | --node", logs: "WORKER [-n N]" }[name],
+      args: { status: "[--json]", drain: "WORKER | --node", undrain: "WORKER | --node", logs: "WORKER [-n N]", top: "[--interval-ms N]" }[name],
       help: `Run \`herd ${name} --help\` for its options (--url, --config, --token).`,
       passThrough: true,
       async run(_parsed, io, { rawArgs }) {

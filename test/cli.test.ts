@@ -243,7 +243,7 @@ describe("as a real process (bun src/cli.ts)", () => {
     const r = spawn("config", "check", good);
     expect(r.code).toBe(0);
     expect(r.out).toContain("listen: 127.0.0.1:8123");
-    expect(r.out.trimEnd()).toEndWith("  pools: []"); // nothing lost to process.exit (the planner section is last)
+    expect(r.out.trimEnd()).toEndWith("  buffer_bytes: 65536"); // nothing lost to process.exit (the decision_log section is last)
   });
 
   test("config check on a bad file: exit 1, findings on stderr", () => {

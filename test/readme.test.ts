@@ -65,6 +65,7 @@ const EXPECT: [RegExp, Expect][] = [
   [/^npm start -- --config herd\.yaml$/, { skip: "starts vLLM on GPUs 0 and 1 (needs GPUs and vllm); test/ops/preflight.test.ts runs it here and checks it refuses before starting anything" }],
   [/^curl -fsSL <release-url>/, { skip: "downloads a release (network) and installs as root" }],
   [/^sudo/, { skip: "needs root and the installed systemd service" }],
+  [/^npm run herd -- top$/, { skip: "a live view until q is pressed; test/observability/top.test.ts runs it under tmux against herd run" }],
   [/^herd /, { skip: "bare `herd` is the installed binary (not on PATH in a checkout); the same command as `npm run herd -- …` runs above" }],
   [/^curl .*\/v1\/chat\/completions/, { stdout: /"choices"/ }],
   [/^curl .*\/admin\/route\/explain/, { stdout: /"workers"|"candidates"|"policy"/ }],

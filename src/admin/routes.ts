@@ -31,6 +31,8 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   drain?(workerId: string): boolean;
   /** Put a drained worker back into rotation; false when the id is unknown. */
   undrain?(workerId: string): boolean;
+  /** A local engine's supervisor phase, its reason and its last exit (null: not a local engine). */
+  engine?(workerId: string): { phase: string; reason: string; last_exit: { code: number | null; signal: string | null } | null } | null;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
   cluster?(): { leader: string | null; term: number; is_leader?: boolean; view_stale?: boolean; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
   /** P/D models (src/pd): the decision and each leg's preset, pick and candidates' terms (a dry run of the real sequence); null for other models. */
@@ -110,7 +112,12 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       ...(o.status ? o.status() : {}),
       ...(o.backend?.cluster ? o.backend.cluster() : {}),
       ejections: o.router.outliers.list(),
-      workers: o.registry.list().map((w) => ({ ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null })),
+      workers: o.registry.list().map((w) => ({
+        ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null,
+        engine: o.backend?.engine?.(w.id) ?? null, drained: o.registry.isCordoned(w.id),
+      })),
+      // What else this node's admin API serves (the status page polls only those).
+      admin_endpoints: (o.contributed ?? []).map((r) => `${r.method} ${r.path}`),
     }),
   );
 
@@ -197,7 +204,8 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
   return app;
 }
 
-function checkAccess(c: Context<Env>, token: KeySet): HerdError | null {
+/** The admin access rule (see the top of this file); null when the request may pass. */
+export function checkAccess(c: Context<Env>, token: KeySet): HerdError | null {
   const ip = c.env?.ip ?? null;
   if (isLoopback(ip)) {
     if (!isLoopbackHost(c.req.header("host")))

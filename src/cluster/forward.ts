@@ -26,7 +26,7 @@ import type { Clock } from "../core/clock.ts";
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { readBodyLimited } from "../http/body.ts";
-import type { Endpoint } from "../protocol/openai.ts";
+import { isEndpoint, type Endpoint } from "../protocol/openai.ts";
 import type { ChunkSource, LegError, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import { legReply } from "../request/http-upstream.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
@@ -130,7 +130,7 @@ export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 
     const workerId = req.headers.get(H_WORKER) ?? "";
     const endpoint = req.headers.get(H_ENDPOINT);
     const requestId = req.headers.get("x-request-id") ?? "";
-    if ((endpoint !== "chat" && endpoint !== "completions") || !REQUEST_ID.test(requestId))
+    if (!isEndpoint(endpoint) || !REQUEST_ID.test(requestId))
       return refuse(400, "forward: missing or invalid endpoint / x-request-id", "forward_invalid");
     if (o.draining?.()) return refuse(503, `node ${o.self} is draining`, "forward_draining");
     const w = o.registry.get(workerId);

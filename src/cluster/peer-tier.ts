@@ -20,9 +20,12 @@ export const PEER_FETCH_CONCURRENCY = 4;
 /** Largest object accepted from a peer (Redis' proto-max-bulk-len, the RESP server's own bound). */
 export const PEER_FETCH_MAX_BYTES = 512 * 1024 * 1024;
 
-/** What the owner side needs from the tier: the object's bytes (a copy) and stored CRC-32, or null. */
+export type PeerTierHit = { data: Uint8Array; crc32: number };
+
+/** What the owner side needs from the tier: the object's bytes (a copy) and stored CRC-32, or null;
+ * a promise of it when the tier runs on its own thread (src/tier/tier-thread.ts). */
 export interface PeerTierSource {
-  get(key: string): { data: Uint8Array; crc32: number } | null;
+  get(key: string): PeerTierHit | null | Promise<PeerTierHit | null>;
 }
 
 /** Where a fetched object is kept (the local tier); false when it cannot be stored (it is still returned). */
@@ -68,9 +71,18 @@ export function tierPath(key: string): string {
   return `${PEER_API_PREFIX}/tier/${encodeURIComponent(key)}`;
 }
 
-/** Owner side: the response for GET /cluster/v1/tier/<key>. */
-export function tierResponse(source: PeerTierSource, key: string): Response {
+/** Owner side: the response for GET /cluster/v1/tier/<key> from a synchronous source. */
+export function tierResponse(source: { get(key: string): PeerTierHit | null }, key: string): Response {
+  return tierHitResponse(key === "" ? null : source.get(key));
+}
+
+/** Owner side, any source: a promise when the tier answers from its thread. */
+export function tierAnswer(source: PeerTierSource, key: string): Response | Promise<Response> {
   const hit = key === "" ? null : source.get(key);
+  return hit instanceof Promise ? hit.then(tierHitResponse) : tierHitResponse(hit);
+}
+
+export function tierHitResponse(hit: PeerTierHit | null): Response {
   if (!hit) return Response.json({ error: { message: "not in this node's KV tier", type: "not_found_error" } }, { status: 404 });
   return new Response(hit.data, { headers: { "content-type": "application/octet-stream", [TIER_CRC_HEADER]: String(hit.crc32 >>> 0) } });
 }

@@ -7,7 +7,7 @@ import { Hono, type Context } from "hono";
 import { PEER_API_PREFIX } from "./client.ts";
 import { PeersBackend } from "./peers.ts";
 import type { ClusterService } from "./service.ts";
-import { tierResponse, type PeerTierSource } from "./peer-tier.ts";
+import { tierAnswer, type PeerTierSource } from "./peer-tier.ts";
 import { HerdError } from "../core/errors.ts";
 import { parseJson, readBodyLimited } from "../http/body.ts";
 
@@ -74,7 +74,7 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
       } catch {
         return c.json({ error: { message: "bad key encoding", type: "invalid_request_error" } }, 400);
       }
-      return tierResponse(tier, key);
+      return tierAnswer(tier, key);
     });
 
   const peersRoute = (path: string, handle: (b: PeersBackend, body: any, ip: string | null) => unknown) =>

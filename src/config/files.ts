@@ -78,6 +78,17 @@ function fileRefs(config: Config, loadsModelPath: LoadsModelPath): FileRef[] {
         check: (f) => (f.kind(m.path) === "missing" ? `model path ${m.path} does not exist` : f.kind(m.path) === "unreadable" ? `model path ${m.path} cannot be read` : null),
       });
   });
+  config.frontend.api_keys.forEach((k, i) => {
+    if (typeof k === "string" || k.key_file === "") return;
+    refs.push({
+      path: `frontend.api_keys[${i}].key_file`,
+      value: k.key_file,
+      check: (f) => {
+        const kind = f.kind(k.key_file);
+        return kind === "file" ? null : `key file ${k.key_file} ${kind === "missing" ? "does not exist" : kind === "dir" ? "is a directory" : "cannot be read"}`;
+      },
+    });
+  });
   config.engines.forEach((e, i) => {
     const exe = e.command[0];
     if (exe === undefined || exe.includes("{")) return;

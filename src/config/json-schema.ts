@@ -53,6 +53,8 @@ export function toJsonSchema(spec: AnySpec): Json {
       Object.assign(out, spec.jsonSchemaExtra ?? {});
       break;
     }
+    case "stringOrObject":
+      return { description: spec.doc, anyOf: [toJsonSchema(spec.str), toJsonSchema(spec.obj)] };
     case "nullable":
       return { ...toJsonSchema(spec.of), type: ["object", "null"], description: spec.doc, default: null };
     case "reserved":

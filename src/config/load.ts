@@ -150,6 +150,7 @@ export function binaryAt(bytes: Uint8Array): string | null {
 function resolvePaths(config: Config, baseDir: string): void {
   config.node.data_dir = resolve(baseDir, config.node.data_dir);
   for (const m of config.models) if (m.tokenizer !== "") m.tokenizer = resolve(baseDir, m.tokenizer);
+  for (const k of config.frontend.api_keys) if (typeof k !== "string" && k.key_file !== "") k.key_file = resolve(baseDir, k.key_file);
 }
 
 /** The embedded default: one node named after the host, 127.0.0.1:8000, two sim engines of `herd-sim`. */

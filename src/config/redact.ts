@@ -9,7 +9,7 @@ import type { Config } from "./types.ts";
 export const REDACTED = "<redacted>";
 
 /** Config keys whose value is a secret (schema.ts). `[]` = every element of a list. */
-export const SECRET_PATHS = ["cluster.token", "frontend.admin_token", "frontend.api_keys[]"] as const;
+export const SECRET_PATHS = ["cluster.token", "frontend.admin_token", "frontend.api_keys[]", "frontend.api_keys[].key"] as const;
 
 /** Name segments that mark a secret; a name ending in FILE/PATH/DIR names where one is, not the secret. */
 const SECRET_WORDS = new Set(["TOKEN", "SECRET", "SECRETS", "PASSWORD", "PASSWD", "PASSPHRASE", "KEY", "APIKEY", "CREDENTIAL", "CREDENTIALS", "AUTH"]);
@@ -85,7 +85,8 @@ export function redactConfig(config: Config): Config {
   const c = structuredClone(config);
   if (c.cluster.token !== "") c.cluster.token = REDACTED;
   if (c.frontend.admin_token !== "") c.frontend.admin_token = REDACTED;
-  c.frontend.api_keys = c.frontend.api_keys.map(() => REDACTED);
+  // A tenant entry keeps its name and limits (what an operator checks); only its key is hidden.
+  c.frontend.api_keys = c.frontend.api_keys.map((k) => (typeof k === "string" ? REDACTED : { ...k, key: k.key === "" ? "" : REDACTED }));
   for (const e of c.engines) {
     e.env = redactEnv(e.env);
     e.args = redactArgv(e.args);
@@ -95,7 +96,7 @@ export function redactConfig(config: Config): Config {
 
 /** Every secret value the config holds (for `redact`). */
 export function secretValues(config: Config): string[] {
-  const out = [config.cluster.token, config.frontend.admin_token, ...config.frontend.api_keys];
+  const out = [config.cluster.token, config.frontend.admin_token, ...config.frontend.api_keys.map((k) => (typeof k === "string" ? k : k.key))];
   for (const e of config.engines) {
     for (const [k, v] of Object.entries(e.env)) if (isSecretName(k)) out.push(v);
     const redacted = redactArgv(e.args);

@@ -81,6 +81,8 @@ function expectedName(spec: AnySpec, plural = false): string {
     case "nullable":
     case "reserved":
       return plural ? "maps" : "a map";
+    case "stringOrObject":
+      return plural ? "strings or maps" : "a string or a map";
   }
 }
 
@@ -175,6 +177,8 @@ export function resolveValue(ctx: WalkContext, spec: AnySpec, rawNode: unknown, 
       return resolveObject(ctx, spec, node, path, line);
     case "nullable":
       return resolveValue(ctx, spec.of, node, path, line);
+    case "stringOrObject":
+      return resolveValue(ctx, isMap(node) ? spec.obj : spec.str, node, path, line);
     case "reserved": {
       if (!isMap(node)) return error(ctx, path, line, `expected an empty map, got ${got}`);
       const section = path || "this";

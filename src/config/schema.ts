@@ -9,7 +9,7 @@
 // - scheduling budgets: engine defaults stay the engines' own; herd only bounds its own queues.
 
 import { DECODE_LOAD_MODELS, DISCOVERY_KINDS, ENGINE_KINDS, KV_LOAD_FAILURE_POLICIES, NIXL_METADATA_MODES, PIPELINE_FILTERS, PIPELINE_PICKERS, PIPELINE_SCORERS, POLICIES, PREFILL_LOAD_MODELS, PREFIX_CACHING_HASH_ALGOS, ROLES, type Config } from "./types.ts";
-import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, type Infer } from "./spec.ts";
+import { bool, int, list, ms, nullable, num, obj, oneOf, reserved, str, strMap, strOrObj, type Infer } from "./spec.ts";
 import { checkAdvertise, checkHealthPath, checkListen, checkSize, checkUrl, parseHostPort } from "./checks.ts";
 
 
@@ -31,7 +31,23 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
     check: checkListen,
     pattern: "^(\\[[0-9A-Fa-f:.]+\\]|[^:\\s\\[\\]]+):[0-9]{1,5}$",
   }),
-  api_keys: list(str("A bearer key.", undefined, { nonEmpty: true }), "Bearer keys accepted on /v1/*; empty = no auth.", []),
+  api_keys: list(
+    strOrObj(
+      str("A bearer key.", undefined, { nonEmpty: true }),
+      obj("A tenant: its key (or a file holding it), its name in metrics, limits and priority.", {
+        key: str("The bearer key; or set key_file.", ""),
+        key_file: str("File whose content (trimmed) is the key; relative = next to the config file.", ""),
+        name: str("Tenant name in metrics and logs (never the key). Default: tenant-<index>.", ""),
+        rpm: int("Requests per minute; 0 = unlimited.", 0, { min: 0, max: 100_000_000 }),
+        tpm: int("Tokens per minute (prompt + max_tokens, charged at admission); 0 = unlimited.", 0, { min: 0, max: 1e12 }),
+        concurrency: int("Requests in flight at once; 0 = unlimited.", 0, { min: 0, max: 1_000_000 }),
+        priority: int("Priority class when herd queues (higher first); a request may lower its own with x-herd-priority.", 0, { min: -100, max: 100 }),
+      }),
+      "A bearer key, or a tenant object.",
+    ),
+    "Bearer keys accepted on /v1/*; empty = no auth.",
+    [],
+  ),
   admin_token: str("Bearer token for /admin from non-loopback clients; empty = /admin is loopback-only.", ""),
   max_body_bytes: int("Request bodies above this get 413.", 10 * 1024 * 1024, { min: 1024, max: 1024 ** 3 }),
   max_in_flight: int("Requests in flight beyond this get 429 (bounds herd's own queue).", 4096, { min: 1, max: 1_000_000 }),
@@ -46,6 +62,18 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   max_json_values: int("Bodies with more JSON values than this get 400 before being parsed on the event loop.", 131_072, { min: 1024, max: 100_000_000 }),
   max_body_bytes_in_flight: int("Bytes of request bodies being read at once; beyond it 503 + Retry-After (at least one max_body_bytes body always fits).", 128 * 1024 * 1024, { min: 1024, max: 64 * 1024 ** 3 }),
   metrics: oneOf(["open", "token", "loopback"] as const, "Who may read /metrics on a non-loopback listener (`token` = the admin token).", "open"),
+  queue: obj("herd's own queue when every worker of a model is saturated: priority, then fair share (VTC) between tenants.", {
+    worker_slots: int("Requests in flight per ready worker of a model before herd queues the next (0 = never queue).", 0, { min: 0, max: 1_000_000 }),
+    max_waiting: int("Requests waiting per node; beyond it 503 + Retry-After.", 1024, { min: 1, max: 1_000_000 }),
+    timeout_ms: ms("A request waiting longer gets 503 + Retry-After.", 30_000),
+    aging_ms: ms("Waiting this long raises a request's priority by one class (no starvation); 0 = never.", 10_000),
+  }),
+  lora: obj("On-demand LoRA adapters (models[].lora_adapters[].on_demand): placement and unloading.", {
+    max_per_engine: int("On-demand adapters loaded at once per engine (vLLM --max-loras); a full engine unloads its least recently used idle one first.", 4, { min: 1, max: 1024 }),
+    idle_ms: ms("An on-demand adapter unused this long on an engine is unloaded.", 300_000),
+    spread_in_flight: int("When every engine holding an adapter has this many requests in flight, it is loaded on one more engine.", 8, { min: 1, max: 1_000_000 }),
+  }),
+  responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
   migration_limit: int("A stream whose worker dies or stalls after tokens were sent is re-sent, with the tokens so far, to another worker up to this many times (0 = never; chat streams without guided decoding, n > 1 or logprobs).", 3, { min: 0, max: 10 }),
   migration_max_tokens: int("No migration once a stream has sent this many tokens (the re-sent prompt grows with them).", 32_768, { min: 1, max: 10_000_000 }),
@@ -166,10 +194,17 @@ const modelEntry = obj("A model clients can ask for.", {
     "vLLM engines' --prefix-caching-hash-algo; \"\" = engine default. One value per model: every engine of the model hashes its blocks alike.",
     "",
   ),
+  aliases: list(
+    str("Another name clients may send for this model.", undefined, { nonEmpty: true }),
+    "More served names for this model (vLLM --served-model-name takes several): listed in /v1/models and accepted as `model`; engines see `name`.",
+    [],
+    64,
+  ),
   lora_adapters: list(
     obj("A LoRA adapter served beside the base model (vLLM --lora-modules): clients send its name as `model`.", {
       name: str("The adapter's model name clients send.", undefined, { nonEmpty: true }),
       path: str("Where engines load it from.", undefined, { nonEmpty: true }),
+      on_demand: bool("Loaded at run time where requests need it (vLLM/sim engines: /v1/load_lora_adapter), unloaded when idle (frontend.lora); false = loaded at engine start.", false),
     }),
     "LoRA adapters of this model. Their requests run on the model's engines and hash their KV blocks with the adapter's name (vLLM's extra keys), so they never get the base model's cache credited.",
     [],
@@ -261,9 +296,14 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
       password_file: str("File holding the AUTH password; \"\" = no AUTH (loopback only).", ""),
       peer_fetch_max: int("Local GET/EXISTS misses looked up on other cluster nodes at once (peer fetch); beyond it a miss is answered at once; 0 = never ask.", 64, { min: 0, max: 4096 }),
       peer_fetch_timeout_ms: ms("How long one other node may take to answer a peer fetch before it counts as a miss.", 500, 60_000),
+      key_max_bytes: int("Longest key accepted; a longer one is refused (LMCache keys are < 300 bytes).", 1024, { min: 16, max: 65_536 }),
+      output_total_max_bytes: int("Replies queued for all clients together before none executes more commands (slow readers of large GETs).", 256 * 1024 * 1024, { min: 1 << 20, max: 2 ** 40 }),
+      idle_timeout_ms: ms("A connection with no input or output progress this long is closed; 0 = never (Redis' `timeout 0`).", 0),
+      auth_timeout_ms: ms("With password_file: a connection that has not authenticated this long after connecting is closed; 0 = never.", 10_000),
     }),
     "RESP server; null = none.",
   ),
+  thread: oneOf(["worker", "main"] as const, "`worker`: the tier (RESP server, store, catalog) runs on its own thread, so its work cannot delay routing, /health or cluster heartbeats (src/tier/README.md); `main`: on the daemon's event loop.", "worker"),
   shared_dirs: list(
     obj("A directory engines write KV files into (vLLM fs tier `root_dir`, LMCache `fs://`).", {
       path: str("The directory.", undefined, { nonEmpty: true }),
@@ -314,7 +354,7 @@ const planner = obj("Scale engines from herd's own signals, down to zero at nigh
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */
 export const DEMO_MODEL = "herd-sim";
-const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, lora_adapters: [] }];
+const demoModels = () => [{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "" as const, aliases: [], lora_adapters: [] }];
 const demoEngines = () => [
   {
     kind: "sim" as const,
@@ -375,8 +415,19 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
 const pd = obj("Prefill/decode disaggregation across engines with role prefill and decode.", {
   min_prefill_tokens: int("Below this uncached prompt length (tokens) a request skips the prefill pool and prefills on its decode worker.", 512, { min: 0, max: 10_000_000 }),
   nixl_metadata: oneOf(NIXL_METADATA_MODES, "`herd`: herd serves the NIXL TCPStore metadata service and passes NIXL_TCPSTORE_ENDPOINT(S) to its engines; `none`: engines find peers on their own.", "herd"),
+  nixl_metadata_idle_timeout_ms: ms("A NIXL metadata client silent this long is closed; 0 = never (the default: an agent keeps one quiet connection for its life, and its keys go with it).", 0),
+  nixl_metadata_host: str("Address herd's NIXL metadata store listens on. Its clients are this host's engines, so loopback; another address (engines in a bridged container network) exposes an unauthenticated store to whoever reaches it.", "127.0.0.1", { nonEmpty: true, check: checkAdvertise }),
   kv_load_failure_policy: oneOf(KV_LOAD_FAILURE_POLICIES, "vLLM decode engines' kv_load_failure_policy: `fail` errors the request (herd retries elsewhere), `recompute` prefills locally.", "recompute"),
   prefill_queue_max: int("A prefill worker with this many requests waiting for their first token counts as saturated; when all are, requests prefill on their decode worker.", 8, { min: 1, max: 100_000 }),
+});
+
+// Decision records (issue 23): one JSON line per finished request, rotated by size so the disk
+// use is bounded by max_bytes × (files + 1); `herd simulate --trace` replays them.
+const decisionLog = obj("One JSON line per finished request (model, prompt length, cached tokens, chosen worker and its cost terms, outcome, TTFT/ITL/E2E) in a rotating file, for `herd simulate --trace`.", {
+  path: str("File to append to; empty = off. Relative paths are under node.data_dir.", ""),
+  max_bytes: int("Rotate when the file would grow beyond this (FILE → FILE.1 → … → FILE.<files>).", 64 * 1024 * 1024, { min: 4096, max: 1024 ** 4 }),
+  files: int("Rotated files kept besides the current one.", 3, { min: 0, max: 100 }),
+  buffer_bytes: int("Bytes of lines buffered in memory before a write (written at least every second either way).", 64 * 1024, { min: 1024, max: 64 * 1024 * 1024 }),
 });
 
 export const configSpec = obj("herd configuration (one file per node).", {
@@ -391,6 +442,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   cluster,
   kv_tier: kvTier,
   planner,
+  decision_log: decisionLog,
 });
 
 // Compile-time guard: the schema resolves to exactly the Config contract.

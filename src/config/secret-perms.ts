@@ -34,12 +34,15 @@ export interface SecretFile {
 }
 
 /** Config keys whose file holds a secret (only those set). */
-export function secretFilesOf(config: Pick<Config, "cluster" | "kv_tier">): SecretFile[] {
+export function secretFilesOf(config: Pick<Config, "cluster" | "kv_tier" | "frontend">): SecretFile[] {
   const out: SecretFile[] = [];
   if (config.cluster.token_file !== "") out.push({ key: "cluster.token_file", path: config.cluster.token_file, what: "token file" });
   if (config.cluster.tls.key !== "") out.push({ key: "cluster.tls.key", path: config.cluster.tls.key, what: "TLS private key" });
   const pw = config.kv_tier.resp?.password_file ?? "";
   if (pw !== "") out.push({ key: "kv_tier.resp.password_file", path: pw, what: "password file" });
+  config.frontend.api_keys.forEach((k, i) => {
+    if (typeof k !== "string" && k.key_file !== "") out.push({ key: `frontend.api_keys[${i}].key_file`, path: k.key_file, what: "API key file" });
+  });
   return out;
 }
 
@@ -47,7 +50,7 @@ export function secretFilesOf(config: Pick<Config, "cluster" | "kv_tier">): Secr
 export function inlineSecretKeys(config: Pick<Config, "frontend" | "cluster" | "engines">): string[] {
   const keys: string[] = [];
   if (config.cluster.token !== "") keys.push("cluster.token");
-  if (config.frontend.api_keys.length > 0) keys.push("frontend.api_keys");
+  if (config.frontend.api_keys.some((k) => typeof k === "string" || k.key !== "")) keys.push("frontend.api_keys");
   if (config.frontend.admin_token !== "") keys.push("frontend.admin_token");
   config.engines.forEach((e, i) => {
     for (const [k, v] of Object.entries(e.env)) if (v !== "" && isSecretName(k)) keys.push(`engines[${i}].env.${k}`);

@@ -74,6 +74,13 @@ export interface NullableSpec<T> extends Base<T | null> {
   readonly of: ObjectSpec<T>;
 }
 
+/** A string or a map (frontend.api_keys entries: a bare key, or a tenant object). */
+export interface StringOrObjectSpec<T> extends Base<string | T> {
+  readonly kind: "stringOrObject";
+  readonly str: StringSpec;
+  readonly obj: ObjectSpec<T>;
+}
+
 /** A section later releases fill: only an empty map is accepted today. */
 export interface ReservedSpec extends Base<Record<string, unknown>> {
   readonly kind: "reserved";
@@ -91,6 +98,7 @@ export type AnySpec =
   | StringMapSpec
   | ObjectSpec<any>
   | NullableSpec<any>
+  | StringOrObjectSpec<any>
   | ReservedSpec;
 
 export type Infer<S> = S extends Base<infer T> ? T : never;
@@ -178,6 +186,8 @@ export const nullable = <T>(of: ObjectSpec<T>, doc: string): NullableSpec<T> => 
   doc,
   default: null,
 });
+
+export const strOrObj = <T>(str: StringSpec, obj: ObjectSpec<T>, doc: string): StringOrObjectSpec<T> => ({ kind: "stringOrObject", str, obj, doc });
 
 export const reserved = (doc: string, arrives: string): ReservedSpec => ({
   kind: "reserved",

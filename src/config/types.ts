@@ -27,6 +27,10 @@ export interface PdConfig {
   min_prefill_tokens: number;
   /** `herd`: herd serves NIXL's TCPStore metadata and passes NIXL_TCPSTORE_ENDPOINT(S) to engines. */
   nixl_metadata: NixlMetadataMode;
+  /** Address the NIXL metadata store listens on (default loopback: its clients are this host's engines). */
+  nixl_metadata_host: string;
+  /** A NIXL metadata client silent this long is closed; 0 = never. */
+  nixl_metadata_idle_timeout_ms: number;
   /** vLLM's kv_load_failure_policy for decode engines: `fail` errors the request, `recompute` prefills locally. */
   kv_load_failure_policy: KvLoadFailurePolicy;
   /** A prefill worker with this many requests waiting for their first token counts as saturated. */
@@ -42,11 +46,33 @@ export interface NodeConfig {
   data_dir: string;
 }
 
+export interface ApiKeyEntry {
+  key: string;
+  key_file: string;
+  name: string;
+  rpm: number;
+  tpm: number;
+  concurrency: number;
+  priority: number;
+}
+
+export interface QueueConfig {
+  worker_slots: number;
+  max_waiting: number;
+  timeout_ms: number;
+  aging_ms: number;
+}
+
 export interface FrontendConfig {
   /** HOST:PORT of the OpenAI-compatible listener (also serves /admin and /metrics). */
   listen: string;
   /** Bearer keys accepted on /v1/*; empty = no auth. */
-  api_keys: string[];
+  /** Bare keys, or tenants with limits (src/frontend/tenants.ts). */
+  api_keys: (string | ApiKeyEntry)[];
+  queue: QueueConfig;
+  lora: { max_per_engine: number; idle_ms: number; spread_in_flight: number };
+  /** Bytes of /v1/responses conversations kept for previous_response_id. */
+  responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */
   admin_token: string;
   /** Request bodies above this get 413. */
@@ -215,7 +241,9 @@ export interface ModelConfig {
   /** vLLM engines' prefix-caching block hash (--prefix-caching-hash-algo); "" = engine default. Same for every engine of the model. */
   prefix_caching_hash_algo: PrefixCachingHashAlgo;
   /** LoRA adapters served beside the base model; a request names one as its `model`. */
-  lora_adapters: { name: string; path: string }[];
+  /** More names clients may send for this model (listed in /v1/models). */
+  aliases: string[];
+  lora_adapters: { name: string; path: string; on_demand: boolean }[];
 }
 
 export interface KvEventsEndpoint {
@@ -320,7 +348,18 @@ export interface KvTierConfig {
   /** SSD tier (files under path); null = none. */
   ssd: KvTierMediumConfig | null;
   /** Redis-protocol (RESP2) server for LMCache's resp:// and redis:// clients; null = none. */
-  resp: { listen: string; password_file: string; peer_fetch_max: number; peer_fetch_timeout_ms: number } | null;
+  /** `worker`: the tier runs on its own thread; `main`: on the daemon's event loop. */
+  thread: "worker" | "main";
+  resp: {
+    listen: string;
+    password_file: string;
+    peer_fetch_max: number;
+    peer_fetch_timeout_ms: number;
+    key_max_bytes: number;
+    output_total_max_bytes: number;
+    idle_timeout_ms: number;
+    auth_timeout_ms: number;
+  } | null;
   /** Directories engines write KV files into (vLLM fs tier, LMCache fs://); herd bounds their size. */
   shared_dirs: { path: string; size: string }[];
 }
@@ -341,6 +380,15 @@ export interface Config {
   kv_tier: KvTierConfig;
   /** The planner (issue 15): scale engines of the listed engines[] entries from herd's own signals. */
   planner: PlannerSectionConfig;
+  /** Decision records in a rotating file (src/request/record-file.ts); path "" = off. */
+  decision_log: DecisionLogConfig;
+}
+
+export interface DecisionLogConfig {
+  path: string;
+  max_bytes: number;
+  files: number;
+  buffer_bytes: number;
 }
 
 /** One planner pool: the engines started from one engines[] entry, scaled together. */

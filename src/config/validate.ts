@@ -18,6 +18,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
     out.push({ path, line: lineOf(path), message, severity });
 
   checkModels(config, add);
+  checkApiKeys(config, add);
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
   checkPorts(config, add);
   checkGpus(config, add);
@@ -68,6 +69,20 @@ function checkPd(config: Config, add: Add): void {
   });
 }
 
+/** A tenant has exactly one of key / key_file, and a name no other tenant has. */
+function checkApiKeys(config: Config, add: Add): void {
+  const names = new Map<string, number>();
+  config.frontend.api_keys.forEach((k, i) => {
+    if (typeof k === "string") return;
+    const p = `frontend.api_keys[${i}]`;
+    if ((k.key === "") === (k.key_file === "")) add("error", `${p}.key`, "set exactly one of key and key_file");
+    if (k.name === "") return;
+    const prev = names.get(k.name);
+    if (prev !== undefined) add("error", `${p}.name`, `duplicate tenant name ${JSON.stringify(k.name)} (also frontend.api_keys[${prev}])`);
+    else names.set(k.name, i);
+  });
+}
+
 function checkModels(config: Config, add: Add): void {
   const first = new Map<string, number>();
   config.models.forEach((m, i) => {
@@ -75,13 +90,21 @@ function checkModels(config: Config, add: Add): void {
     if (prev !== undefined) add("error", `models[${i}].name`, `duplicate model name ${JSON.stringify(m.name)} (also models[${prev}])`);
     else first.set(m.name, i);
   });
-  // A LoRA adapter is asked for by name like a model: its name must not stand for anything else.
+  // A LoRA adapter or an alias is asked for by name like a model: its name must not stand for anything else.
   const owner = new Map<string, string>();
+  config.models.forEach((m, i) =>
+    m.aliases.forEach((a, j) => {
+      const path = `models[${i}].aliases[${j}]`;
+      if (first.has(a)) add("error", path, `${JSON.stringify(a)} is also a model name`);
+      else if (owner.has(a)) add("error", path, `duplicate alias ${JSON.stringify(a)} (also ${owner.get(a)})`);
+      else owner.set(a, path);
+    }),
+  );
   config.models.forEach((m, i) =>
     m.lora_adapters.forEach((a, j) => {
       const path = `models[${i}].lora_adapters[${j}].name`;
       if (first.has(a.name)) add("error", path, `${JSON.stringify(a.name)} is also a model name`);
-      else if (owner.has(a.name)) add("error", path, `duplicate adapter name ${JSON.stringify(a.name)} (also ${owner.get(a.name)})`);
+      else if (owner.has(a.name)) add("error", path, `duplicate name ${JSON.stringify(a.name)} (also ${owner.get(a.name)})`);
       else owner.set(a.name, path);
     }),
   );

@@ -12,6 +12,9 @@ export interface Clock {
   setTimer(ms: number, fn: () => void): TimerHandle;
   /** Resolve after ms milliseconds of this clock's time. */
   sleep(ms: number): Promise<void>;
+  /** Run fn on the next turn of the event loop, after pending I/O; without it, setTimer(0, fn). Bun's
+   * setTimeout(0) waits ≥ 1 ms, so work cut into slices (the RESP server's) would crawl on it. */
+  immediate?(fn: () => void): TimerHandle;
 }
 
 /** Wall clock backed by performance.now() and setTimeout. */
@@ -28,6 +31,10 @@ export class RealClock implements Clock {
   }
   sleep(ms: number): Promise<void> {
     return new Promise((resolve) => setTimeout(resolve, Math.max(0, ms)));
+  }
+  immediate(fn: () => void): TimerHandle {
+    const t = setImmediate(fn);
+    return { cancel: () => clearImmediate(t) };
   }
 }
 

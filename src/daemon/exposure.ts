@@ -44,6 +44,12 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
   const peer = peerExposure(config);
   if (peer && !peer.tls)
     out.push(`cluster peer API on ${peer.listen} carries prompts, completions and KV between hosts as plain HTTP (token only); set cluster.tls and cluster.listen for mutual TLS (docs/cluster.md)`);
+  const pdEngines = plans.some((p) => p.role === "prefill" || p.role === "decode");
+  if (config.pd.nixl_metadata === "herd" && pdEngines && !LOOPBACK.test(config.pd.nixl_metadata_host))
+    out.push(`pd.nixl_metadata_host ${config.pd.nixl_metadata_host}: herd's NIXL metadata store has no authentication and is reachable from other hosts there; any of them can read the engines' NIXL metadata and publish agents of their own (docs/operate.md)`);
+  const resp = config.kv_tier.resp;
+  if (resp && !LOOPBACK.test(hostOf(resp.listen)))
+    out.push(`kv_tier.resp.listen ${resp.listen} is reachable from other hosts: the KV tier answers anyone with its password (failed AUTH is slowed and counted; the password crosses the LAN in clear)`);
   for (const p of plans) {
     const eps = wildcardKvEndpoints(p);
     if (eps.length)

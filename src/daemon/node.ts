@@ -21,6 +21,9 @@ import { Supervisor } from "../engine/supervisor.ts";
 import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
+import { registerNodeGauges } from "../metrics/node-gauges.ts";
+import { decisionLogOf, engineView, fanOut, nodeGaugeSources } from "./observe.ts";
+import type { RecordFile } from "../request/record-file.ts";
 import { KvConsumer } from "../kv/consumer.ts";
 import { OutlierDetector, Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
@@ -48,11 +51,12 @@ import { kvIngestService, peerAddress, preprocessService, supervisorService } fr
 import type { EnginePlan } from "../engine/types.ts";
 import type { RouteRequest } from "../router/index.ts";
 import { applyPdLaunch, hasPdRoles } from "../pd/launch.ts";
-import { NixlMetadataService } from "../pd/nixl-metadata.ts";
+import { NixlMetadataThread } from "../pd/nixl-thread.ts";
 import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
+import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -92,7 +96,11 @@ export class HerdNode {
   readonly scraper: MetricsScraper;
   readonly readiness: Readiness;
   /** herd's NIXL metadata service, when an engine has a P/D role and pd.nixl_metadata is herd. */
-  readonly nixl: NixlMetadataService | null;
+  readonly nixl: NixlMetadataThread | null;
+  /** The last finished requests' decision records, for the status page (/admin/requests). */
+  readonly recent = new RecentRequests();
+  /** The decision log (config decision_log), null when its path is empty. */
+  readonly decisionLog: RecordFile | null;
   /** The last P/D requests' traces (bounded, newest last); empty without P/D models. */
   readonly pdTraces: PdTraceEntry[] = [];
   private pd: PdPlanDeps | null = null;
@@ -107,6 +115,7 @@ export class HerdNode {
   ) {
     const { clock, log, seed } = o;
     this.live = new LiveConfig(config);
+    this.decisionLog = decisionLogOf(config, clock, log);
     this.registry = new WorkerRegistry(log.child("registry"));
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
     // explain; it also relays this node's updates to the other nodes and holds theirs.
@@ -116,8 +125,9 @@ export class HerdNode {
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
+    registerNodeGauges(this.metrics.registry, nodeGaugeSources(this));
     // P/D: role flags and side-channel ports complete the engine plan; engines get the metadata endpoint.
-    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataService({ host: config.node.advertise, port: 0, clock, log: log.child("nixl-metadata") }) : null;
+    this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, idleTimeoutMs: config.pd.nixl_metadata_idle_timeout_ms, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
       plan: { finish: (plans, portFree) => this.finishPlans(plans, portFree) },
@@ -125,7 +135,7 @@ export class HerdNode {
     // What the tier holds is credited in the index to this node's workers of the block's model.
     // A local tier miss asks the other nodes' tiers (issue 14); what is found is stored here.
     const peerFetch = new PeerFetcher({ peers: () => this.cluster.livePeers(), token: () => this.cluster.token(), fetch: (u, i) => this.cluster.transport.fetch(u, i), scheme: () => this.cluster.transport.scheme, clock, log: log.child("peer-fetch"), timeoutMs: config.kv_tier.resp?.peer_fetch_timeout_ms, sink: { put: (k, d) => this.tier.put(k, d) } });
-    this.tier = new TierService({ config, clock, onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
+    this.tier = new TierService({ config, clock, log: log.child("kv-tier"), thread: config.kv_tier.thread === "worker", onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
     const localUpstream = new HttpUpstream(undefined, { clock, firstByteTimeoutMs: () => this.live.current.frontend.engine_first_byte_timeout_ms });
@@ -177,6 +187,7 @@ export class HerdNode {
     const log = this.o.log;
     return [
       service("runtime-file", () => void (this.runtime = claimRuntimeFile(config, this.o.configPath, new Date(wallClockMs()).toISOString())), () => this.runtime?.release()),
+      ...(this.decisionLog ? [service("decision-log", () => this.decisionLog!.start(), () => this.decisionLog!.close())] : []),
       service("listener", () => this.listen(), async () => {
         await this.listening?.stop(true);
         this.frontend.close();
@@ -193,7 +204,7 @@ export class HerdNode {
         "kv-tier",
         async () => {
           await this.tier.start();
-          if (this.tier.tier) tierIndexReplay(this.kv.index, this.tier.tier.entries(), (m) => this.localWorkersOf(m));
+          if (this.tier.enabled) tierIndexReplay(this.kv.index, await this.tier.entries(), (m) => this.localWorkersOf(m));
         },
         () => this.tier.stop(),
       ),
@@ -271,10 +282,11 @@ export class HerdNode {
     });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
-      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream,
+      config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,
       plan: pdPlan,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : [])],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner ? plannerAdminRoutes(planner) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
@@ -297,6 +309,7 @@ export class HerdNode {
       ...kvAdminBackend(this.config, this.kv, this.prompts),
       logs: (id, lines) => (known(id) ? supervisor.logs(id).slice(-lines) : null),
       pid: (id) => supervisor.status().find((s) => s.worker.id === id)?.pid ?? null,
+      engine: (id) => engineView(supervisor, id),
       lastError: (id) => (known(id) ? supervisor.lastError(id) : null),
       drain: (id) => cordon(id, true),
       undrain: (id) => cordon(id, false),

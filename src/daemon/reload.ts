@@ -7,7 +7,8 @@
 //   frontend.api_keys, frontend.admin_token, frontend.max_in_flight, frontend.max_body_bytes (up to
 //   the listener's fixed backstop), frontend.first_token_timeout_ms, frontend.idle_timeout_ms
 //   (both for requests admitted after the reload), frontend.drain_timeout_ms, body_timeout_ms,
-//   max_messages, max_prompt_chars, max_json_values, max_body_bytes_in_flight, metrics;
+//   max_messages, max_prompt_chars, max_json_values, max_body_bytes_in_flight, metrics, queue
+//   (tenants' limit buckets start full again when api_keys change);
 //   and the whole `router` section: the daemon builds a new Router (policy, pipeline, knobs) over
 //   the same registry and KV index and swaps it in atomically (Caddy's reload: provision the new,
 //   then swap, then stop the old). Requests already routed keep their leases on the old router,
@@ -33,6 +34,7 @@ export const LIVE_KEYS: readonly string[] = [
   "frontend.max_json_values",
   "frontend.max_body_bytes_in_flight",
   "frontend.metrics",
+  "frontend.queue",
   "router",
 ];
 

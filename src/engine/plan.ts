@@ -126,6 +126,7 @@ export function planEngines(config: Config, opts: PlanOptions = {}): EnginePlan[
         gpus,
         self,
         drainMs: config.frontend.drain_timeout_ms,
+        maxOnDemandLoras: config.frontend.lora.max_per_engine,
         ...(sleepModeOf(config, entryIndex) ? { sleepMode: true } : {}),
         ...(kvPorts ? { kvPorts } : {}),
       });

@@ -61,6 +61,8 @@ export interface DriverInput {
   self: string[];
   /** herd's drain (frontend.drain_timeout_ms): engines that drain on SIGTERM get as long. */
   drainMs: number;
+  /** On-demand LoRA adapters one engine holds at once (frontend.lora.max_per_engine); absent = 4. */
+  maxOnDemandLoras?: number;
   /** The planner may put this engine to sleep (planner.pools[].can_sleep): enable the engine's sleep mode. */
   sleepMode?: boolean;
 }

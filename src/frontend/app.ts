@@ -7,7 +7,7 @@
 // /health is readiness (200 only when not draining and at least one worker is ready, else 503 with
 // the reason); /livez is liveness (200 while the process runs, also while draining).
 import { Hono, type Context } from "hono";
-import type { Clock } from "../core/clock.ts";
+import { wallClockMs, type Clock } from "../core/clock.ts";
 import { HerdError, errorMessage, unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Config } from "../config/types.ts";
@@ -15,23 +15,33 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 import type { HerdMetrics } from "../metrics/herd-metrics.ts";
 import type { Router } from "../router/index.ts";
 import { adminRoutes, type AdminBackend } from "../admin/routes.ts";
+import { statusPageRoutes } from "../admin/status-page.ts";
 import { KeySet } from "../http/auth.ts";
 import { JsonGuard } from "../http/json-guard.ts";
 import { LogLimiter } from "../http/log-limit.ts";
 import { metricsDenied } from "../http/metrics-access.ts";
-import { checkRequest, type CheckedRequest, type Endpoint } from "../protocol/openai.ts";
+import type { Endpoint } from "../protocol/openai.ts";
 import { policyNeedsPrompt, type PromptPreparer } from "../preprocess/shared.ts";
 import { routeFields, type PreparedPrompt, type PromptInput } from "../preprocess/index.ts";
-import { requestedMaxTokens } from "../request/bounds.ts";
 import { HttpUpstream } from "../request/http-upstream.ts";
 import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
-import { AbortCause, Admission, metricsRecorder, type Ticket } from "../request/ticket.ts";
+import { AbortCause, Admission, metricsRecorder, type Outcome, type Ticket } from "../request/ticket.ts";
+import { decisionRecord, type RecordSink } from "../request/record.ts";
 import { evidenceRecorder } from "../request/evidence.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
 import { errorResponse, toResponse } from "./respond.ts";
+import { ModelNames, checkEndpoint, isGeneration, maxTokensOf, modelNotFound, mountExtraRoutes } from "./endpoints.ts";
+import { ResponsesStore, type PreparedResponses } from "./responses.ts";
+import { ResponsesUpstream } from "./responses-upstream.ts";
+import { answerLocally, type LocalTokenizers } from "./tokens.ts";
+import { Tenants } from "./tenants.ts";
+import { FairQueue } from "./fair-queue.ts";
+import { admitTenant } from "./tenant-admission.ts";
+import { TenantMetrics } from "../metrics/tenant-metrics.ts";
+import { OnDemandLora } from "./lora.ts";
 
 export { errorResponse } from "./respond.ts";
 
@@ -64,6 +74,10 @@ export interface FrontendOptions {
   gate?: RequestGate;
   /** Admin endpoints contributed by other modules (the KV tier, the planner, the cluster). */
   adminRoutes?: readonly AdminRoute[];
+  /** The models' own tokenizers, for /tokenize and /detokenize without an engine (tokens.ts). */
+  tokenizers?: LocalTokenizers;
+  /** Where each finished request's decision record goes (src/request/record.ts). */
+  records?: RecordSink;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -76,15 +90,24 @@ export class Frontend {
   readonly app = new Hono<HonoEnv>();
   /** Admission slots and live tickets: the one in-flight count (drain, /admin status, abort). */
   readonly admission: Admission;
-  private keys: KeySet;
+  /** Keys → tenants and their limits (tenants.ts); rebuilt on reload. */
+  private tenants: Tenants;
+  /** herd's queue in front of saturated models (fair-queue.ts). */
+  readonly queue: FairQueue;
+  private readonly tenantMetrics: TenantMetrics;
+  private readonly unwatchQueue: () => void;
+  /** On-demand LoRA adapters: where each is loaded (lora.ts). */
+  readonly lora: OnDemandLora;
   private readonly deps: LifecycleDeps<Uint8Array>;
   private readonly plan: PlanBuilder;
   private readonly unwatch: () => void;
   private unobserve: () => void;
   /** The running policy reads block hashes, so each request is preprocessed before routing. */
   private hashPrompts: boolean;
-  /** LoRA adapter name → its base model (models[].lora_adapters). */
-  private readonly baseOf: ReadonlyMap<string, { model: string; lora: string }>;
+  /** Model names, aliases and LoRA adapter names → the configured model (endpoints.ts). */
+  private names: ModelNames;
+  /** Finished responses by id, for previous_response_id (responses.ts). */
+  readonly responses: ResponsesStore;
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
   private readonly json = new JsonGuard();
   /** Requests refused before routing (a malformed Host): one line per interval, with the count. */
@@ -94,14 +117,22 @@ export class Frontend {
   private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
-    this.baseOf = adapterIndex(o.config);
+    this.names = new ModelNames(o.config);
     this.refusedLog = new LogLimiter(o.clock, PREP_WARN_EVERY_MS);
-    this.keys = new KeySet(o.config.frontend.api_keys);
+    this.responses = new ResponsesStore(o.config.frontend.responses_store_bytes);
+    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock);
+    this.tenantMetrics = TenantMetrics.for(o.metrics);
+    this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
+    this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
+    this.lora = new OnDemandLora({ registry: o.registry, clock: o.clock, log: o.log, config: () => this.o.config });
+    const records = o.records;
+    const toRecord = records ? (t: Ticket, out: Outcome) => records(decisionRecord(t, out, o.clock.now(), wallClockMs())) : undefined;
     // Failures and successes also feed the router's outlier detection (evidence beats membership).
-    this.admission = new Admission(o.clock, evidenceRecorder(metricsRecorder(o.metrics, o.clock), () => this.o.router), o.config.frontend.max_in_flight);
+    this.admission = new Admission(o.clock, evidenceRecorder(metricsRecorder(o.metrics, o.clock, toRecord), () => this.o.router), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
-      upstream: o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }),
+      // /v1/responses is translated to chat completions for engines without it (responses-upstream.ts).
+      upstream: new ResponsesUpstream(o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }), (id) => o.registry.get(id)?.kind),
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
@@ -176,7 +207,8 @@ export class Frontend {
    */
   applyConfig(config: Config): void {
     this.o.config = config;
-    this.keys = new KeySet(config.frontend.api_keys);
+    this.names = new ModelNames(config);
+    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock);
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
@@ -191,6 +223,8 @@ export class Frontend {
   close(): void {
     this.json.close();
     this.unwatch();
+    this.unwatchQueue();
+    this.lora.close();
     this.unobserve();
   }
 
@@ -215,22 +249,27 @@ export class Frontend {
       // Models with at least one ready worker: a model nobody can serve right now is not listed
       // (requests for it still get a precise 503 rather than a 404).
       const ready = new Set(registry.list().filter((w) => w.state === "ready").map((w) => w.model));
-      const data: Record<string, unknown>[] = [...ready].sort().map((id) => ({ id, object: "model", created: 0, owned_by: "herd" }));
+      const data: Record<string, unknown>[] = [];
+      // Each served name of a ready model (vLLM lists every --served-model-name), aliases with root.
+      for (const id of [...ready].sort()) {
+        data.push({ id, object: "model", created: 0, owned_by: "herd" });
+        for (const a of this.names.aliases(id)) data.push({ id: a, object: "model", created: 0, owned_by: "herd", root: id });
+      }
       // Adapters of a ready model are listed too, with their parent, as vLLM lists them.
-      for (const [id, b] of [...this.baseOf].sort()) if (ready.has(b.model)) data.push({ id, object: "model", created: 0, owned_by: "herd", parent: b.model });
+      for (const [id, model] of this.names.adapters()) if (ready.has(model)) data.push({ id, object: "model", created: 0, owned_by: "herd", parent: model });
       return c.json({ object: "list", data });
     });
     app.get("/v1/models/:id{.+}", (c) => {
       const denied = this.authFailure(c);
       if (denied) return errorResponse(denied);
       const id = c.req.param("id");
-      const base = this.baseOf.get(id)?.model ?? id;
-      if (!registry.list().some((w) => w.state === "ready" && w.model === base))
-        return errorResponse(new HerdError(404, "invalid_request_error", `The model \`${id}\` does not exist.`, "model_not_found", "model"));
+      const base = this.names.resolve(id).model;
+      if (!registry.list().some((w) => w.state === "ready" && w.model === base)) return errorResponse(modelNotFound(id));
       return c.json({ id, object: "model", created: 0, owned_by: "herd" });
     });
     app.post("/v1/chat/completions", (c) => this.inference(c, "chat"));
     app.post("/v1/completions", (c) => this.inference(c, "completions"));
+    mountExtraRoutes(app, (c, endpoint) => this.inference(c, endpoint));
     const o = this.o;
     app.route(
       "/admin",
@@ -250,6 +289,8 @@ export class Frontend {
         status: () => ({ draining: this.admission.draining, in_flight: this.admission.size }),
       }),
     );
+    // The status page (GET /, /ui/…), behind the admin access rule.
+    app.route("/", statusPageRoutes(() => o.config));
     app.notFound((c) =>
       errorResponse(new HerdError(404, "not_found_error", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "not_found")),
     );
@@ -275,7 +316,7 @@ export class Frontend {
   private adminKeys: { text: string; keys: KeySet } | null = null;
 
   private authFailure(c: Context<HonoEnv>): HerdError | null {
-    if (!this.keys.enabled || this.keys.accepts(c.req.header("authorization"))) return null;
+    if (this.tenants.identify(c.req.header("authorization")) !== null) return null;
     this.o.metrics.reject("unauthorized");
     return new HerdError(401, "authentication_error", "missing or invalid API key (expected Authorization: Bearer <key>)", "invalid_api_key");
   }
@@ -301,15 +342,21 @@ export class Frontend {
       t.release({ kind: "refused", status: 429, reason: "overloaded" });
       return errorResponse(new HerdError(429, "rate_limit_error", `too many requests in flight (limit ${max})`, "too_many_in_flight", null, { "retry-after": "1" }));
     }
+    // A limited key's x-ratelimit-* headers go on every answer (tenant-admission.ts fills them).
+    const limitHeaders: Record<string, string> = {};
+    const withLimits = (r: Response) => {
+      for (const [k, v] of Object.entries(limitHeaders)) if (!r.headers.has(k)) r.headers.set(k, v);
+      return r;
+    };
     try {
-      return toResponse(await this.run(c, t, endpoint, body.text, body.parsed));
+      return withLimits(toResponse(await this.run(c, t, endpoint, body.text, body.parsed, limitHeaders)));
     } catch (e) {
       if (e instanceof ClientGone) {
         t.release({ kind: "client_closed", phase: "before_first_token" });
         return new Response(null, { status: CLIENT_CLOSED });
       }
       if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
-      return errorResponse((refusal(t, e) as { error: HerdError }).error);
+      return withLimits(errorResponse((refusal(t, e) as { error: HerdError }).error));
     }
   }
 
@@ -359,37 +406,68 @@ export class Frontend {
   }
 
   /** Check, preprocess, plan and run the request through the lifecycle. */
-  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown): Promise<Answer<Uint8Array>> {
+  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown, limitHeaders: Record<string, string>): Promise<Answer<Uint8Array>> {
     const f = this.o.config.frontend;
-    const checked = checkRequest(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
+    const checked = checkEndpoint(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
     // A LoRA adapter's name routes to its base model's workers and hashes with the adapter (vLLM's
     // extra keys); the body goes to the engine unchanged (it serves the adapter under that name).
-    const base = this.baseOf.get(checked.model);
-    const model = base?.model ?? checked.model;
+    // An alias is sent to the engine as the model's name.
+    const named = this.names.resolve(checked.model);
+    const model = named.model;
     t.model = model;
     if (checked.stripped.length > 0) this.o.log.debug("stripped internal fields", { fields: checked.stripped.join(",") });
+    let json = named.rename || checked.model === "" ? { ...checked.body, model } : checked.body;
+    let rewritten = json !== checked.body || checked.stripped.length > 0;
+    if (endpoint === "tokenize" || endpoint === "detokenize") {
+      const local = await answerLocally(this.o.tokenizers, endpoint, this.o.config.models.find((m) => m.name === model), json);
+      if (local) {
+        t.release({ kind: "complete", status: 200, cachedTokens: null });
+        return { kind: "whole", workerId: "herd", status: 200, contentType: "application/json", body: JSON.stringify(local) };
+      }
+    }
+    let responses: PreparedResponses | null = null;
+    if (endpoint === "responses") {
+      responses = this.responses.prepare({ ...checked, body: json }, model);
+      json = responses.body;
+      rewritten = true;
+    }
     const headerId = c.req.header("x-request-id");
     const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
-    const prepared = this.hashPrompts ? await this.preparePrompt(checked, model, base?.lora) : null;
+    // The prompt the router hashes: chat messages or a prompt; responses as chat; pooling routes on load.
+    const promptInput = isGeneration(endpoint) ? (json as PromptInput) : responses ? responses.prompt : null;
+    const prepared = this.hashPrompts && promptInput ? await this.preparePrompt(promptInput, model, named.lora, checked.model) : null;
     const route = {
       model,
-      sessionId: this.o.router.sessionIdFrom(c.req.raw.headers),
+      sessionId: this.o.router.sessionIdFrom(c.req.raw.headers) ?? responses?.sessionId ?? null,
       promptTokens: Math.ceil(checked.promptChars / 4),
     };
+    const maxTokens = maxTokensOf(endpoint, json);
+    const promptTokens = prepared?.tokens ?? route.promptTokens;
+    // Tenant limits (429), then the planner's gate, then herd's fair queue when the model is saturated.
+    const tenant = admitTenant({ tenants: this.tenants, metrics: this.tenantMetrics, ticket: t, headers: c.req.raw.headers, tokens: promptTokens + (maxTokens ?? 0), limitHeaders });
     if (this.o.gate) {
-      const promptTokens = prepared?.tokens ?? route.promptTokens;
-      this.o.gate.arrived(model, promptTokens, requestedMaxTokens(checked.body));
+      this.o.gate.arrived(model, promptTokens, maxTokens);
       await this.o.gate.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal });
     }
-    const plan = this.plan({
+    const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
+    t.onRelease(granted.release);
+    this.tenantMetrics.waited(tenant.name, granted.waitedMs / 1000);
+    // An on-demand LoRA adapter: loaded where it should run, and the request pinned there.
+    if (named.onDemandPath !== undefined) {
+      const placed = await this.lora.place(model, named.lora!, named.onDemandPath);
+      t.onRelease(placed.release);
+      Object.assign(route, { worker: placed.workerId });
+    }
+    const plan = (isGeneration(endpoint) ? this.plan : aggregatedPlan)({
       endpoint,
-      body: checked.stripped.length > 0 ? JSON.stringify(checked.body) : text,
+      body: rewritten ? JSON.stringify(json) : text,
       stream: checked.stream,
       route: prepared ? { ...route, ...routeFields(prepared) } : route,
-      maxTokens: requestedMaxTokens(checked.body),
-      json: checked.body,
+      maxTokens,
+      json,
     });
-    return new Promise((resolve) => runRequest(this.deps, t, plan, requestId, resolve));
+    const answer = await new Promise<Answer<Uint8Array>>((resolve) => runRequest(this.deps, t, plan, requestId, resolve));
+    return responses ? this.responses.tap(answer, responses) : answer;
   }
 
   /**
@@ -397,10 +475,10 @@ export class Frontend {
    * the request here: the engine judges the prompt itself (a 400 is its to give), and a busy or
    * broken tokenizer only costs this request its cache-aware placement (it routes on load).
    */
-  private async preparePrompt(checked: CheckedRequest, model: string, lora: string | undefined): Promise<PreparedPrompt | null> {
+  private async preparePrompt(input: PromptInput, model: string, lora: string | undefined, asked: string): Promise<PreparedPrompt | null> {
     const { metrics, log } = this.o;
     try {
-      const p = await this.o.prompts!.prepare(model, checked.body as PromptInput, lora !== undefined ? { lora } : undefined);
+      const p = await this.o.prompts!.prepare(model, input, lora !== undefined ? { lora } : undefined);
       metrics.routingStage("tokenize", (p.timings.render_ms + p.timings.tokenize_ms) / 1000);
       metrics.routingStage("hash", p.timings.hash_ms / 1000);
       return p;
@@ -408,21 +486,14 @@ export class Frontend {
       // A prompt longer than the model's context window is refused here, as the engine would.
       if (e instanceof HerdError && e.code === "context_length_exceeded") throw e;
       const status = e instanceof HerdError ? e.status : 500;
-      if (status === 400 || status === 404) log.debug("prompt not preprocessed; routing on load", { model: checked.model, err: errorMessage(e) });
+      if (status === 400 || status === 404) log.debug("prompt not preprocessed; routing on load", { model: asked, err: errorMessage(e) });
       else if (this.o.clock.now() - this.prepWarnedAtMs >= PREP_WARN_EVERY_MS) {
         // Bounded: a full tokenizer queue under load would otherwise log once per request.
-        log.warn("prompt preprocessing failed; routing on load", { model: checked.model, err: errorMessage(e), suppressed: this.prepWarnSuppressed });
+        log.warn("prompt preprocessing failed; routing on load", { model: asked, err: errorMessage(e), suppressed: this.prepWarnSuppressed });
         this.prepWarnedAtMs = this.o.clock.now();
         this.prepWarnSuppressed = 0;
       } else this.prepWarnSuppressed++;
       return null;
     }
   }
-}
-
-/** Every LoRA adapter the config names, by the name clients send, with its base model. */
-function adapterIndex(config: Config): Map<string, { model: string; lora: string }> {
-  const out = new Map<string, { model: string; lora: string }>();
-  for (const m of config.models) for (const a of m.lora_adapters) out.set(a.name, { model: m.name, lora: a.name });
-  return out;
 }

@@ -15,6 +15,8 @@ export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_lar
 export type RoutingStage = "tokenize" | "hash" | "match" | "score";
 
 const TTFT_BUCKETS_S = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30, 60];
+// vLLM's time-per-output-token buckets (vllm/v1/metrics/loggers.py), with two finer ones in front.
+const ITL_BUCKETS_S = [0.0025, 0.005, 0.01, 0.025, 0.05, 0.075, 0.1, 0.15, 0.2, 0.3, 0.4, 0.5, 0.75, 1, 2.5, 5, 7.5, 10, 20, 40, 80];
 const E2E_BUCKETS_S = [0.01, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 20, 40, 80, 160, 320];
 // A warm decision stage takes microseconds; a cold 32k-token prompt's tokenization ~0.1-0.3 s.
 const STAGE_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1];
@@ -25,6 +27,7 @@ export class HerdMetrics {
   private readonly requests: Counter<"model" | "worker" | "status">;
   private readonly ttft: Histogram<"model">;
   private readonly e2e: Histogram<"model">;
+  private readonly itl: Histogram<"model">;
   private readonly decisions: Counter<"policy" | "worker">;
   private readonly restarts: Counter<"worker">;
   private readonly retries: Counter<"model" | "reason">;
@@ -38,6 +41,7 @@ export class HerdMetrics {
   private readonly predictedCached: Counter<"model">;
   private readonly reportedCached: Counter<"model">;
   private readonly cachedRatio: Gauge<"model">;
+  private readonly promptTokensCounted: Counter<"model">;
   /** Per model: [predicted, reported] cached tokens summed since start (the ratio gauge's source). */
   private readonly cachedSums = new Map<string, [number, number]>();
   private readonly restartsSeen = new Map<string, number>();
@@ -67,6 +71,12 @@ export class HerdMetrics {
       "Time from request arrival at the frontend to the end of the response.",
       ["model"],
       E2E_BUCKETS_S,
+    );
+    this.itl = histogram(
+      METRIC.timePerOutputTokenSeconds,
+      "Mean time between output tokens of each completed request: (end − first token) / (output tokens − 1), output tokens from usage.completion_tokens or the stream's events; requests with fewer than two tokens are not counted.",
+      ["model"],
+      ITL_BUCKETS_S,
     );
     this.decisions = counter(
       METRIC.routingDecisionsTotal,
@@ -129,6 +139,11 @@ export class HerdMetrics {
       "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
       ["model"],
     );
+    this.promptTokensCounted = counter(
+      METRIC.promptTokensTotal,
+      "Prompt tokens (herd's count: exact when the router tokenized the prompt, else characters / 4) of the requests whose engine reported cached tokens: the prefix hit rate is herd_reported_cached_tokens_total over this.",
+      ["model"],
+    );
     const restartsSeen = this.restartsSeen;
     this.restarts = new Counter({
       name: METRIC.engineRestartsTotal,
@@ -183,6 +198,9 @@ export class HerdMetrics {
   finished(model: string, seconds: number): void {
     this.e2e.observe({ model: this.model(model) }, seconds);
   }
+  timePerOutputToken(model: string, seconds: number): void {
+    this.itl.observe({ model: this.model(model) }, seconds);
+  }
   decision(policy: string, worker: string): void {
     this.decisions.inc({ policy, worker });
   }
@@ -216,9 +234,10 @@ export class HerdMetrics {
    * An engine reported `reported` cached prompt tokens for a request the policy predicted
    * `predicted` for (null: the policy makes no prediction; only the reported side counts).
    */
-  cachedTokens(model: string, predicted: number | null, reported: number): void {
+  cachedTokens(model: string, predicted: number | null, reported: number, promptTokens = 0): void {
     const m = this.model(model);
     this.reportedCached.inc({ model: m }, reported);
+    this.promptTokensCounted.inc({ model: m }, Math.max(promptTokens, reported));
     if (predicted === null) return;
     this.predictedCached.inc({ model: m }, predicted);
     const sums = this.cachedSums.get(m) ?? [0, 0];

@@ -70,6 +70,8 @@ export interface WorkerView {
   /** Why the engine last crashed (last error line of its output); absent from herds before it. */
   last_error?: string | null;
   kv_events: KvStreamView | null;
+  /** An operator drained it (herd drain); absent from herds before the status page. */
+  drained?: boolean;
 }
 
 /** "HOST:PORT" (frontend.listen) → the URL a local client dials. */
@@ -142,6 +144,11 @@ export class AdminClient {
   /** GET /admin/planner (src/planner/status.ts): the planner's pools, reasons and held requests. */
   planner<T>(): Promise<T> {
     return this.call<T>("GET", "/admin/planner");
+  }
+
+  /** GET /admin/requests (src/request/record.ts): the decision records from sequence number `since`. */
+  requests<R>(since: number): Promise<{ seq: number; now_ms?: number; records: R[] }> {
+    return this.call("GET", `/admin/requests?since=${since}`);
   }
 
   logs(worker: string, lines: number): Promise<{ worker: string; lines: string[] }> {

@@ -4,12 +4,15 @@
 //   herd undrain WORKER | --node          put them back into rotation
 //   herd logs WORKER [-n N]               the tail of the engine's captured output
 //   herd planner status [--json]          the planner: desired vs actual per pool, reasons, held requests
+//   herd top [--interval-ms N]            live view of the workers and request rates (q to quit)
 // Exit codes: 0 done, 1 herd unreachable or the call refused, 2 usage error.
 import { errorMessage } from "../core/errors.ts";
 import { OpsUsageError, parseOpsArgs, type OpsArgs, type OpsFlagSpec } from "./args.ts";
 import { AdminClient, OpsError, resolveTarget } from "./client.ts";
 import { renderStatus } from "./status.ts";
 import { renderPlanner, type PlannerView } from "./planner.ts";
+import { runTop } from "./top.ts";
+import { RealClock, wallClockMs } from "../core/clock.ts";
 
 export interface OpsIo {
   out(text: string): void;
@@ -148,7 +151,48 @@ const plannerStatus: OpsCommand = {
   },
 };
 
-export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs, "planner status": plannerStatus } as const;
+const top: OpsCommand = {
+  name: "top",
+  title: "a live view of this node's workers and request rates (q or Ctrl-C to quit)",
+  usage: "herd top [--interval-ms N] [--url URL | --config FILE] [--token TOKEN]",
+  about: [
+    "Redraws every interval: node, leader and term; requests per second over the last 10 and 60 s,",
+    "5xx, TTFT/ITL/E2E percentiles (from the decision records of GET /admin/requests); per worker:",
+    "state (drained when an operator drained it), in flight, running/waiting, KV use, requests per",
+    "second, prefix hit rate, TTFT p95, errors and restarts over the last minute.",
+  ],
+  options: ["  --interval-ms N  redraw interval (default 1000)", "  --frames N       stop after N frames (default: until q)"],
+  flags: { values: [...TARGET_FLAGS, "interval-ms", "frames"], bools: [], maxPositionals: 0 },
+  async run(a, client, io) {
+    const int = (name: string, dflt: number | null) => {
+      const v = a.values[name];
+      if (v === undefined) return dflt;
+      const n = Number(v);
+      if (!Number.isInteger(n) || n < 1) throw new OpsUsageError(`--${name}: a positive integer`);
+      return n;
+    };
+    const stdin = process.stdin;
+    const term = {
+      write: (t: string) => void process.stdout.write(t),
+      onKey(fn: (k: string) => void) {
+        if (!stdin.isTTY) return () => {};
+        stdin.setRawMode(true);
+        const on = (d: Buffer) => fn(d.toString());
+        stdin.on("data", on);
+        stdin.resume();
+        return () => {
+          stdin.off("data", on);
+          stdin.setRawMode(false);
+          stdin.pause();
+        };
+      },
+    };
+    void io;
+    return runTop(client, term, new RealClock(), wallClockMs, { intervalMs: int("interval-ms", 1000)!, frames: int("frames", null), ansi: process.stdout.isTTY === true });
+  },
+};
+
+export const OPS_COMMANDS = { status, drain: drainCommand(true), undrain: drainCommand(false), logs, "planner status": plannerStatus, top } as const;
 export type OpsCommandName = keyof typeof OPS_COMMANDS;
 
 /** The same layout as every herd command's help: title line, Usage:, description, Options:. */

@@ -75,6 +75,7 @@ export function defaultWorkers(): number {
 interface Shared {
   render: Render;
   encodeInline: InlineEncode;
+  decodeInline?: (ids: number[]) => string;
   pool: TokenizerPool | null;
   splitter: Splitter;
   segment: boolean;
@@ -97,7 +98,7 @@ export async function createPreprocessor(models: readonly (Pick<ModelConfig, "na
     const splitter = new Splitter(added);
     const segment = splitter.active && verifySplitter(tok, splitter, added);
     const render: Render = (m, o) => tok.applyChatTemplate(m, o);
-    return { render, encodeInline: (t, special) => tok.encode(t, { addSpecialTokens: special }), pool, splitter, segment, affixes: specialAffixes(tok) };
+    return { render, encodeInline: (t, special) => tok.encode(t, { addSpecialTokens: special }), decodeInline: (ids) => tok.decode(ids), pool, splitter, segment, affixes: specialAffixes(tok) };
   };
   const shared = (dir: string): Promise<Shared> => {
     let s = byDir.get(dir);
@@ -140,6 +141,7 @@ export async function createPreprocessor(models: readonly (Pick<ModelConfig, "na
           segment: s.segment,
           affixes: s.affixes,
           splitter: s.splitter,
+          ...(s.decodeInline ? { decodeInline: s.decodeInline } : {}),
           ...(m.max_model_len ? { maxModelLen: m.max_model_len } : {}),
           // Checked once per model: the skeleton depends on the template and the splitter only.
           skeleton: opts.skeleton !== false && s.segment ? verifySkeleton(s.render, s.splitter) : null,

@@ -35,6 +35,8 @@ export interface ModelPreprocessorOptions {
   /** Ids the tokenizer adds with addSpecialTokens (completions), or null when not a fixed affix. */
   affixes: { prefix: number[]; suffix: number[] } | null;
   splitter: Splitter;
+  /** Decoding on the event loop (the built-in tokenizer); absent = on the pool. */
+  decodeInline?: (ids: number[]) => string;
   /** Chat prompts through the template skeleton (fast-render.ts): what its self-check allows; null/absent = off. */
   skeleton?: SkeletonCheck | null;
   /** Byte budget of the memo of flat hash arrays at resumption states (default 16 MiB). */
@@ -207,6 +209,13 @@ export class ModelPreprocessor {
     const out: number[] = [];
     for (const a of ids) for (let i = 0; i < a.length; i++) out.push(a[i]!);
     return out;
+  }
+
+  /** Text of token ids, as the engine's /detokenize (tokenizer decode, special tokens kept). */
+  decode(ids: number[]): Promise<string> {
+    if (this.o.decodeInline) return Promise.resolve(this.o.decodeInline(ids));
+    if (this.o.pool === null) return Promise.reject(new HerdError(500, "server_error", "no tokenizer to decode with", "tokenizer_error"));
+    return this.o.pool.decode(ids);
   }
 
   /** Memo sizes, for metrics and tests. */

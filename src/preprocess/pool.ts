@@ -72,6 +72,11 @@ export class TokenizerPool {
     return this.submit<Uint32Array[]>(chars, (id) => ({ op: "encode", id, texts, addSpecialTokens }));
   }
 
+  /** Token ids → text on the least busy worker (vLLM /detokenize: the tokenizer's decode). */
+  decode(tokens: number[]): Promise<string> {
+    return this.submit<string>(tokens.length * 4, (id) => ({ op: "decode", id, tokens }));
+  }
+
   /** Encode and hash a run of pieces on from a chain state (worker.ts `chain`). */
   chain(job: ChainJob): Promise<ChainResult> {
     let chars = 0;

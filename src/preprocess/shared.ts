@@ -9,7 +9,7 @@ import { defaultConfig } from "../config/index.ts";
 import { presetNeeds } from "../router/index.ts";
 import { unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { createPreprocessor, type PrepareOptions, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
+import { createPreprocessor, type ModelPreprocessor, type PrepareOptions, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
 
 /** What callers need: a prompt's token count and block hashes, as the engine will see it. */
 export interface PromptPreparer {
@@ -52,6 +52,17 @@ export class SharedPreprocessor implements PromptPreparer {
   async prepare(model: string, input: PromptInput, opts?: PrepareOptions): Promise<PreparedPrompt> {
     const pre = await this.start();
     return pre.prepare(model, input, opts);
+  }
+
+  /**
+   * The model's preprocessor when herd holds the model's own tokenizer (models[].tokenizer set),
+   * for /tokenize and /detokenize answered without an engine; null for the built-in fallback (only
+   * the sim engine shares it; a real engine's tokenizer differs) or an unknown model.
+   */
+  async local(model: string): Promise<ModelPreprocessor | null> {
+    const m = this.models.find((x) => x.name === model);
+    if (!m || m.tokenizer === "") return null;
+    return (await this.start()).model(model) ?? null;
   }
 
   /** Stop the tokenizer threads; a start still under way is closed when it lands. */

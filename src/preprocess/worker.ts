@@ -45,7 +45,8 @@ type Msg =
   | { op: "init"; dir: string }
   | { op: "encode"; id: number; texts: string[]; addSpecialTokens?: boolean }
   | ({ op: "chain"; id: number } & ChainJob)
-  | ({ op: "whole"; id: number } & WholeJob);
+  | ({ op: "whole"; id: number } & WholeJob)
+  | { op: "decode"; id: number; tokens: number[] };
 
 function chain(t: Tokenizer, job: ChainJob): ChainResult {
   const out: ChainResult = { ids: [], hashes: [], tails: [], lasts: [], hashMs: 0 };
@@ -95,6 +96,11 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
     if (m.op === "whole") {
       const r = prepareWhole(t, splitter!, m);
       self.postMessage({ op: "done", id: m.id, ids: r }, [r.hashes.buffer] as ArrayBuffer[]);
+      return;
+    }
+    if (m.op === "decode") {
+      // /detokenize answered by herd (src/frontend/tokens.ts): the text rides in `ids`.
+      self.postMessage({ op: "done", id: m.id, ids: t.decode(m.tokens) });
       return;
     }
     const out = m.texts.map((s) => Uint32Array.from(t.encode(s, { addSpecialTokens: m.addSpecialTokens === true })));

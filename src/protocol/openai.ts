@@ -9,7 +9,10 @@
 // templates are stripped too (PYSEC-2026-4349: template render DoS).
 import { badRequest } from "../core/errors.ts";
 
-export type Endpoint = "chat" | "completions";
+/** Generation endpoints (checked here) and the others herd routes (checked in endpoints.ts, responses.ts). */
+export const ENDPOINTS = ["chat", "completions", "responses", "embeddings", "score", "rerank", "pooling", "tokenize", "detokenize"] as const;
+export type Endpoint = (typeof ENDPOINTS)[number];
+export const isEndpoint = (s: string | null): s is Endpoint => s !== null && (ENDPOINTS as readonly string[]).includes(s);
 
 export interface CheckedRequest {
   endpoint: Endpoint;
@@ -40,7 +43,7 @@ export function isInternalKey(key: string): boolean {
   return INTERNAL_KEYS.has(key) || TARGET_KEY.test(key);
 }
 
-const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
+export const isObject = (v: unknown): v is Record<string, unknown> => typeof v === "object" && v !== null && !Array.isArray(v);
 
 function optionalInt(body: Record<string, unknown>, key: string, min: number, max = Number.MAX_SAFE_INTEGER): void {
   const v = body[key];
@@ -125,7 +128,7 @@ function checkPromptShape(prompt: unknown): number {
 }
 
 /** Validate a parsed body for `endpoint`; throws a 400 HerdError naming the field. */
-export function checkRequest(endpoint: Endpoint, parsed: unknown, limits: RequestLimits = NO_LIMITS): CheckedRequest {
+export function checkRequest(endpoint: "chat" | "completions", parsed: unknown, limits: RequestLimits = NO_LIMITS): CheckedRequest {
   if (!isObject(parsed)) throw badRequest("request body must be a JSON object", null, "invalid_type");
   const body = parsed;
   if (typeof body.model !== "string" || body.model === "")

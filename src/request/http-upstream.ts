@@ -13,9 +13,26 @@ import type { Clock } from "../core/clock.ts";
 import { SseScanner, UsageTail, sseErrorEvent } from "./sse.ts";
 import type { ChunkScanner, ChunkSource, LegError, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
 
+import type { Endpoint } from "../protocol/openai.ts";
+
 export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
 
-const UPSTREAM_PATH = { chat: "/v1/chat/completions", completions: "/v1/completions" } as const;
+/**
+ * The worker path of each endpoint: vLLM's OpenAI server (vllm/entrypoints/openai/api_server.py and
+ * the pooling/tokenization routers) serves all of these; `/rerank` and `/score` are its aliases of the
+ * /v1 paths, so herd always sends the /v1 form.
+ */
+const UPSTREAM_PATH: Record<Endpoint, string> = {
+  chat: "/v1/chat/completions",
+  completions: "/v1/completions",
+  responses: "/v1/responses",
+  embeddings: "/v1/embeddings",
+  score: "/v1/score",
+  rerank: "/v1/rerank",
+  pooling: "/pooling",
+  tokenize: "/tokenize",
+  detokenize: "/detokenize",
+};
 
 /** SSE / JSON bytes: what an OpenAI server streams. */
 export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
@@ -29,6 +46,9 @@ export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
       ended: true,
       get cachedTokens() {
         return tail.cachedTokens;
+      },
+      get outputTokens() {
+        return tail.outputTokens;
       },
     };
   },

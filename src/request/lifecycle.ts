@@ -75,6 +75,7 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: strin
       return done(lastFailure ? upstreamFailure(t, lastFailure) : refusal(t, e));
     }
     const { worker, lease } = routed;
+    t.decision = routed.decision;
     const ctx: AttemptCtx<C> = { d, t, leg, toClient: true, id: legId(requestId, leg, n), requestId };
     attemptOn(ctx, worker.id, worker.url, lease, routed.decision.predictedCachedTokens ?? null, (r) => {
       if (r.kind === "committed") return done(r.answer);
@@ -129,7 +130,7 @@ export interface AttemptCtx<C> {
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
 export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: string, lease: Lease, predicted: number | null, cb: (r: AttemptEnd<C>) => void): void {
   const { d, t, leg } = x;
-  const ac = t.beginAttempt(workerId, lease, predicted, x.pinned !== undefined);
+  const ac = t.beginAttempt(workerId, lease, predicted, x.pinned !== undefined, leg);
   const plan = x.pinned?.signal;
   if (plan) {
     // The client leaving reaches the attempt as the client's cause (a close, not an upstream failure).
@@ -334,7 +335,7 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
       }
       const usage = fmt.usage();
       usage.push(whole);
-      t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens });
+      t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens, outputTokens: usage.outputTokens ?? null });
       settle(s, { kind: "committed", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
     });
   arm();
@@ -372,7 +373,7 @@ function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
     d.log.info("client stopped reading; stream closed", { worker: s.workerId });
     return t.release({ kind: "client_stalled" });
   }
-  if (end.kind === "complete") return t.release({ kind: "complete", status: 200, cachedTokens: end.cachedTokens });
+  if (end.kind === "complete") return t.release({ kind: "complete", status: 200, cachedTokens: end.cachedTokens, outputTokens: end.outputTokens ?? null });
   t.upstreamFailed(s.workerId, end.reason);
   d.log.warn("upstream failed mid-stream", { worker: s.workerId, reason: end.reason, err: end.message });
   t.release({ kind: "broken", reason: end.reason });

@@ -14,7 +14,7 @@ import { AbortCause } from "./ticket.ts";
 import type { ChunkScanner, ChunkSource, ReadResult, StreamFormat } from "./upstream.ts";
 
 export type RelayEnd =
-  | { kind: "complete"; cachedTokens: number | null }
+  | { kind: "complete"; cachedTokens: number | null; outputTokens?: number | null }
   | { kind: "client_closed" }
   | { kind: "client_stalled" }
   | { kind: "failed"; reason: UpstreamErrorKind; message: string };
@@ -181,7 +181,7 @@ class Relay<C> implements RelaySource<C> {
         this.end({ kind: "failed", reason: "eof", message: "the engine closed the stream before it finished" });
         return cb({ done: false, value: o.format.errorEvent(clientText("eof"), "upstream_eof") });
       }
-      this.end({ kind: "complete", cachedTokens: this.scanner.cachedTokens });
+      this.end({ kind: "complete", cachedTokens: this.scanner.cachedTokens, outputTokens: this.scanner.outputTokens ?? null });
       return cb({ done: true });
     }
     if (this.scanner.push(r.value)) o.onFirstToken();

@@ -10,6 +10,17 @@ const isObj = (v: unknown): v is Record<string, unknown> => typeof v === "object
 // A JSON key with an unescaped closing quote cannot occur inside a JSON string value (there every
 // quote is `\"`), so this matches only the real usage field, never generated text that mentions it.
 const CACHED_TOKENS = /"cached_tokens"\s*:\s*(\d+)/g;
+const RESPONSES_END = /"type"\s*:\s*"(response\.(?:completed|incomplete|failed))"/;
+const COMPLETION_TOKENS = /"completion_tokens"\s*:\s*(\d+)/g;
+
+/** The last `usage.completion_tokens` in a piece of JSON text, or null (same reasoning as cached_tokens). */
+export function lastCompletionTokens(text: string): number | null {
+  let out: number | null = null;
+  if (!text.includes('"completion_tokens"')) return null;
+  COMPLETION_TOKENS.lastIndex = 0;
+  for (let m = COMPLETION_TOKENS.exec(text); m !== null; m = COMPLETION_TOKENS.exec(text)) out = Number(m[1]);
+  return out;
+}
 
 /** The last `usage.prompt_tokens_details.cached_tokens` in a piece of JSON text, or null. */
 export function lastCachedTokens(text: string): number | null {
@@ -26,6 +37,8 @@ export function lastCachedTokens(text: string): number | null {
  */
 export class UsageTail {
   cachedTokens: number | null = null;
+  /** usage.completion_tokens of the answer, null when absent. */
+  outputTokens: number | null = null;
   private carry = "";
   private readonly decoder = new TextDecoder();
 
@@ -33,6 +46,8 @@ export class UsageTail {
     const text = this.carry + this.decoder.decode(bytes, { stream: true });
     const v = lastCachedTokens(text);
     if (v !== null) this.cachedTokens = v;
+    const o = lastCompletionTokens(text);
+    if (o !== null) this.outputTokens = o;
     // Long enough for `"cached_tokens" : 1234567890` with some whitespace; a match wholly inside it
     // is found again next time with the same value, which is harmless.
     this.carry = text.slice(-96);
@@ -65,8 +80,16 @@ export class SseScanner {
   sawError = false;
   /** usage.prompt_tokens_details.cached_tokens of the last usage chunk seen (include_usage), else null. */
   cachedTokens: number | null = null;
+  /** Data events from the first token on: one per token for vLLM and SGLang's default stream interval. */
+  private tokenEvents = 0;
+  private completionTokens: number | null = null;
   private carry = "";
   private readonly decoder = new TextDecoder();
+
+  /** Output tokens: usage.completion_tokens when the worker reported it, else the token events seen; null before the first. */
+  get outputTokens(): number | null {
+    return this.completionTokens ?? (this.tokenEvents > 0 ? this.tokenEvents : null);
+  }
 
   /** Feed raw bytes; returns true if this chunk completed the first token event. */
   push(bytes: Uint8Array): boolean {
@@ -88,8 +111,14 @@ export class SseScanner {
   }
 
   private event(raw: string): void {
-    // An event may hold comment or `event:` lines; look at its data lines only.
+    // An event may hold comment or `event:` lines. Responses API streams (POST /v1/responses) name
+    // each event (`event: response.output_text.delta`) and end with response.completed (or
+    // .incomplete / .failed / error) instead of `[DONE]` (vLLM serving_responses.py, OpenAI's).
     for (const line of raw.split("\n")) {
+      if (line.startsWith("event:")) {
+        this.namedEvent(line.slice(6).trim());
+        continue;
+      }
       if (!line.startsWith("data:")) continue;
       const data = line.slice(line.charCodeAt(5) === 32 ? 6 : 5);
       if (data === "[DONE]") {
@@ -102,15 +131,34 @@ export class SseScanner {
       }
       const cached = lastCachedTokens(data);
       if (cached !== null) this.cachedTokens = cached;
-      if (this.sawToken) continue;
+      const completion = lastCompletionTokens(data);
+      if (completion !== null) this.completionTokens = completion;
+      // A Responses stream without `event:` lines still ends with its type in the data. An unescaped
+      // `"type":"response.` cannot occur inside a JSON string value, so generated text never matches.
+      const end = data.includes("\"response.") ? RESPONSES_END.exec(data) : null;
+      if (end) this.namedEvent(end[1]!);
+      if (this.sawToken) {
+        // A usage-only chunk (include_usage) is not a token.
+        if (completion === null) this.tokenEvents++;
+        continue;
+      }
       try {
         const parsed: unknown = JSON.parse(data);
         if (isObj(parsed) && isObj(parsed.error)) this.sawError = true;
-        else if (chunkHasToken(parsed)) this.sawToken = true;
+        else if (chunkHasToken(parsed)) {
+          this.sawToken = true;
+          this.tokenEvents++;
+        } else if (isObj(parsed) && typeof parsed.type === "string") this.namedEvent(parsed.type);
       } catch {
         // Not JSON: relayed as is; it neither starts nor ends anything.
       }
     }
+  }
+
+  private namedEvent(type: string): void {
+    if (type === "response.output_text.delta" || type === "response.output_item.done" || type === "response.reasoning_text.delta") this.sawToken = true;
+    else if (type === "response.completed" || type === "response.incomplete" || type === "response.failed") this.sawToken = this.sawDone = true;
+    else if (type === "error") this.sawError = true;
   }
 
   /** The stream ended properly (so an EOF now is a normal close). */

@@ -6,7 +6,8 @@
 // per-worker count a policy reads is the lease's, owned by the router).
 import type { Clock } from "../core/clock.ts";
 import type { HerdMetrics, RejectReason, UpstreamErrorKind } from "../metrics/herd-metrics.ts";
-import type { Lease } from "../router/index.ts";
+import type { Decision, Lease } from "../router/index.ts";
+import type { Leg } from "./plan.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 
 /** Why an attempt was aborted; carried as its AbortSignal's reason. */
@@ -23,7 +24,7 @@ export type ClientPhase = "upload" | "before_first_token" | "streaming";
 /** How a request ended. `status` is what the client was (or would have been) answered. */
 export type Outcome =
   /** Answered in full (200), or the worker's own 4xx relayed as it said it. */
-  | { kind: "complete"; status: number; cachedTokens: number | null }
+  | { kind: "complete"; status: number; cachedTokens: number | null; outputTokens?: number | null }
   /** herd answered itself before any worker was involved (400, 404, 408, 413, 429, 503, …). */
   | { kind: "refused"; status: number; reason: RejectReason | null }
   /** The worker(s) failed before the commit point: 502, 504 or 503 (shutdown). */
@@ -60,8 +61,11 @@ export interface RequestRecorder {
   done(t: Ticket, o: Outcome): void;
 }
 
-/** The production recorder: herd's metrics (src/metrics). */
-export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
+/**
+ * The production recorder: herd's metrics (src/metrics), and `records` (the decision records of
+ * record.ts: the status page, the decision log) with every released ticket.
+ */
+export function metricsRecorder(m: HerdMetrics, clock: Clock, records?: (t: Ticket, o: Outcome) => void): RequestRecorder {
   const seconds = (t: Ticket) => (clock.now() - t.arrivedAtMs) / 1000;
   return {
     inFlight: (n) => m.setFrontendInFlight(n),
@@ -70,13 +74,16 @@ export function metricsRecorder(m: HerdMetrics, clock: Clock): RequestRecorder {
     retry: (t, reason) => m.retry(t.model ?? "", reason),
     migration: (t, reason, result) => m.migration(t.model ?? "", reason, result),
     done(t, o) {
+      records?.(t, o);
       m.request(t.model, t.workerId, outcomeStatus(o));
       if (o.kind === "refused" && o.reason) m.reject(o.reason);
       if (o.kind === "client_closed") m.clientFailure(t.model, "client_closed", o.phase);
       if (o.kind === "client_stalled") m.clientFailure(t.model, "client_stalled", "streaming");
       if (o.kind === "complete" && o.status === 200) {
         m.finished(t.model ?? "", seconds(t));
-        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens);
+        const n = o.outputTokens ?? 0;
+        if (t.firstTokenAtMs !== null && n >= 2) m.timePerOutputToken(t.model ?? "", (clock.now() - t.firstTokenAtMs) / 1000 / (n - 1));
+        if (o.cachedTokens !== null) m.cachedTokens(t.model ?? "", t.predictedCachedTokens, o.cachedTokens, t.leg?.route.promptTokens ?? 0);
       }
     },
   };
@@ -171,12 +178,20 @@ export class Ticket {
   workerId: string | null = null;
   /** The policy's predicted cached tokens on that worker (null: no prediction). */
   predictedCachedTokens: number | null = null;
+  /** The leg of that attempt (its route: prompt tokens, block hashes, session; max_tokens); null before one. */
+  leg: Pick<Leg, "route" | "maxTokens"> | null = null;
+  /** The routing decision of the attempt under way (null for pinned legs a plan chose). */
+  decision: Decision | null = null;
+  /** Clock time of the first token, null before it. */
+  firstTokenAtMs: number | null = null;
   outcome: Outcome | null = null;
   /**
    * Attempts under way, by their abort controller: one for a routed request; an orchestrated plan
    * may run two at once (SGLang's flow sends the prefill and the decode leg together).
    */
   private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string; unlink: (() => void) | null }>();
+  /** Run once at release (the frontend's tenant slot and fair-queue grant). */
+  private readonly onReleased: (() => void)[] = [];
 
   constructor(
     private readonly adm: Admission,
@@ -199,8 +214,9 @@ export class Ticket {
    * The attempts under way end first (a retry replaces the failed attempt), unless `alongside`
    * (a leg an orchestrated plan runs next to another).
    */
-  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, alongside = false): AbortController {
+  beginAttempt(workerId: string, lease: Lease, predictedCachedTokens: number | null, alongside = false, leg: Pick<Leg, "route" | "maxTokens"> | null = null): AbortController {
     if (!alongside) this.endAttempt();
+    this.leg = leg;
     const ac = new AbortController();
     this.workerId = workerId;
     this.predictedCachedTokens = predictedCachedTokens;
@@ -241,6 +257,7 @@ export class Ticket {
 
   /** The client's first token, from the attempt `ac` (default: every attempt under way). */
   firstToken(ac?: AbortController): void {
+    this.firstTokenAtMs ??= this.adm.clock.now();
     for (const [k, a] of this.attempts) if (ac === undefined || k === ac) a.lease.firstToken();
     this.adm.recorder.firstToken(this);
   }
@@ -265,5 +282,12 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
+    for (const fn of this.onReleased.splice(0)) fn();
+  }
+
+  /** Call `fn` when the request is over (at once if it already is). */
+  onRelease(fn: () => void): void {
+    if (this.outcome !== null) fn();
+    else this.onReleased.push(fn);
   }
 }

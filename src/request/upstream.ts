@@ -74,6 +74,8 @@ export interface ChunkScanner<C> {
   readonly ended: boolean;
   /** usage…cached_tokens the worker reported, null when none seen. */
   readonly cachedTokens: number | null;
+  /** Output tokens (usage.completion_tokens, else token events counted); absent or null when unknown. */
+  readonly outputTokens?: number | null;
   /** The worker sent its own error event (optional: formats without error events omit it). */
   readonly sawError?: boolean;
 }

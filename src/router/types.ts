@@ -21,6 +21,8 @@ export interface RouteRequest {
   promptTokens: number;
   /** Workers that already failed this request (retry goes elsewhere). Empty on the first attempt. */
   exclude: ReadonlySet<string>;
+  /** Only this worker may serve it (an on-demand LoRA adapter loaded there, src/frontend/lora.ts). */
+  worker?: string;
   /**
    * Sequence hashes of the prompt's full KV blocks (src/preprocess → src/kv blockHashes), for the
    * KV-aware policies. Absent: they see no overlap and fall back to load terms from promptTokens.

@@ -7,7 +7,9 @@ import { defaultConfig, loadConfigFile } from "../config/index.ts";
 import { POLICIES, type Config, type PolicyName } from "../config/types.ts";
 import { parseSimArgs, UsageError as SimUsageError } from "../engine/sim/options.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
-import { BenchInputError, type Limit } from "../workload/plan.ts";
+import { BenchInputError, type Limit, type Workload } from "../workload/plan.ts";
+import { parseDecisionLog } from "../workload/trace.ts";
+import { recordFiles } from "../request/record-file.ts";
 import { summarize } from "../workload/stats.ts";
 import { arrivalsFor, loadLists, parseWorkloadFlags, positiveList } from "../workload/flags.ts";
 import { calibrateMain } from "./calibrate-cli.ts";
@@ -31,6 +33,7 @@ const stdio: SimIo = {
 export const SIMULATE_HELP = `herd simulate: replay a workload against N simulated engines in virtual time, with herd's real router
 
 Usage: herd simulate --workload W (--rate R[,R…] | --concurrency C[,C…]) [--duration S | --requests N]
+       herd simulate --trace FILE [--rate R …] [--replicas …] [--policy …]
                      [--replicas N[,N…] | --replicas search[:MAX]] [--policy P[,P…]] [--seed K]
                      [--slo ttft=2s,itl=50ms] [--json FILE] [engine flags]
        herd simulate --calibrate bench.json [--save FILE]
@@ -39,6 +42,8 @@ Options:
   -h, --help           this help
 Workload (as herd bench): --workload doc-qa|multi-turn|rag|hot-prefix|fixed[:k=v,…]|trace:FILE,
   --rate, --concurrency, --duration, --requests (default 200), --seed (1), --warmup, --slo, --ignore-eos
+  --trace FILE         replay herd's decision log (config decision_log; FILE.N … FILE.1 then FILE) at its
+                       recorded times, or re-timed with --rate/--concurrency
 Cluster:
   --replicas LIST      replica counts to compare (default 2); search[:MAX] finds the smallest count
                        meeting the SLO for each policy (doubling, then bisection; MAX default 64)
@@ -60,7 +65,7 @@ Calibration:
   --save FILE          write the fitted figures (JSON, usable with --cost)`;
 
 const VALUE = new Set([
-  "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "ignore-eos", "json", "replicas", "policy",
+  "trace", "workload", "rate", "concurrency", "duration", "requests", "seed", "warmup", "slo", "ignore-eos", "json", "replicas", "policy",
   "slo-share", "config", "kv-event-delay-ms", "tokenizer", "cost", "calibrate", "save", "kv-tier-blocks",
 ]);
 const ENGINE_VALUE = new Set([
@@ -113,7 +118,7 @@ export async function simulateMain(argv: readonly string[], io: SimIo = stdio): 
 }
 
 async function simulate(flags: Map<string, string>, engineArgs: string[], io: SimIo): Promise<number> {
-  const { workload, loads, duration_s, requests, seed, warmup_s, slo, ignoreEos } = await parseWorkloadFlags(flags);
+  const { workload, loads, duration_s, requests, seed, warmup_s, slo, ignoreEos } = await parseWorkloadFlags(flags, flags.has("trace") ? await decisionLogWorkload(flags) : undefined);
   const targetShare = flags.has("slo-share") ? Number(flags.get("slo-share")) : 0.99;
   if (!(targetShare > 0 && targetShare <= 1)) throw new BenchInputError("--slo-share: a number in (0, 1]");
   const policies = (flags.get("policy") ?? "round-robin,session,kv").split(",").map((s) => s.trim()) as PolicyName[];
@@ -161,7 +166,7 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
   }
   const opts = { slo, targetShare };
   const ans = answers(entries, opts);
-  io.out(`herd simulate: workload ${flags.get("workload")}, seed ${seed}, SLO ${sloText(slo)}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderSimTable(entries)}\n\n${renderAnswers(ans, opts)}`);
+  io.out(`herd simulate: workload ${flags.get("workload") ?? `decision log ${flags.get("trace")}`}, seed ${seed}, SLO ${sloText(slo)}${warmup_s ? `, warm-up ${warmup_s}s excluded` : ""}\n\n${renderSimTable(entries)}\n\n${renderAnswers(ans, opts)}`);
   const jsonFile = flags.get("json");
   if (jsonFile !== undefined) {
     const workloadConfig = workload.kind === "trace" ? { kind: "trace", file: workload.file, requests: workload.requests.length } : workload;
@@ -174,6 +179,17 @@ async function simulate(flags: Map<string, string>, engineArgs: string[], io: Si
     io.err(`wrote ${jsonFile}`);
   }
   return 0;
+}
+
+/** --trace FILE: herd's decision log (FILE and its rotated FILE.1 … FILE.N, oldest first) as a trace workload. */
+async function decisionLogWorkload(flags: Map<string, string>): Promise<Workload> {
+  if (flags.has("workload")) throw new BenchInputError("give --trace or --workload, not both");
+  const file = flags.get("trace")!;
+  const files = recordFiles(file);
+  if (files.length === 0) throw new BenchInputError(`decision log not found: ${file}`);
+  const requests = parseDecisionLog(await Promise.all(files.map(async (f) => ({ text: await Bun.file(f).text(), source: f }))));
+  if (requests.length === 0) throw new BenchInputError(`no replayable request in ${files.join(", ")}`);
+  return { kind: "trace", file, requests };
 }
 
 async function loadCost(file: string): Promise<Record<string, number>> {

@@ -37,14 +37,15 @@ export const TIER_METRIC = {
   respCommandsTotal: "herd_kv_tier_resp_commands_total",
   respRejectedTotal: "herd_kv_tier_resp_rejected_total",
   respRemoteTotal: "herd_kv_tier_resp_remote_lookups_total",
+  respAuthFailuresTotal: "herd_kv_tier_resp_auth_failures_total",
 } as const;
 
-/** Register the tier's metrics on `registry`; `figures` is read at every scrape. */
-export function registerTierMetrics(registry: Registry, figures: () => KvTierFigures): void {
+/** Register the tier's metrics on `registry`; `figures` is read at every scrape (a promise when the
+ * tier runs on its own thread: concurrent calls share one answer, see TierThread.freshFigures). */
+export function registerTierMetrics(registry: Registry, figures: () => KvTierFigures | Promise<KvTierFigures>): void {
   const registers = [registry];
   // A "tier" label is cpu, ssd, or shared:<path> (one per configured directory: bounded by config).
-  const rows = () => {
-    const f = figures();
+  const rows = (f: KvTierFigures) => {
     return [
       ...f.tiers,
       ...f.shared_dirs.map((d) => ({ tier: `shared:${d.path}`, capacity_bytes: d.capacity_bytes, used_bytes: d.used_bytes, objects: d.objects, hits: 0, misses: 0, evictions: d.evictions })),
@@ -56,13 +57,13 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       help,
       labelNames: ["tier"],
       registers,
-      collect() {
+      async collect() {
         this.reset();
-        for (const r of rows()) this.set({ tier: r.tier }, pick(r));
+        for (const r of rows(await figures())) this.set({ tier: r.tier }, pick(r));
       },
     });
   gauge(TIER_METRIC.capacityBytes, "Configured capacity of each KV tier.", (r) => r.capacity_bytes);
-  gauge(TIER_METRIC.usedBytes, "Bytes charged in each KV tier (allocation units).", (r) => r.used_bytes);
+  gauge(TIER_METRIC.usedBytes, "Bytes charged in each KV tier: allocation units, plus key bytes beyond the first 64 of each key.", (r) => r.used_bytes);
   gauge(TIER_METRIC.objects, "Objects held in each KV tier.", (r) => r.objects);
   const seen = new Map<string, number>();
   const counter = (name: string, help: string, pick: (r: ReturnType<typeof rows>[number]) => number) =>
@@ -71,8 +72,8 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       help,
       labelNames: ["tier"],
       registers,
-      collect() {
-        for (const r of rows()) {
+      async collect() {
+        for (const r of rows(await figures())) {
           const k = `${name}\0${r.tier}`;
           const v = pick(r);
           const before = seen.get(k);
@@ -91,8 +92,8 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
     name: TIER_METRIC.corruptReadsTotal,
     help: "Reads whose data failed its checksum (dropped and served as a miss).",
     registers,
-    collect() {
-      const v = figures().corrupt_reads;
+    async collect() {
+      const v = (await figures()).corrupt_reads;
       if (v > corruptSeen) this.inc(v - corruptSeen);
       corruptSeen = Math.max(corruptSeen, v);
     },
@@ -101,8 +102,8 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
     name: TIER_METRIC.respClients,
     help: "Clients connected to the KV tier's RESP server.",
     registers,
-    collect() {
-      this.set(figures().resp?.clients ?? 0);
+    async collect() {
+      this.set((await figures()).resp?.clients ?? 0);
     },
   });
   let cmdSeen = 0;
@@ -110,8 +111,8 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
     name: TIER_METRIC.respCommandsTotal,
     help: "Commands executed by the KV tier's RESP server.",
     registers,
-    collect() {
-      const v = figures().resp?.commands ?? 0;
+    async collect() {
+      const v = (await figures()).resp?.commands ?? 0;
       if (v > cmdSeen) this.inc(v - cmdSeen);
       cmdSeen = Math.max(cmdSeen, v);
     },
@@ -122,8 +123,8 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
     help: "Local RESP misses looked up on other nodes (peer fetch), by result: hit, miss, rejected (over the in-flight bound: answered as a miss).",
     labelNames: ["result"],
     registers,
-    collect() {
-      const r = figures().resp;
+    async collect() {
+      const r = (await figures()).resp;
       if (!r) return;
       const by = { hit: r.remote_hits, miss: r.remote_misses, rejected: r.remote_rejected };
       for (const [result, v] of Object.entries(by)) {
@@ -133,16 +134,27 @@ export function registerTierMetrics(registry: Registry, figures: () => KvTierFig
       }
     },
   });
+  let authSeen = 0;
+  new Counter({
+    name: TIER_METRIC.respAuthFailuresTotal,
+    help: "Failed RESP AUTH attempts (each delays that connection's next command, doubling per failure).",
+    registers,
+    async collect() {
+      const v = (await figures()).resp?.auth_failures ?? 0;
+      if (v > authSeen) this.inc(v - authSeen);
+      authSeen = Math.max(authSeen, v);
+    },
+  });
   const rejSeen = new Map<string, number>();
   new Counter({
     name: TIER_METRIC.respRejectedTotal,
-    help: "RESP connections closed by a bound: protocol error, HTTP probe, output overflow, max clients.",
+    help: "RESP connections closed by a bound: protocol error, HTTP probe, output overflow, max clients, timeout (idle or not authenticated in time).",
     labelNames: ["reason"],
     registers,
-    collect() {
-      const r = figures().resp;
+    async collect() {
+      const r = (await figures()).resp;
       if (!r) return;
-      const by = { protocol_error: r.protocol_errors, http: r.http_closed, output_overflow: r.output_overflow_closed, max_clients: r.rejected_clients };
+      const by = { protocol_error: r.protocol_errors, http: r.http_closed, output_overflow: r.output_overflow_closed, max_clients: r.rejected_clients, timeout: r.timeout_closed };
       for (const [reason, v] of Object.entries(by)) {
         const before = rejSeen.get(reason);
         if (before === undefined || v > before) {

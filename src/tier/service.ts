@@ -2,6 +2,8 @@
 // opens the catalog and media (recovering after a crash or reboot), starts the RESP server and the
 // shared-directory scans; stop() undoes it. figures() is GET /admin/kv-tier; registerMetrics() puts
 // the same figures on the daemon's registry. The integrator mounts both; this folder does no HTTP.
+// With `thread` (the daemon: kv_tier.thread worker) all of it runs on its own thread (tier-thread.ts,
+// tier-worker.ts: this same class, in-process, inside a Worker) and this object forwards by messages.
 
 import { existsSync, mkdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -17,6 +19,9 @@ import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from 
 import { KvTier, crc32 } from "./tier.ts";
 import type { TierChange } from "./index-feed.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
+import type { Logger } from "../core/log.ts";
+import type { TierName } from "./medium.ts";
+import { type PeerHit, TierThread } from "./tier-thread.ts";
 
 /** How often shared directories are re-scanned and bounded (engines write between scans). */
 export const SHARED_SCAN_INTERVAL_MS = 5000;
@@ -32,6 +37,11 @@ export interface TierServiceDeps {
   onChange?: (c: TierChange) => void;
   /** Where the RESP server looks up local misses (the daemon: other nodes' tiers, src/cluster/peer-tier.ts). */
   remote?: RemoteTierSource;
+  /** Run the tier on its own thread (a Bun Worker); default false: on the caller's loop (tests, the worker itself). */
+  thread?: boolean;
+  /** Inside the tier's thread (tier-worker.ts): never start another. */
+  inProcess?: boolean;
+  log?: Logger;
 }
 
 export class TierService {
@@ -41,8 +51,14 @@ export class TierService {
   private catalog: Catalog | undefined;
   private scanTimer: TimerHandle | undefined;
   private lockPath: string | undefined;
+  private thread: TierThread | undefined;
 
   constructor(private readonly deps: TierServiceDeps) {}
+
+  /** The RESP server's bound port (its own thread's, or this loop's), or null. */
+  get respPort(): number | null {
+    return this.thread ? this.thread.port : (this.resp?.port ?? null);
+  }
 
   /** True when kv_tier configures anything. */
   get enabled(): boolean {
@@ -53,6 +69,17 @@ export class TierService {
   /** Throws an Error whose message says what to change when the tier cannot start as configured. */
   async start(): Promise<void> {
     if (!this.enabled) return;
+    if (this.deps.thread && !this.deps.inProcess) {
+      const d = this.deps;
+      this.thread = new TierThread({ config: d.config, clock: d.clock, ...(d.log ? { log: d.log } : {}), ...(d.bootId ? { bootId: d.bootId } : {}), ...(d.onChange ? { onChange: d.onChange } : {}), ...(d.remote ? { remote: d.remote } : {}) });
+      try {
+        await this.thread.start();
+      } catch (e) {
+        this.thread = undefined;
+        throw e;
+      }
+      return;
+    }
     const { config, clock } = this.deps;
     const t = config.kv_tier;
     const req: SizingRequest = {
@@ -82,12 +109,28 @@ export class TierService {
       const hp = parseHostPort(t.resp.listen)!;
       const password = t.resp.password_file ? readFileSync(t.resp.password_file, "utf8").replace(/\r?\n$/, "") : undefined;
       if (password === "") throw new Error(`kv_tier.resp.password_file ${t.resp.password_file} is empty`);
-      this.resp = new RespServer({ host: hp.host, port: hp.port, store: this.tier, ...(password ? { password } : {}), ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}) });
+      this.resp = new RespServer({
+        host: hp.host,
+        port: hp.port,
+        store: this.tier,
+        clock,
+        keyBytesMax: t.resp.key_max_bytes,
+        outputTotalBytes: t.resp.output_total_max_bytes,
+        idleTimeoutMs: t.resp.idle_timeout_ms,
+        authTimeoutMs: t.resp.auth_timeout_ms,
+        ...(password ? { password } : {}),
+        ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}),
+      });
       this.resp.start();
     }
   }
 
   async stop(): Promise<void> {
+    if (this.thread) {
+      await this.thread.stop();
+      this.thread = undefined;
+      return;
+    }
     this.scanTimer?.cancel();
     this.scanTimer = undefined;
     this.resp?.stop();
@@ -102,7 +145,8 @@ export class TierService {
   }
 
   /** An object for another node (the peer API's GET /cluster/v1/tier/<key>): a copy and its stored CRC-32, or null. */
-  peerGet(key: string): { data: Uint8Array; crc32: number } | null {
+  peerGet(key: string): PeerHit | null | Promise<PeerHit | null> {
+    if (this.thread) return this.thread.peerGet(key);
     const data = this.tier?.get(key);
     if (!data) return null;
     const copy = data.slice(); // get() may return a view into shared memory, valid until the next call
@@ -112,19 +156,32 @@ export class TierService {
   /** Store an object fetched from another node unless one was stored here meanwhile (a local SET is
    * newer than a copy fetched from a peer); false when the tier is off or it does not fit. */
   put(key: string, data: Uint8Array): boolean {
+    if (this.thread) return this.thread.put(key, data);
     if (!this.tier) return false;
     return this.tier.has(key) || this.tier.put(key, data);
   }
 
-  /** GET /admin/kv-tier. */
+  /** Every object's key and tier (router index replay at start). */
+  async entries(): Promise<{ key: string; tier: TierName }[]> {
+    if (this.thread) return this.thread.entries();
+    return this.tier ? [...this.tier.entries()] : [];
+  }
+
+  /** GET /admin/kv-tier: asks the tier's thread when it has one. */
+  async freshFigures(): Promise<KvTierFigures> {
+    return (this.thread ? await this.thread.freshFigures() : null) ?? this.figures();
+  }
+
+  /** The figures now (from the tier's thread: its last snapshot, at most a second old). */
   figures(): KvTierFigures {
+    if (this.thread) return this.thread.figures() ?? { enabled: true, tiers: [], shared_dirs: [], corrupt_reads: 0, recovery: null, resp: null };
     const tiers = [];
     if (this.tier) {
       for (const tier of ["cpu", "ssd"] as const) {
         const m = this.tier.media[tier];
         if (!m) continue;
         const c = this.tier.counters[tier];
-        tiers.push({ tier, capacity_bytes: m.capacityBytes, used_bytes: m.usedBytes, objects: c.objects, hits: c.hits, misses: c.misses, evictions: c.evictions });
+        tiers.push({ tier, capacity_bytes: m.capacityBytes, used_bytes: m.usedBytes + this.tier.keyBytes[tier], objects: c.objects, hits: c.hits, misses: c.misses, evictions: c.evictions });
       }
     }
     return {
@@ -138,7 +195,7 @@ export class TierService {
   }
 
   registerMetrics(registry: Registry): void {
-    registerTierMetrics(registry, () => this.figures());
+    registerTierMetrics(registry, () => (this.thread ? this.freshFigures() : this.figures()));
   }
 
   private scan(): void {
@@ -176,5 +233,5 @@ function readBootId(): string {
 
 /** GET /admin/kv-tier: per tier capacity, used, objects, hits, misses, evictions (bytes as integers). */
 export function tierAdminRoutes(svc: TierService): AdminRoute[] {
-  return [{ method: "GET", path: "/kv-tier", handle: () => Response.json(svc.figures()) }];
+  return [{ method: "GET", path: "/kv-tier", handle: async () => Response.json(await svc.freshFigures()) }];
 }

@@ -45,10 +45,17 @@ export interface TierCounters {
 
 export const crc32 = (b: Uint8Array): number => Bun.hash.crc32(b) >>> 0;
 
+/** Key bytes that ride in an object's allocation overhead; beyond them a key is charged to its tier
+ * (issue 22 row 9: keys cost catalog memory, so 1 KiB keys on 64-byte values must not be free). */
+export const KEY_FREE_BYTES = 64;
+export const keyCharge = (key: string): number => Math.max(0, key.length - KEY_FREE_BYTES);
+
 export class KvTier implements TierStore {
   readonly media: Partial<Record<TierName, Medium>>;
   readonly counters: Record<TierName, TierCounters>;
   readonly recovery: RecoveryReport;
+  /** keyCharge() of the keys held in each tier, counted against its capacity with the media's bytes. */
+  readonly keyBytes: Record<TierName, number> = { cpu: 0, ssd: 0 };
   corrupt = 0;
   private readonly fp: Failpoints;
   private readonly policy;
@@ -68,6 +75,7 @@ export class KvTier implements TierStore {
     this.counters = { cpu: zero(), ssd: zero() };
     for (const row of cat.rows()) {
       this.counters[row.tier].objects++;
+      this.keyBytes[row.tier] += keyCharge(row.key);
       this.modelUsed.set(row.model, (this.modelUsed.get(row.model) ?? 0) + row.charged);
     }
     // Logical time continues from the newest access in the catalog, so LRU order survives restarts
@@ -86,12 +94,13 @@ export class KvTier implements TierStore {
   }
 
   put(key: string, data: Uint8Array, model = modelOfKey(key)): boolean {
-    const target = this.placement(data.length);
+    const kc = keyCharge(key);
+    const target = this.placement(data.length, kc);
     if (!target) return false;
     const quota = this.opts.modelQuotaBytes?.[model];
     if (quota !== undefined && target.charge(data.length) > quota) return false;
     if (quota !== undefined) this.enforceQuota(model, quota, target.charge(data.length), key);
-    const loc = this.writeWithRoom(target, data, (n) => this.fp.hit(n));
+    const loc = this.writeWithRoom(target, data, (n) => this.fp.hit(n), kc);
     if (loc === undefined) return false;
     this.fp.hit("set.after_data");
     const now = this.nowMs();
@@ -113,6 +122,7 @@ export class KvTier implements TierStore {
     this.fp.hit("set.after_commit");
     if (prev) this.release(prev);
     this.counters[row.tier].objects++;
+    this.keyBytes[row.tier] += kc;
     this.addModel(model, row.charged);
     if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
     this.changed("stored", row.tier, key);
@@ -131,7 +141,7 @@ export class KvTier implements TierStore {
     this.counters[row.tier].hits++;
     if (row.tier === "ssd") this.counters.cpu.misses += this.media.cpu ? 1 : 0;
     this.cat.touch(key, this.nowMs());
-    if (row.tier === "ssd" && this.media.cpu && this.media.cpu.charge(row.size) <= this.media.cpu.capacityBytes) {
+    if (row.tier === "ssd" && this.media.cpu && this.media.cpu.charge(row.size) + keyCharge(key) <= this.media.cpu.capacityBytes) {
       return this.promote(row, data) ?? data;
     }
     return data;
@@ -179,23 +189,24 @@ export class KvTier implements TierStore {
   }
 
   /** CPU when it can ever hold the value, else SSD, else nothing. */
-  private placement(size: number): Medium | undefined {
+  private placement(size: number, keyBytes: number): Medium | undefined {
     for (const m of [this.media.cpu, this.media.ssd]) {
-      if (m && size <= m.maxObjectBytes && m.charge(size) <= m.capacityBytes) return m;
+      if (m && size <= m.maxObjectBytes && m.charge(size) + keyBytes <= m.capacityBytes) return m;
     }
     return undefined;
   }
 
   /** Evict from `m` until `data` fits under its capacity and a location is found; then write it. */
-  private writeWithRoom(m: Medium, data: Uint8Array, fp?: (n: FailpointName) => void): string | undefined {
-    const need = m.charge(data.length);
+  private writeWithRoom(m: Medium, data: Uint8Array, fp: ((n: FailpointName) => void) | undefined, keyBytes: number): string | undefined {
+    const need = m.charge(data.length) + keyBytes;
     for (let round = 0; ; round++) {
-      if (m.usedBytes + need <= m.capacityBytes) {
+      const used = m.usedBytes + this.keyBytes[m.tier];
+      if (used + need <= m.capacityBytes) {
         const loc = m.write(data, fp);
         if (loc !== undefined) return loc;
       }
       // Over capacity, or fragmented (CPU): free the policy's choice of cold objects and retry.
-      const shortBy = Math.max(m.usedBytes + need - m.capacityBytes, need);
+      const shortBy = Math.max(used + need - m.capacityBytes, need);
       const victims = this.policy(this.cat.coldest(m.tier, CANDIDATE_WINDOW), shortBy, this.nowMs());
       if (victims.length === 0) return undefined;
       for (const k of victims) this.evictOne(m.tier, k);
@@ -215,8 +226,9 @@ export class KvTier implements TierStore {
   private demote(row: Row): boolean {
     const ssd = this.media.ssd!;
     const data = this.media.cpu!.read(row.loc, row.size);
-    if (!data || crc32(data) !== row.crc || ssd.charge(row.size) > ssd.capacityBytes) return false;
-    const loc = this.writeWithRoom(ssd, data);
+    const kc = keyCharge(row.key);
+    if (!data || crc32(data) !== row.crc || ssd.charge(row.size) + kc > ssd.capacityBytes) return false;
+    const loc = this.writeWithRoom(ssd, data, undefined, kc);
     if (loc === undefined) return false;
     this.fp.hit("demote.after_write");
     this.cat.move(row.key, "ssd", loc, ssd.charge(row.size));
@@ -224,6 +236,8 @@ export class KvTier implements TierStore {
     this.media.cpu!.free(row.loc, row.size);
     this.counters.cpu.objects--;
     this.counters.ssd.objects++;
+    this.keyBytes.cpu -= kc;
+    this.keyBytes.ssd += kc;
     this.changed("removed", "cpu", row.key);
     this.changed("stored", "ssd", row.key);
     this.addModel(row.model, ssd.charge(row.size) - row.charged);
@@ -233,7 +247,8 @@ export class KvTier implements TierStore {
   private promote(row: Row, data: Uint8Array): Uint8Array | undefined {
     const cpu = this.media.cpu!;
     const copy = data; // a private buffer read from the file, untouched by the evictions below
-    const loc = this.writeWithRoom(cpu, copy);
+    const kc = keyCharge(row.key);
+    const loc = this.writeWithRoom(cpu, copy, undefined, kc);
     if (loc === undefined) return undefined;
     this.fp.hit("promote.after_copy");
     const now = this.cat.get(row.key);
@@ -246,6 +261,8 @@ export class KvTier implements TierStore {
     this.media.ssd!.free(row.loc, row.size);
     this.counters.ssd.objects--;
     this.counters.cpu.objects++;
+    this.keyBytes.ssd -= kc;
+    this.keyBytes.cpu += kc;
     this.changed("removed", "ssd", row.key);
     this.changed("stored", "cpu", row.key);
     this.addModel(row.model, cpu.charge(row.size) - row.charged);
@@ -282,6 +299,7 @@ export class KvTier implements TierStore {
   private release(row: Row): void {
     this.media[row.tier]?.free(row.loc, row.size);
     this.counters[row.tier].objects--;
+    this.keyBytes[row.tier] -= keyCharge(row.key);
     this.addModel(row.model, -row.charged);
   }
 

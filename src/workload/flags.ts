@@ -31,16 +31,18 @@ export function trueFalse(flags: Map<string, string>, name: string, dflt: boolea
   return text === "true";
 }
 
-export async function parseWorkloadFlags(flags: Map<string, string>): Promise<WorkloadFlags> {
+/** `given`: a workload the caller built itself (herd simulate --trace: a decision log). */
+export async function parseWorkloadFlags(flags: Map<string, string>, given?: Workload): Promise<WorkloadFlags> {
   const wText = flags.get("workload");
-  if (wText === undefined) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
+  if (wText === undefined && !given) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
   let workload: Workload;
-  if (wText.startsWith("trace:")) {
-    const file = wText.slice("trace:".length);
+  if (given) workload = given;
+  else if (wText!.startsWith("trace:")) {
+    const file = wText!.slice("trace:".length);
     const f = Bun.file(file);
     if (!(await f.exists())) throw new BenchInputError(`trace file not found: ${file}`);
     workload = { kind: "trace", file, requests: parseTrace(await f.text(), file) };
-  } else workload = parseSyntheticWorkload(wText);
+  } else workload = parseSyntheticWorkload(wText!);
 
   const rates = flags.has("rate") ? positiveList("rate", flags.get("rate")!, false) : null;
   const concs = flags.has("concurrency") ? positiveList("concurrency", flags.get("concurrency")!, true) : null;

@@ -60,6 +60,50 @@ export function parseTrace(text: string, source = "trace"): BenchRequest[] {
   return out.map((r, i) => [r, i] as const).sort((a, b) => a[0].at_s - b[0].at_s || a[1] - b[1]).map(([r]) => r);
 }
 
+/** Refusals that say nothing about capacity (the request itself was bad): not replayed. */
+const CLIENT_ERRORS = new Set(["invalid", "not_found", "too_large", "unauthorized", "body_timeout"]);
+
+/**
+ * Parse herd's decision log (`decision_log`, src/request/record.ts): each line is a Mooncake line
+ * plus herd's fields, timestamps in wall-clock ms. They are re-based on the first arrival; output
+ * length is what was generated (else max_tokens); requests refused for their own fault are skipped.
+ * Each `hash_ids` id is a 512-token prefix the original run hashed, so replayed prompts share
+ * exactly the prefixes the recorded ones did (and nothing when the policy did not hash prompts).
+ * `files` in order (a rotated log: oldest first); times are re-based on the earliest of all.
+ */
+export function parseDecisionLog(files: readonly { text: string; source: string }[]): BenchRequest[] {
+  const blocks = new BlockText();
+  const rows: { v: Record<string, unknown>; where: string; line: number }[] = [];
+  let lineNo = 0;
+  for (const { text, source } of files) {
+    const lines = text.split("\n");
+    for (let i = 0; i < lines.length; i++) {
+      const raw = lines[i]!.trim();
+      if (raw === "") continue;
+      const where = `${source}:${i + 1}`;
+      let v: unknown;
+      try {
+        v = JSON.parse(raw);
+      } catch (e) {
+        throw new BenchInputError(`${where}: not JSON (${(e as Error).message})`);
+      }
+      if (!isObj(v) || typeof v.timestamp !== "number" || typeof v.input_length !== "number") throw new BenchInputError(`${where}: not a decision record (timestamp, input_length, …)`);
+      lineNo++;
+      if (v.outcome === "refused" && CLIENT_ERRORS.has(String(v.error))) continue;
+      rows.push({ v, where, line: lineNo });
+    }
+  }
+  let t0 = Infinity;
+  for (const r of rows) t0 = Math.min(t0, r.v.timestamp as number);
+  const out = rows.map(({ v, where, line }) => {
+    const generated = typeof v.output_length === "number" && v.output_length > 0 ? v.output_length : typeof v.max_tokens === "number" && v.max_tokens > 0 ? v.max_tokens : 1;
+    const m: Record<string, unknown> = { timestamp: (v.timestamp as number) - t0, input_length: Math.max(1, Math.round(v.input_length as number)), output_length: generated, hash_ids: v.hash_ids ?? [] };
+    if (typeof v.session_id === "string") m.session_id = v.session_id;
+    return mooncakeLine(m, where, line, blocks);
+  });
+  return out.map((r, i) => [r, i] as const).sort((a, b) => a[0].at_s - b[0].at_s || a[1] - b[1]).map(([r]) => r);
+}
+
 function num(v: Record<string, unknown>, key: string, where: string, opts: { int?: boolean; min?: number; optional?: boolean } = {}): number | undefined {
   const x = v[key];
   if (x === undefined && opts.optional) return undefined;

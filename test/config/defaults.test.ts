@@ -26,13 +26,13 @@ describe("embedded default", () => {
     expect(c.frontend.listen).toBe("127.0.0.1:8000");
     expect(POLICIES).toContain(c.router.policy);
     expect(c.router.policy).toBe("kv");
-    expect(c.models).toEqual([{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }]);
+    expect(c.models).toEqual([{ name: DEMO_MODEL, path: DEMO_MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [] }]);
     expect(c.engines).toHaveLength(1);
     expect(c.engines[0]).toMatchObject({ kind: "sim", model: DEMO_MODEL, count: 2, role: "aggregated", port: 0, url: "" });
     expect(c.planner).toMatchObject({ enabled: false, dry_run: false, pools: [] });
     expect(c.cluster.discovery).toBe("file");
     expect(c.cluster.etcd).toEqual({ endpoints: [], prefix: "/herd", lease_ttl_s: 10 });
-    expect(c.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [] });
+    expect(c.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [], thread: "worker" });
   });
 
   test("an empty file, a comment-only file and `{}` all equal the embedded default", () => {

@@ -153,7 +153,7 @@ test("with a hash-reading policy, a tokenizer that cannot load stops the start (
   const dir = tempDir("herd-kv-tok-");
   try {
     const config = defaultConfig({ hostname: "kvt", dataDir: join(dir, "data") });
-    config.models = [{ name: MODEL, path: MODEL, tokenizer: join(dir, "no-such-tokenizer"), block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }];
+    config.models = [{ name: MODEL, path: MODEL, tokenizer: join(dir, "no-such-tokenizer"), block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [] }];
     config.engines = [];
     config.router.policy = "kv";
     config.frontend.listen = "127.0.0.1:0";

@@ -12,6 +12,7 @@ describe("the KV tier in herd run", () => {
   const dir = tempDir("herd-tier-e2e-");
   const shm = mkdtempSync("/dev/shm/herd-tier-e2e-");
   let herd: HerdProc | null = null;
+  let respPort = 0;
   afterAll(async () => {
     await herd?.stop();
     cleanup(dir);
@@ -20,6 +21,7 @@ describe("the KV tier in herd run", () => {
 
   test.skipIf(!hasRedisCli())("redis-cli stores and reads a block through herd's RESP server; /metrics shows the tier", async () => {
     const port = 23_000 + Math.floor(Math.random() * 5_000);
+    respPort = port;
     herd = await startHerd(dir, `node: { data_dir: ${JSON.stringify(join(dir, "data"))} }
 kv_tier:
   cpu: { size: 16MiB, path: ${JSON.stringify(join(shm, "cpu"))} }
@@ -42,4 +44,47 @@ kv_tier:
     const fig = (await (await fetch(`${herd.url}/admin/kv-tier`)).json()) as { tiers: { tier: string; objects: number; capacity_bytes: number }[] };
     expect(fig.tiers.find((t) => t.tier === "cpu")).toMatchObject({ objects: 1, capacity_bytes: 16 * 1024 * 1024 });
   }, 60_000);
+
+  // Issue 22: a pipelined PING flood froze the daemon (its RESP server shared the event loop with
+  // /health). Asserted as ordering, not time: /health answers while the flood's replies still flow.
+  test.skipIf(!hasRedisCli())("1.5M pipelined PINGs on the RESP port: /health is answered while they are being served", async () => {
+    expect(herd).not.toBeNull();
+    const n = 1_500_000;
+    const want = 7 * n;
+    let got = 0;
+    let wake = () => {};
+    let pump = () => {};
+    const sock = await Bun.connect({
+      hostname: "127.0.0.1",
+      port: respPort,
+      socket: {
+        data(_s, d) {
+          got += d.length;
+          wake();
+        },
+        drain: () => pump(),
+        close: () => wake(),
+      },
+    });
+    const payload = Buffer.from("PING\r\n".repeat(n));
+    let off = 0;
+    pump = () => {
+      while (off < payload.length) {
+        const w = sock.write(payload.subarray(off, Math.min(payload.length, off + (1 << 20))));
+        if (w <= 0) return;
+        off += w;
+      }
+    };
+    pump();
+    const until = async (bytes: number) => {
+      for (let i = 0; i < 12_000 && got < bytes; i++) await new Promise<void>((r) => ((wake = r), Bun.sleep(10).then(r)));
+    };
+    await until(7 * 1000);
+    const health = await fetch(`${herd!.url}/health`);
+    expect(health.status).toBe(200);
+    expect(got).toBeLessThan(want); // answered in the middle of the flood
+    await until(want);
+    expect(got).toBe(want);
+    sock.end();
+  }, 120_000);
 });

@@ -7,6 +7,7 @@ import { launchHash } from "../../src/engine/drivers/common.ts";
 import { ALL_DRIVERS, driverFor } from "../../src/engine/drivers/registry.ts";
 import type { DriverInput, EnginePlan } from "../../src/engine/types.ts";
 import type { PdConfig } from "../../src/config/types.ts";
+import { defaultConfig } from "../../src/config/index.ts";
 import { pdEngineFlags } from "../../src/pd/engine-flags.ts";
 import { applyTierLaunch } from "../../src/tier/launch.ts";
 import { sglangMetrics, vllmMetrics } from "../router/exposition.ts";
@@ -24,7 +25,7 @@ const OWN_METRICS: Record<string, { body: string; running: number; waiting: numb
   sglang: { body: sglangMetrics({ running: 5, queued: 2, tokenUsage: 0.31 }), running: 5, waiting: 2, kv: 0.31 },
   trtllm: { body: trtllmStats, running: 2, waiting: 1, kv: 0.25 },
 };
-const PD: PdConfig = { min_prefill_tokens: 512, nixl_metadata: "none", kv_load_failure_policy: "recompute", prefill_queue_max: 8 };
+const PD: PdConfig = { ...defaultConfig().pd, min_prefill_tokens: 512, nixl_metadata: "none", kv_load_failure_policy: "recompute", prefill_queue_max: 8 };
 const JUNK = ["", "garbage", "{", "[1,2,null]", "null", '{"a":1}', "\u0000\u0001\u0002", "vllm:num_requests_running{engine=\"0\" 3\n", "x".repeat(10_000)];
 
 function inputFor(d: EngineDriver): DriverInput {
@@ -113,7 +114,7 @@ describe.each(ALL_DRIVERS.map((d) => [d.kind, d] as const))("driver %s", (kind, 
 
   test("capabilities are true to the launch: LoRA adapters, sleep mode, P/D flags, the KV tier", () => {
     const input = inputFor(d);
-    const withLora = { ...input, model: { ...input.model, lora_adapters: [{ name: "ad-one", path: "/adapters/one" }] } };
+    const withLora = { ...input, model: { ...input.model, lora_adapters: [{ name: "ad-one", path: "/adapters/one", on_demand: false }] } };
     const loraArgv = d.launch(withLora)?.argv.join(" ") ?? "";
     expect(loraArgv.includes("ad-one=/adapters/one")).toBe(d.lora);
     const plain = d.launch(input);
@@ -125,7 +126,7 @@ describe.each(ALL_DRIVERS.map((d) => [d.kind, d] as const))("driver %s", (kind, 
     if (d.pdFlow === "vllm-nixl") expect(pd.env.VLLM_NIXL_SIDE_CHANNEL_PORT).toBe("9200");
     if (d.pdFlow === "sglang-bootstrap") expect(pd.args).toContain("--disaggregation-bootstrap-port");
     const config = testConfig({ models: [input.model], engines: [input.entry] });
-    config.kv_tier = { ...config.kv_tier, resp: { listen: "127.0.0.1:6390", password_file: "", peer_fetch_max: 64, peer_fetch_timeout_ms: 500 } };
+    config.kv_tier = { ...config.kv_tier, resp: { listen: "127.0.0.1:6390", password_file: "", peer_fetch_max: 64, peer_fetch_timeout_ms: 500, key_max_bytes: 1024, output_total_max_bytes: 256 << 20, idle_timeout_ms: 0, auth_timeout_ms: 10_000 } };
     const plans = plain ? [{ id: input.id, kind, entryIndex: 0, spec: plain } as unknown as EnginePlan] : [];
     applyTierLaunch(config, plans, () => null);
     const tierArgv = plain?.argv.join(" ") ?? "";

@@ -55,7 +55,7 @@ describe("vLLM launch line", () => {
   });
 
   test("LoRA adapters: --enable-lora, --max-loras and --lora-modules name=path (SGLang: --lora-paths; sim: --lora-modules)", () => {
-    const m = { ...qwen, lora_adapters: [{ name: "sql", path: "/models/sql" }, { name: "chat", path: "/models/chat" }] };
+    const m = { ...qwen, lora_adapters: [{ name: "sql", path: "/models/sql", on_demand: false }, { name: "chat", path: "/models/chat", on_demand: false }] };
     const [v] = plan(cfg({ models: [m], engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
     const argv = argvOf(v!);
     expect(argv).toContain("--enable-lora");
@@ -67,6 +67,21 @@ describe("vLLM launch line", () => {
     expect(argvOf(sim!).filter((a, i, all) => all[i - 1] === "--lora-modules")).toEqual(["sql=/models/sql", "chat=/models/chat"]);
     const [plain] = plan(cfg({ engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
     expect(argvOf(plain!)).not.toContain("--enable-lora");
+  });
+
+  test("on-demand LoRA adapters: not in --lora-modules, room in --max-loras, runtime updating enabled (vLLM and sim)", () => {
+    const m = { ...qwen, lora_adapters: [{ name: "sql", path: "/models/sql", on_demand: false }, { name: "chat", path: "/models/chat", on_demand: true }] };
+    const [v] = plan(cfg({ models: [m], engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
+    const argv = argvOf(v!);
+    expect(flag(argv, "--max-loras")).toBe("5"); // 1 fixed + frontend.lora.max_per_engine (4)
+    expect(argv.filter((a, i, all) => all[i - 1] === "--lora-modules")).toEqual(["sql=/models/sql"]);
+    expect(argv).not.toContain("chat=/models/chat");
+    expect(v!.spec!.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING).toBe("True");
+    const [sim] = plan(cfg({ models: [m], engines: [engine({ kind: "sim", model: "qwen3-8b" })] }));
+    expect(argvOf(sim!).filter((a, i, all) => all[i - 1] === "--lora-modules")).toEqual(["sql=/models/sql"]);
+    expect(sim!.spec!.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING).toBe("True");
+    const [fixed] = plan(cfg({ models: [{ ...qwen, lora_adapters: [{ name: "sql", path: "/models/sql", on_demand: false }] }], engines: [engine({ kind: "vllm", model: "qwen3-8b" })] }));
+    expect(fixed!.spec!.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING).toBeUndefined();
   });
 
   test("unset keys add nothing (engine defaults); --shutdown-timeout rounds the drain up to whole seconds", () => {

@@ -4,7 +4,8 @@ import { afterEach } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { defaultConfig } from "../../src/config/index.ts";
-import type { Config, FrontendConfig, PolicyName } from "../../src/config/types.ts";
+import type { Config, EngineKind, FrontendConfig, ModelConfig, PolicyName } from "../../src/config/types.ts";
+import type { LocalTokenizers } from "../../src/frontend/tokens.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { emptyLoad, type WorkerState } from "../../src/workers/worker.ts";
 import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
@@ -22,6 +23,8 @@ export interface FakeWorker {
   url: string;
   state?: WorkerState;
   model?: string;
+  /** Engine kind (default external); decides e.g. whether /v1/responses is sent natively. */
+  kind?: EngineKind;
 }
 
 export interface Herd {
@@ -47,9 +50,12 @@ export async function startHerd(opts: {
   kvIndex?: KvIndex;
   /** Adjust the router config (after the policy is set). */
   router?: (r: Config["router"]) => void;
+  /** Fields of the one model's config (aliases, tokenizer, max_model_len…). */
+  model?: Partial<ModelConfig>;
+  tokenizers?: LocalTokenizers;
 }): Promise<Herd> {
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
-  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }];
+  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [], ...opts.model }];
   config.engines = [];
   config.router.policy = opts.policy ?? "round-robin";
   config.router.seed = 7;
@@ -62,7 +68,7 @@ export async function startHerd(opts: {
       node: "testnode",
       model: w.model ?? MODEL,
       role: "aggregated",
-      kind: "external",
+      kind: w.kind ?? "external",
       url: w.url,
       state: w.state ?? "ready",
       load: emptyLoad(),
@@ -73,7 +79,7 @@ export async function startHerd(opts: {
   const log = memoryLogger();
   const router = new Router({ config: config.router, registry, clock, log, ...(opts.kvIndex ? { kvIndex: opts.kvIndex } : {}) });
   const metrics = new HerdMetrics([MODEL], () => registry.list());
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log, ...(opts.admin ? { admin: opts.admin } : {}), ...(opts.prompts ? { prompts: opts.prompts } : {}) });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log, ...(opts.admin ? { admin: opts.admin } : {}), ...(opts.prompts ? { prompts: opts.prompts } : {}), ...(opts.tokenizers ? { tokenizers: opts.tokenizers } : {}) });
   const listening = listen(frontend, "127.0.0.1", 0, config.frontend.max_body_bytes);
   return {
     url: listening.url,

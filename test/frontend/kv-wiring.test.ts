@@ -237,7 +237,7 @@ describe("frontend with the kv policy", () => {
 async function configOf() {
   const { defaultConfig } = await import("../../src/config/index.ts");
   const c = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
-  c.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }];
+  c.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [] }];
   return c;
 }
 

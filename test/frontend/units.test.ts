@@ -10,6 +10,22 @@ import { HerdError } from "../../src/core/errors.ts";
 const enc = (s: string) => new TextEncoder().encode(s);
 
 describe("SseScanner", () => {
+  test("Responses streams: a delta is the first token, response.completed the end, with or without event: lines", () => {
+    const enc = new TextEncoder();
+    for (const named of [true, false]) {
+      const s = new SseScanner();
+      const ev = (type: string, rest: string) => enc.encode(`${named ? `event: ${type}\n` : ""}data: {${rest}"type":"${type}"}\n\n`);
+      s.push(ev("response.created", `"response":{"id":"resp_1","output":[]},`));
+      expect(s.sawToken).toBe(false);
+      // Generated text that mentions the end type is not the end (its quotes are escaped).
+      expect(s.push(ev("response.output_text.delta", `"delta":"\\"type\\":\\"response.completed\\"",`))).toBe(true);
+      expect(s.ended).toBe(false);
+      s.push(ev("response.completed", `"response":{"id":"resp_1","usage":{"input_tokens_details":{"cached_tokens":7}}},`));
+      expect(s.ended).toBe(true);
+      expect(s.cachedTokens).toBe(7);
+    }
+  });
+
   test("role-only chunk is not a token; content is; events split across chunks are reassembled", () => {
     const s = new SseScanner();
     expect(s.push(enc('data: {"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}\n\n'))).toBe(false);

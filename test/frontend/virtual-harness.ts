@@ -41,7 +41,7 @@ const flush = async () => {
 export function virtualHerd(opts: { workers?: number; frontend?: Partial<FrontendConfig>; router?: Partial<RouterConfig>; upstream?: (schedulers: Map<string, SimScheduler>, clock: VirtualClock) => Upstream<Uint8Array>; plan?: PlanBuilder } = {}): VirtualHerd {
   const clock = new VirtualClock(0);
   const config = defaultConfig({ hostname: "testnode", dataDir: "/tmp/herd-test" });
-  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", lora_adapters: [] }];
+  config.models = [{ name: MODEL, path: MODEL, tokenizer: "", block_size: 16, max_model_len: 0, prefix_caching_hash_algo: "", aliases: [], lora_adapters: [] }];
   config.engines = [];
   config.router.policy = "round-robin";
   config.router.seed = 7;

@@ -35,6 +35,7 @@ describe("classifyChanges", () => {
       c.frontend.max_json_values = 2048;
       c.frontend.max_body_bytes_in_flight = 4096;
       c.frontend.metrics = "loopback";
+      c.frontend.queue.worker_slots = 8;
       c.router.policy = "random";
     });
     const ch = classifyChanges(base(), next);

@@ -14,7 +14,7 @@ import { pdEngineFlags, vllmKvTransferConfig } from "../../src/pd/engine-flags.t
 import { describePdPorts, planPdPorts, portsOfPlan } from "../../src/pd/ports.ts";
 import { engine, model, testConfig } from "../fixtures/engines/config.ts";
 
-const PD: PdConfig = { min_prefill_tokens: 512, nixl_metadata: "herd", kv_load_failure_policy: "recompute", prefill_queue_max: 8 };
+const PD: PdConfig = { min_prefill_tokens: 512, nixl_metadata: "herd", nixl_metadata_host: "127.0.0.1", nixl_metadata_idle_timeout_ms: 0, kv_load_failure_policy: "recompute", prefill_queue_max: 8 };
 const flagValue = (argv: string[], flag: string) => {
   const i = argv.indexOf(flag);
   expect(i, `${flag} in ${argv.join(" ")}`).toBeGreaterThanOrEqual(0);
@@ -160,14 +160,14 @@ describe("P/D port plan", () => {
 describe("pd config section (issue 13 public contract)", () => {
   test("defaults and the example's keys", () => {
     const c = defaultConfig({ hostname: "n1", dataDir: "/tmp/x" });
-    expect(c.pd).toEqual({ min_prefill_tokens: 512, nixl_metadata: "herd", kv_load_failure_policy: "recompute", prefill_queue_max: 8 });
+    expect(c.pd).toEqual({ min_prefill_tokens: 512, nixl_metadata: "herd", nixl_metadata_host: "127.0.0.1", nixl_metadata_idle_timeout_ms: 0, kv_load_failure_policy: "recompute", prefill_queue_max: 8 });
   });
 
   const yaml = (pd: string, engines: string) => `models:\n  - { name: q, tokenizer: "" }\nengines:\n${engines}\n${pd}`;
   test("the issue's example parses; bad values are findings with their path", () => {
     const ok = parseConfigText(yaml("pd:\n  min_prefill_tokens: 256\n  nixl_metadata: none\n  kv_load_failure_policy: fail\n", "  - { kind: sim, model: q, count: 2, role: prefill }\n  - { kind: sim, model: q, count: 2, role: decode }"));
     expect(ok.findings.filter((f) => f.severity === "error")).toEqual([]);
-    expect(ok.config!.pd).toEqual({ min_prefill_tokens: 256, nixl_metadata: "none", kv_load_failure_policy: "fail", prefill_queue_max: 8 });
+    expect(ok.config!.pd).toEqual({ min_prefill_tokens: 256, nixl_metadata: "none", nixl_metadata_host: "127.0.0.1", nixl_metadata_idle_timeout_ms: 0, kv_load_failure_policy: "fail", prefill_queue_max: 8 });
     const bad = parseConfigText(yaml("pd:\n  nixl_metadata: etcd\n", "  - { kind: sim, model: q }"));
     expect(bad.config).toBeFalsy();
     expect(bad.findings.some((f) => f.path === "pd.nixl_metadata" && f.line === 6)).toBe(true);

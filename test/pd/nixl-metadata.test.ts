@@ -77,7 +77,8 @@ describe("NixlMetadataService", () => {
 
   test.skipIf(!havePy())("an independent client publishes, checks, fetches and deletes metadata", async () => {
     const svc = start();
-    expect(await run(svc, [["check", key("a")], ["set", key("a"), "blob-a"], ["check", key("a")], ["get", key("a")], ["set", key("b"), "blob-b"], ["multi_get", key("a"), key("b")], ["check", key("a"), key("zz")], ["delete", key("a")], ["delete", key("a")], ["check", key("a")]])).toEqual([
+    const partial = "//nixl/agents/partial/a/NULL_AGENT"; // one connection publishes for one agent
+    expect(await run(svc, [["check", key("a")], ["set", key("a"), "blob-a"], ["check", key("a")], ["get", key("a")], ["set", partial, "blob-b"], ["multi_get", key("a"), partial], ["check", key("a"), key("zz")], ["delete", key("a")], ["delete", key("a")], ["check", key("a")]])).toEqual([
       "NOT_READY", null, "READY", "blob-a", null, ["blob-a", "blob-b"], "NOT_READY", 1, 0, "NOT_READY",
     ]);
   });
@@ -97,12 +98,13 @@ describe("NixlMetadataService", () => {
     for (let i = 0; i < 100 && svc.keys().length > 0; i++) await Bun.sleep(20);
     expect(svc.keys()).toEqual([]);
     const long = start(new VirtualClock(), 100); // virtual clock: the grace never passes here
-    await run(long, [["set", key("a1"), "1"], ["set", "//nixl/agents/partial/a1/NULL_AGENT", "2"], ["set", key("a2"), "3"]]);
+    await run(long, [["set", key("a1"), "1"], ["set", "//nixl/agents/partial/a1/NULL_AGENT", "2"]]);
+    await run(long, [["set", key("a2"), "3"]]); // another agent: its own connection
     expect(long.dropAgent("a1")).toBe(2);
     expect(long.keys()).toEqual([key("a2")]);
   });
 
-  test("a key SET again by another connection survives the first connection's close", async () => {
+  test("a key SET again by a new connection after the first one closed survives that close's grace", async () => {
     const clock = new VirtualClock();
     const svc = start(clock, 100);
     const conn = async (ops: Uint8Array) => {
@@ -114,9 +116,9 @@ describe("NixlMetadataService", () => {
     const hello = le([OP.VALIDATE, 0xce, 0xf7, 0x85, 0x3c]);
     const setOp = (v: string) => le([...hello, OP.SET, ...str(key("x")), ...str(v)]);
     const a = await conn(setOp("from-a"));
-    const b = await conn(setOp("from-b"));
-    a.end();
+    a.end(); // the agent restarts: its old connection closes, the new one publishes again within the grace
     await Bun.sleep(30);
+    const b = await conn(setOp("from-b"));
     clock.advance(1000);
     expect(svc.keys()).toEqual([key("x")]);
     b.end();

@@ -27,7 +27,7 @@ interface Proc {
 async function startEngine(role: "prefill" | "decode", extraArgs: string[] = []): Promise<Proc> {
   const sideChannelPort = await freePort();
   // The flags and environment herd's drivers give a P/D worker (src/pd/engine-flags.ts).
-  const pd = { min_prefill_tokens: 0, nixl_metadata: "none", kv_load_failure_policy: "fail", prefill_queue_max: 8 } as const;
+  const pd = { min_prefill_tokens: 0, nixl_metadata: "none", nixl_metadata_host: "127.0.0.1", nixl_metadata_idle_timeout_ms: 0, kv_load_failure_policy: "fail", prefill_queue_max: 8 } as const;
   const flags = pdEngineFlags({ kind: "sim", role, pd, advertise: "127.0.0.1", ports: { sideChannel: { port: sideChannelPort, span: 1 } }, nixlMetadataEndpoint: null });
   const child = spawn(process.execPath, [MAIN, "--port", "0", "--time-scale", "20", "--kv-bytes-per-block", String(BYTES_PER_BLOCK), ...flags.args, ...extraArgs], {
     stdio: ["ignore", "pipe", "pipe"],

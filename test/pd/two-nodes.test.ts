@@ -53,7 +53,7 @@ function netDown(): void {
 
 /** One sim engine in a namespace: HTTP on every address of that node, side channel on the A–B link. */
 async function startIn(ns: string, role: "prefill" | "decode", httpPort: number, sideChannelPort: number, advertise: string): Promise<void> {
-  const pd = { min_prefill_tokens: 0, nixl_metadata: "none", kv_load_failure_policy: "fail", prefill_queue_max: 8 } as const;
+  const pd = { min_prefill_tokens: 0, nixl_metadata: "none", nixl_metadata_host: "127.0.0.1", nixl_metadata_idle_timeout_ms: 0, kv_load_failure_policy: "fail", prefill_queue_max: 8 } as const;
   const f = pdEngineFlags({ kind: "sim", role, pd, advertise, ports: { sideChannel: { port: sideChannelPort, span: 1 } }, nixlMetadataEndpoint: null });
   const child = spawn("ip", ["netns", "exec", ns, process.execPath, MAIN, "--host", "0.0.0.0", "--port", String(httpPort), "--time-scale", "20", "--kv-bytes-per-block", "65536", ...f.args], {
     stdio: ["ignore", "pipe", "pipe"],

@@ -57,7 +57,7 @@ describe("kv_tier config", () => {
   test("the old reserved form `kv_tier: {}` still means off", () => {
     const r = parse("kv_tier: {}\n");
     expect(r.findings).toEqual([]);
-    expect(r.config!.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [] });
+    expect(r.config!.kv_tier).toEqual({ cpu: null, ssd: null, resp: null, shared_dirs: [], thread: "worker" });
   });
 });
 

@@ -28,7 +28,8 @@ export const sim: EngineDriver = {
     if (model.path && model.path !== model.name) argv.push("--model-path", model.path);
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (model.tokenizer) argv.push("--tokenizer", model.tokenizer);
-    for (const a of model.lora_adapters) argv.push("--lora-modules", `${a.name}=${a.path}`);
+    // On-demand adapters are loaded at run time (src/frontend/lora.ts), as with vLLM.
+    for (const a of model.lora_adapters) if (!a.on_demand) argv.push("--lora-modules", `${a.name}=${a.path}`);
     if (input.sleepMode) argv.push("--enable-sleep-mode");
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);
@@ -40,6 +41,7 @@ export const sim: EngineDriver = {
     // Lets a sim engine notice that its herd died (SIGKILL) and stop, instead of lingering. An entry
     // may set it to "" to behave like a real engine (tests of the orphan sweep and recover do).
     if (!("HERD_SUPERVISOR_PID" in entry.env)) s.env.HERD_SUPERVISOR_PID = String(process.pid);
+    if (model.lora_adapters.some((a) => a.on_demand)) s.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING = "True";
     return s;
   },
   health: httpOk,

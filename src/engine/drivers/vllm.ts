@@ -54,8 +54,17 @@ export const vllm: EngineDriver = {
     if (entry.gpu_memory_utilization > 0) argv.push("--gpu-memory-utilization", String(entry.gpu_memory_utilization));
     if (model.max_model_len > 0) argv.push("--max-model-len", String(model.max_model_len));
     if (input.gpus.length > 1) argv.push("--tensor-parallel-size", String(input.gpus.length));
-    // LoRA adapters: served under their own names (vllm/entrypoints/openai/cli_args.py --lora-modules name=path).
-    if (model.lora_adapters.length > 0) argv.push("--enable-lora", "--max-loras", String(model.lora_adapters.length), "--lora-modules", ...model.lora_adapters.map((a) => `${a.name}=${a.path}`));
+    // LoRA adapters: served under their own names (vllm/entrypoints/openai/cli_args.py --lora-modules
+    // name=path); on-demand ones are loaded at run time by herd (src/frontend/lora.ts) through
+    // /v1/load_lora_adapter, which vLLM mounts only with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True.
+    const fixed = model.lora_adapters.filter((a) => !a.on_demand);
+    const onDemand = model.lora_adapters.length > fixed.length;
+    const env: Record<string, string> = input.sleepMode ? { VLLM_SERVER_DEV_MODE: "1" } : {};
+    if (model.lora_adapters.length > 0) {
+      argv.push("--enable-lora", "--max-loras", String(fixed.length + (onDemand ? (input.maxOnDemandLoras ?? 4) : 0)));
+      if (fixed.length > 0) argv.push("--lora-modules", ...fixed.map((a) => `${a.name}=${a.path}`));
+      if (onDemand) env.VLLM_ALLOW_RUNTIME_LORA_UPDATING = "True";
+    }
     const kv = kvBindJson(input, true);
     if (kv) argv.push("--kv-events-config", kv.json);
     // herd stops routing, waits drain_timeout_ms, then SIGTERMs: the engine may finish what is left
@@ -64,7 +73,7 @@ export const vllm: EngineDriver = {
     argv.push("--disable-access-log-for-endpoints", QUIET_ENDPOINTS);
     if (input.sleepMode) argv.push("--enable-sleep-mode");
     // The sleep endpoints are only mounted in the server's dev mode.
-    return makeSpec(input, argv, model.name, kv?.spec, input.sleepMode ? { VLLM_SERVER_DEV_MODE: "1" } : undefined);
+    return makeSpec(input, argv, model.name, kv?.spec, Object.keys(env).length > 0 ? env : undefined);
   },
   health: httpOk,
   metrics: {

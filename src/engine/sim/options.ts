@@ -17,6 +17,11 @@ export interface SimEngineOptions {
   modelPath: string | null;
   /** vLLM's --lora-modules: adapters served beside the base model (a request names one as its model). */
   loraModules: { name: string; path: string }[];
+  /**
+   * POST /v1/load_lora_adapter and /v1/unload_lora_adapter are served (vLLM mounts them only with
+   * VLLM_ALLOW_RUNTIME_LORA_UPDATING=True; the sim reads the same variable at start).
+   */
+  runtimeLora: boolean;
   /** Directory with tokenizer.json (+ tokenizer_config.json); null = built-in fallback tokenizer. */
   tokenizer: string | null;
   blockSize: number;
@@ -101,6 +106,7 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   model: "sim",
   modelPath: null,
   loraModules: [],
+  runtimeLora: false,
   tokenizer: null,
   blockSize: 16,
   kvBlocks: 24_700,

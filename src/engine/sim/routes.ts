@@ -11,6 +11,8 @@ import { type SimEngineOptions, VLLM_VERSION } from "./options.ts";
 import type { OutputVocabulary } from "./output.ts";
 import type { SimPd } from "./pd.ts";
 import type { SchedulerStats, SimScheduler } from "./scheduler.ts";
+import { embeddings, rerank, score, type PoolingCtx } from "./pooling.ts";
+import { asResponses, responsesAsChat } from "./responses.ts";
 
 export interface SimEngineStats extends SchedulerStats {
   /** Generation requests received (what the fault knobs count). */
@@ -117,9 +119,64 @@ export class SimRoutes {
       case "/v1/completions":
         want(req, "POST");
         return this.generation("completion", req);
+      case "/v1/load_lora_adapter":
+      case "/v1/unload_lora_adapter":
+        if (!o.runtimeLora) return json(404, { detail: "Not Found" });
+        want(req, "POST");
+        return this.runtimeLora(path === "/v1/load_lora_adapter", await readJson(req));
+      case "/v1/responses":
+        want(req, "POST");
+        return this.generation("responses", req);
+      case "/v1/embeddings":
+      case "/pooling":
+        want(req, "POST");
+        return this.pooling((b) => embeddings(b, this.poolingCtx(), path === "/pooling" ? "pooling" : "embedding"), req);
+      case "/v1/score":
+      case "/score":
+        want(req, "POST");
+        return this.pooling((b) => score(b, this.poolingCtx()), req);
+      case "/v1/rerank":
+      case "/rerank":
+      case "/v2/rerank":
+        want(req, "POST");
+        return this.pooling((b) => rerank(b, this.poolingCtx()), req);
       default:
         return json(404, { detail: "Not Found" });
     }
+  }
+
+  private poolingCtx(): PoolingCtx {
+    return { served: this.e.o.model, tokenizer: this.e.tokenizer, maxModelLen: this.e.maxModelLen };
+  }
+
+  /** A pooling request: no decode, answered at once (the sim models no pooling cost); faults apply. */
+  private async pooling(answer: (body: unknown) => unknown, req: Request): Promise<Response> {
+    if (this.dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
+    if (this.asleep) return json(503, errorBody(503, "The engine is sleeping (POST /wake_up first)"));
+    return json(200, answer(await readJson(req)));
+  }
+
+  /**
+   * vLLM's runtime LoRA updates (serving_models.py load_lora_adapter / unload_lora_adapter): 200
+   * with a plain-text "Success: …", 400 for an adapter already loaded, 404 for one not loaded.
+   */
+  private runtimeLora(load: boolean, body: unknown): Response {
+    const { o, log } = this.e;
+    const b = (body ?? {}) as { lora_name?: unknown; lora_path?: unknown };
+    if (typeof b.lora_name !== "string" || b.lora_name === "") throw new HerdError(400, "invalid_request_error", "lora_name must be a non-empty string", "invalid_value", "lora_name");
+    const name = b.lora_name;
+    const i = o.loraModules.findIndex((l) => l.name === name);
+    if (load) {
+      if (typeof b.lora_path !== "string" || b.lora_path === "") throw new HerdError(400, "invalid_request_error", "lora_path must be a non-empty string", "invalid_value", "lora_path");
+      if (i >= 0) throw new HerdError(400, "invalid_request_error", `The lora adapter '${name}' has already been loaded.`, "invalid_value");
+      o.loraModules = [...o.loraModules, { name, path: b.lora_path }];
+      log(`INFO ${ts()} [serving_models.py] Loaded new LoRA adapter: name '${name}', path '${b.lora_path}'`);
+      return new Response(`Success: LoRA adapter '${name}' added successfully.`, { status: 200 });
+    }
+    if (i < 0) throw new HerdError(404, "not_found_error", `The lora adapter '${name}' cannot be found.`, "model_not_found");
+    o.loraModules = o.loraModules.filter((l) => l.name !== name);
+    log(`INFO ${ts()} [serving_models.py] Removed LoRA adapter: name '${name}'`);
+    return new Response(`Success: LoRA adapter '${name}' removed successfully.`, { status: 200 });
   }
 
   private tokenize(body: unknown): Response {
@@ -167,14 +224,18 @@ export class SimRoutes {
     return new Response(null, { status: 200 });
   }
 
-  private async generation(endpoint: "chat" | "completion", req: Request): Promise<Response> {
+  private async generation(kind: "chat" | "completion" | "responses", req: Request): Promise<Response> {
     const { o, tokenizer, pd, log } = this.e;
     const n = ++this.requests;
     if (this.dead) return json(500, errorBody(500, "EngineCore has failed (simulated crash)"));
     if (this.asleep) return json(503, errorBody(503, "The engine is sleeping (POST /wake_up first)"));
     if (o.failAfter !== null && n > o.failAfter) return json(500, errorBody(500, `simulated failure: request ${n} after --fail-after ${o.failAfter}`));
     if (o.hangAfter !== null && n > o.hangAfter) return this.hang(req);
-    const body = await readJson(req);
+    let body = await readJson(req);
+    // /v1/responses runs as the chat request it stands for, its answer reshaped (responses.ts).
+    const asked = kind === "responses" ? responsesAsChat(body, o.model) : null;
+    if (asked) body = asked.chat;
+    const endpoint = kind === "responses" ? "chat" : kind;
     const g = parseGeneration(endpoint, body, o.model, tokenizer, o.loraModules.map((l) => l.name));
     const ctx = this.generateContext(o.crashAfter !== null && n === o.crashAfter + 1);
     let hooks: PdHooks = {};
@@ -184,7 +245,8 @@ export class SimRoutes {
       hooks = prep.hooks;
     }
     try {
-      return await generate(ctx, g, req.signal, hooks);
+      const answer = await generate(ctx, g, req.signal, hooks);
+      return asked ? await asResponses(answer, asked.head, asked.stream) : answer;
     } catch (e) {
       hooks.onDone?.();
       throw e;

@@ -53,6 +53,8 @@ function defaultHashSeed(): bigint {
 
 export async function startSimEngine(opts: StartSimEngineOptions = {}): Promise<SimEngine> {
   const o = resolveOptions(opts);
+  // vLLM's envs.py: VLLM_ALLOW_RUNTIME_LORA_UPDATING is true for "1" or "true" (any case).
+  if (opts.runtimeLora === undefined && /^(1|true)$/i.test(process.env.VLLM_ALLOW_RUNTIME_LORA_UPDATING ?? "")) o.runtimeLora = true;
   const log = opts.log ?? (() => {});
   const clock: Clock = new RealClock();
   const tokenizer = await loadTokenizer(o.tokenizer);

@@ -1,5 +1,5 @@
 // Every filter, defined once. The Router runs BASE_FILTERS on every request (model → state `ready`
-// → role (`aggregated` unless the request or its leg preset names one) → not excluded after a failure; each removal listed in `decision.filtered`,
+// → role (`aggregated` unless the request or its leg preset names one) → pinned worker → not excluded after a failure; each removal listed in `decision.filtered`,
 // nothing left = 503); a pipeline's configured filters (router.pipeline.filters) then run as
 // guards, each skipped when it would drop every worker. `healthy` is the state filter under its
 // pipeline name. `overload` is SGLang's imbalance guard (docs/references.md#routers-6) as a filter: the cluster is
@@ -44,6 +44,9 @@ export const roleFilter = perWorker("role", { role: true }, (w, f) => {
 });
 
 /** A retry never goes back to a worker that already failed this request. */
+/** A request pinned to one worker (RouteRequest.worker: an on-demand LoRA adapter's engine) goes nowhere else. */
+export const pinnedFilter = perWorker("pinned", {}, (w, f) => f.req.worker === undefined || w.id === f.req.worker);
+
 export const excludedFilter = perWorker("excluded", {}, (w, f) => !f.req.exclude.has(w.id));
 
 export function overloadFilter(cfg: OverloadGuardConfig): Filter {
@@ -68,4 +71,4 @@ export function kvHeadroomFilter(cfg: KvHeadroomConfig): Filter {
 }
 
 /** The model filter comes first so `decision.filtered` lists only the model's own workers. */
-export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, excludedFilter];
+export const BASE_FILTERS: readonly Filter[] = [modelFilter, stateFilter, roleFilter, pinnedFilter, excludedFilter];

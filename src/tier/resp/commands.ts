@@ -5,17 +5,53 @@
 // its CLIENT SETINFO). Everything else is "-ERR unknown command", worded as Redis 7 words it.
 // Checks run in Redis' order: command exists, arity, then authentication.
 
+// Keys are bounded (`keyBytesMax`, issue 22 row 9: a 100 MiB key grew the catalog by GBs); the parser
+// refuses an oversized key as it arrives (argBytesMax), an inline command's here.
+
 import type { TierStore } from "../store.ts";
-import { latin1 } from "./parser.ts";
+import { type ArgBytesMax, latin1 } from "./parser.ts";
 
 export interface Session {
   authed: boolean;
+  /** Failed AUTH attempts on this connection (the server delays the next command after each). */
+  authFailures: number;
 }
 
 export interface CommandContext {
   store: TierStore;
   /** undefined = no password: every client is authenticated (loopback default). */
   password: string | undefined;
+  /** Longest key accepted, bytes. */
+  keyBytesMax: number;
+}
+
+/** Default key bound: LMCache's keys (`fmt@model@world@worker@hash`, plus a redis:// suffix) are < 300 bytes. */
+export const KEY_BYTES_MAX = 1024;
+/** Arguments that are neither keys nor values (PING's message, SET options, AUTH, an unknown command's). */
+const SMALL_ARG_BYTES = 64 * 1024;
+const UNKNOWN_ARG_BYTES = 1024;
+
+/** Per-position argument bounds for the parser: keys ≤ keyBytesMax, a SET value ≤ maxBulk, an unknown
+ * command's arguments ≤ 1 KiB (its error quotes 128 bytes of them). */
+export function argBytesMax(keyBytesMax: number, maxBulkBytes: number): ArgBytesMax {
+  return (name, i) => {
+    if (i === 0 || !name) return SMALL_ARG_BYTES;
+    switch (name.length <= 6 ? latin1(name).toLowerCase() : "") {
+      case "get":
+      case "exists":
+      case "del":
+        return keyBytesMax;
+      case "set":
+        return i === 1 ? keyBytesMax : i === 2 ? maxBulkBytes : SMALL_ARG_BYTES;
+      case "auth":
+      case "ping":
+      case "select":
+      case "quit":
+        return SMALL_ARG_BYTES;
+      default:
+        return UNKNOWN_ARG_BYTES;
+    }
+  };
 }
 
 export type Reply = { chunks: Uint8Array[]; close?: boolean };
@@ -48,6 +84,9 @@ export function execute(args: Uint8Array[], s: Session, ctx: CommandContext): Re
   }
   if (!s.authed && !NO_AUTH_NEEDED.has(name)) return err("NOAUTH Authentication required.");
   const key = () => latin1(args[1]!);
+  if (name !== "auth" && name !== "ping" && name !== "select" && args.slice(1).some((a, i) => a.length > ctx.keyBytesMax && !(name === "set" && i > 0))) {
+    return err(`ERR key longer than ${ctx.keyBytesMax} bytes (kv_tier.resp.key_max_bytes)`);
+  }
   switch (name) {
     case "auth":
       return auth(args, s, ctx);
@@ -88,6 +127,7 @@ function auth(args: Uint8Array[], s: Session, ctx: CommandContext): Reply {
     s.authed = true;
     return OK;
   }
+  s.authFailures++;
   return err("WRONGPASS invalid username-password pair or user is disabled.");
 }
 

@@ -6,6 +6,11 @@
 // count string". Every protocol error is final: the server replies and closes.
 // A bulk's bytes are copied once, straight into a buffer of its declared size (allocated when the
 // header arrives, which the limits above bound).
+// Beyond Redis (issue 22): the arguments of one command count against `commandBytesMax` as they
+// arrive (Redis keeps an unknown command's 25 × 64 MiB arguments until the last one is in), and a
+// `$N` header is refused at once when N is over what the command may use at that position (`argBytesMax`:
+// the server says a GET's key may be 1 KiB, an unknown command's arguments ≤ 1 KiB), so no buffer
+// of N bytes is ever allocated for it.
 
 export interface RespLimits {
   maxInlineBytes: number;
@@ -13,7 +18,12 @@ export interface RespLimits {
   maxBulkBytes: number;
   unauthMultibulk: number;
   unauthBulkBytes: number;
+  /** Sum of one command's argument bytes (default: maxBulkBytes + 1 MiB). */
+  commandBytesMax?: number;
 }
+
+/** The most bytes argument `index` may have, given the command's name (undefined while index is 0). */
+export type ArgBytesMax = (name: Uint8Array | undefined, index: number) => number;
 
 export const REDIS_LIMITS: RespLimits = {
   maxInlineBytes: 64 * 1024,
@@ -43,17 +53,28 @@ export class RespReader {
   private bulk: Uint8Array | undefined;
   private bulkFilled = 0;
   private failed = false;
+  /** Bytes of the complete arguments of the multibulk in progress. */
+  private argsBytes = 0;
+  private readonly commandMax: number;
   private readonly scratch: (Uint8Array | undefined)[] = [];
 
   constructor(
     private readonly limits: RespLimits,
     /** True while the client must still authenticate (limits apply). */
     private readonly authRequired: () => boolean,
-  ) {}
+    private readonly argMax: ArgBytesMax = () => limits.maxBulkBytes,
+  ) {
+    this.commandMax = limits.commandBytesMax ?? limits.maxBulkBytes + (1 << 20);
+  }
 
-  /** Bytes held but not yet parsed (including a partly received bulk). */
+  /** Bytes held for commands not yet returned: unparsed input, complete arguments, a partial bulk. */
   get bufferedBytes(): number {
-    return this.end - this.start + this.bulkFilled;
+    return this.end - this.start + this.argsBytes + this.bulkFilled;
+  }
+
+  /** Unparsed input bytes only (what arrived beyond the command being assembled). */
+  get unparsedBytes(): number {
+    return this.end - this.start;
   }
 
   push(chunk: Uint8Array): void {
@@ -134,6 +155,7 @@ export class RespReader {
     if (n <= 0) return "skip";
     this.argsLeft = n;
     this.args = [];
+    this.argsBytes = 0;
     return "done";
   }
 
@@ -147,6 +169,9 @@ export class RespReader {
     const n = parseInteger(l.text.slice(1));
     if (n === undefined || n < 0 || n > this.limits.maxBulkBytes) return this.fail("invalid bulk length");
     if (n > this.limits.unauthBulkBytes && this.authRequired()) return this.fail("unauthenticated bulk length");
+    const i0 = this.args.length;
+    if (n > this.argMax(this.args[0], i0)) return this.fail(`argument ${i0} of ${n} bytes is over this command's bound`);
+    if (this.argsBytes + n > this.commandMax) return this.fail(`command over the ${this.commandMax}-byte input bound`);
     // Large bulks land in a per-argument scratch buffer reused across commands: allocating a fresh
     // MiB-sized buffer per SET made garbage collection the bottleneck. Not zero-filled: every byte
     // is written before the bulk is used.
@@ -174,6 +199,7 @@ export class RespReader {
     // Redis does not check the two bytes after a bulk either; it skips them.
     this.start += 2;
     this.args.push(b);
+    this.argsBytes += b.length;
     this.bulk = undefined;
     this.bulkFilled = 0;
     this.argsLeft--;
@@ -183,6 +209,7 @@ export class RespReader {
   private emit(): Parsed {
     const args = this.args;
     this.args = [];
+    this.argsBytes = 0;
     return { args, inline: false };
   }
 

@@ -1,70 +1,46 @@
-// RESP2 server over Bun.listen. Per connection: a RespReader, an auth flag, and an output queue.
-// Bounds: replies are written at once when the socket takes them; what it does not take is queued
-// (copied: a GET reply may be a view into shared memory), and while more than `outputSoftBytes` is
-// queued the connection stops executing commands (its input stays buffered, itself bounded by
-// `inputMaxBytes`); a client whose queue passes `outputHardBytes` is closed, like Redis'
-// client-output-buffer-limit. Connections beyond `maxClients` are closed on accept.
-// HTTP-looking input ("GET / HTTP/1.1", POST, Host:) closes the connection without a reply.
-// With a `remote` source (peer fetch, issue 14: the daemon wires src/cluster/peer-tier.ts), a GET or
-// EXISTS that misses locally asks it asynchronously. The connection goes on executing its pipelined
-// commands (a client's EXISTS/GET runs are looked up in parallel) but replies leave in command order:
-// a reply behind a pending lookup waits in the connection's slots (≤ PIPELINE_SLOTS_MAX, then it stops
-// reading). A reply is what the store held when the command ran plus what the lookup found. One
-// lookup per key at a time across clients; at most `remoteMax` keys are looked up at once, and a key
-// over the bound, or one the lookup does not find, is a miss ($-1 / :0), never an error.
+// RESP2 server over Bun.listen. Per connection: a RespReader, an auth flag, and an OutQueue.
+// Bounds (issue 22 rows 5–8):
+// - Commands run in slices of at most `sliceCommands` commands / SLICE_BYTES bytes; a connection
+//   with more pipelined input continues on the next turn of the event loop (clock.immediate), so
+//   one client pipelining 1.5M PINGs cannot hold the loop for seconds.
+// - A connection that cannot execute its next command (slice used up, output backed up, AUTH delay,
+//   replies waiting behind a remote lookup, the total output bound) stops reading its socket
+//   (pause(): TCP backpressure on the client) instead of buffering its input.
+// - Input held for one connection — unparsed bytes plus the arguments of the command being
+//   assembled — is bounded by the parser (commandBytesMax, per-argument bounds) and `inputMaxBytes`.
+// - While more than `outputSoftBytes` is queued for a connection it executes nothing; past
+//   `outputHardBytes` it is closed (Redis' client-output-buffer-limit). Across all connections,
+//   while more than `outputTotalBytes` is queued no connection executes a command; they resume when
+//   a drain brings the total back under it.
+// - A failed AUTH delays that connection's next command (authDelayMs doubling per failure up to
+//   authDelayMaxMs) and is counted (stats.auth_failures). An unauthenticated connection is closed
+//   after `authTimeoutMs`, any connection after `idleTimeoutMs` without input or output progress.
+// Connections beyond `maxClients` are closed on accept. HTTP-looking input ("GET / HTTP/1.1", POST,
+// Host:) closes the connection without a reply.
+// With a `remote` source (remote.ts) a local GET/EXISTS miss is looked up asynchronously; the
+// connection goes on executing its pipelined commands but replies leave in command order: a reply
+// behind a pending lookup waits in the connection's slots (≤ PIPELINE_SLOTS_MAX, then it stops).
 
 import type { Socket, TCPSocketListener } from "bun";
-import type { TierStore } from "../store.ts";
-import { type CommandContext, HTTP_COMMANDS, type Reply, type Session, bulk, err, execute, int } from "./commands.ts";
+import { type Clock, RealClock, type TimerHandle } from "../../core/clock.ts";
+import { type CommandContext, HTTP_COMMANDS, KEY_BYTES_MAX, type Reply, type Session, argBytesMax, err, execute } from "./commands.ts";
+import { OutQueue, OutputBudget } from "./output.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
+import { type RespServerOptions, type RespStats, newRespStats } from "./options.ts";
+import { REMOTE_LOOKUPS_MAX, RemoteLookups } from "./remote.ts";
 
-export interface RespServerOptions {
-  host: string;
-  port: number;
-  store: TierStore;
-  password?: string;
-  limits?: Partial<RespLimits>;
-  maxClients?: number;
-  outputSoftBytes?: number;
-  outputHardBytes?: number;
-  /** Where a local miss is looked up (other nodes' tiers); it stores what it finds into `store` itself. */
-  remote?: RemoteTierSource;
-  /** Remote lookups in flight across all clients (default REMOTE_LOOKUPS_MAX); over it a miss is a miss. */
-  remoteMax?: number;
-}
+export { REMOTE_LOOKUPS_MAX, type RemoteTierSource } from "./remote.ts";
+export type { RespServerOptions, RespStats } from "./options.ts";
 
-export interface RemoteTierSource {
-  /** False when there is nobody to ask (the command then runs synchronously, as without a source). */
-  available(): boolean;
-  /** The object or null (a miss); never rejects. */
-  get(key: string): Promise<Uint8Array | null>;
-}
-
-export const REMOTE_LOOKUPS_MAX = 64;
 /** Replies one connection may hold behind a pending lookup before it stops executing commands. */
 export const PIPELINE_SLOTS_MAX = 1024;
-
-export interface RespStats {
-  connections: number;
-  clients: number;
-  commands: number;
-  protocol_errors: number;
-  http_closed: number;
-  output_overflow_closed: number;
-  rejected_clients: number;
-  /** Most output ever queued for one client (bounded by the soft limit plus one reply). */
-  output_peak_bytes: number;
-  /** Local misses looked up remotely (counted when asked), found, not found, and refused over `remoteMax`. */
-  remote_lookups: number;
-  remote_hits: number;
-  remote_misses: number;
-  remote_rejected: number;
-}
+export const SLICE_COMMANDS = 1024;
+/** Argument plus reply bytes one connection handles per slice (a few 16 MiB SETs at most). */
+const SLICE_BYTES = 32 * 1024 * 1024;
 
 interface Conn extends Session {
   reader: RespReader;
-  out: Uint8Array[];
-  outBytes: number;
+  out: OutQueue;
   closing: boolean;
   /** Replies in command order while a remote lookup ahead of them runs (null: still looking). */
   slots: { reply: Reply | null }[];
@@ -72,35 +48,60 @@ interface Conn extends Session {
   slotBytes: number;
   /** A QUIT (or other closing reply) is queued in the slots: execute nothing more. */
   quitting: boolean;
+  /** A timer that runs this connection later (slice continuation, AUTH delay). */
+  later: TimerHandle | null;
+  paused: boolean;
+  openedMs: number;
+  activeMs: number;
 }
 
-const NIL: Reply = { chunks: [new TextEncoder().encode("$-1\r\n")] };
+
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
 
 export class RespServer {
-  readonly stats: RespStats = { connections: 0, clients: 0, commands: 0, protocol_errors: 0, http_closed: 0, output_overflow_closed: 0, rejected_clients: 0, output_peak_bytes: 0, remote_lookups: 0, remote_hits: 0, remote_misses: 0, remote_rejected: 0 };
-  /** Keys being looked up remotely, shared by every client that misses them meanwhile. */
-  private readonly lookups = new Map<string, Promise<Uint8Array | null>>();
+  readonly stats: RespStats = newRespStats();
   private listener: TCPSocketListener<Conn> | undefined;
   private readonly limits: RespLimits;
   private readonly ctx: CommandContext;
   private readonly soft: number;
   private readonly hard: number;
   private readonly inputMax: number;
+  private readonly budget: OutputBudget;
+  private readonly remote: RemoteLookups;
+  private readonly clock: Clock;
+  private readonly open = new Set<Socket<Conn>>();
+  /** Connections stopped by the total output bound. */
+  private readonly waiting = new Set<Socket<Conn>>();
+  private sweep: TimerHandle | undefined;
 
   constructor(private readonly opts: RespServerOptions) {
     if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(opts.host) && opts.password === undefined) {
       throw new Error(`RESP server on ${opts.host}: a non-loopback listener requires a password (kv_tier.resp.password_file)`);
     }
     this.limits = { ...REDIS_LIMITS, ...opts.limits };
-    this.ctx = { store: opts.store, password: opts.password };
+    this.ctx = { store: opts.store, password: opts.password, keyBytesMax: opts.keyBytesMax ?? KEY_BYTES_MAX };
     this.soft = opts.outputSoftBytes ?? 8 * 1024 * 1024;
     this.hard = opts.outputHardBytes ?? 64 * 1024 * 1024 + this.limits.maxBulkBytes;
-    this.inputMax = this.limits.maxBulkBytes + this.limits.maxInlineBytes * 2;
+    this.inputMax = opts.inputMaxBytes ?? (this.limits.commandBytesMax ?? this.limits.maxBulkBytes + (1 << 20)) + (1 << 20);
+    this.budget = new OutputBudget(opts.outputTotalBytes ?? 256 * 1024 * 1024);
+    this.remote = new RemoteLookups(opts.store, opts.remote, opts.remoteMax ?? REMOTE_LOOKUPS_MAX, this.stats);
+    this.clock = opts.clock ?? new RealClock();
   }
 
   get port(): number {
     return this.listener?.port ?? 0;
+  }
+
+  /** Output queued across all connections now. */
+  get queuedBytes(): number {
+    return this.budget.queuedBytes;
+  }
+
+  /** Input held across all connections now (tests, figures). */
+  get heldInputBytes(): number {
+    let n = 0;
+    for (const s of this.open) n += s.data.reader.bufferedBytes;
+    return n;
   }
 
   start(): void {
@@ -108,38 +109,46 @@ export class RespServer {
       hostname: this.opts.host,
       port: this.opts.port,
       socket: {
-        open: (s) => this.open(s),
+        open: (s) => this.onOpen(s),
         data: (s, d) => this.data(s, d),
         drain: (s) => this.drain(s),
-        close: (s) => {
-          s.data.closing = true;
-          this.stats.clients--;
-        },
+        close: (s) => this.onClose(s),
         error: () => {},
       },
     });
+    const timeouts = [this.opts.idleTimeoutMs ?? 0, this.opts.authTimeoutMs ?? 0].filter((t) => t > 0);
+    if (timeouts.length > 0) this.sweepEvery(Math.max(10, Math.min(...timeouts) / 4));
   }
 
   stop(): void {
+    this.sweep?.cancel();
+    this.sweep = undefined;
+    for (const s of this.open) s.data.later?.cancel();
     this.listener?.stop(true);
     this.listener = undefined;
   }
 
-  private open(s: Socket<Conn>): void {
+  private onOpen(s: Socket<Conn>): void {
     this.stats.connections++;
     this.stats.clients++;
+    const now = this.clock.now();
     const conn: Conn = {
       authed: this.opts.password === undefined,
+      authFailures: 0,
       reader: undefined as unknown as RespReader,
-      out: [],
-      outBytes: 0,
+      out: new OutQueue(this.budget),
       closing: false,
       slots: [],
       slotBytes: 0,
       quitting: false,
+      later: null,
+      paused: false,
+      openedMs: now,
+      activeMs: now,
     };
-    conn.reader = new RespReader(this.limits, () => !conn.authed);
+    conn.reader = new RespReader(this.limits, () => !conn.authed, argBytesMax(this.ctx.keyBytesMax, this.limits.maxBulkBytes));
     s.data = conn;
+    this.open.add(s);
     if (this.stats.clients > (this.opts.maxClients ?? 1024)) {
       this.stats.rejected_clients++;
       this.reply(s, err("ERR max number of clients reached"));
@@ -147,56 +156,135 @@ export class RespServer {
     }
   }
 
+  private onClose(s: Socket<Conn>): void {
+    const c = s.data;
+    c.closing = true;
+    c.later?.cancel();
+    c.later = null;
+    this.stats.clients--;
+    this.open.delete(s);
+    this.waiting.delete(s);
+    c.out.clear();
+    this.budget.queuedBytes -= c.slotBytes;
+    c.slotBytes = 0;
+    this.wakeWaiting();
+  }
+
   private data(s: Socket<Conn>, d: Uint8Array): void {
     const c = s.data;
     if (c.closing) return;
+    c.activeMs = this.clock.now();
     c.reader.push(d);
     this.run(s);
-    if (!c.closing && c.reader.bufferedBytes > this.inputMax) this.close(s);
+    if (!c.closing && c.reader.bufferedBytes > this.inputMax) {
+      this.reply(s, err("ERR input over the connection's bound"));
+      this.close(s);
+    }
   }
 
   private run(s: Socket<Conn>): void {
     const c = s.data;
-    while (!c.closing && !c.quitting && c.slots.length < PIPELINE_SLOTS_MAX && c.outBytes + c.slotBytes <= this.soft) {
+    if (c.later || c.closing) return this.setPaused(s, true);
+    let cmds = this.opts.sliceCommands ?? SLICE_COMMANDS;
+    let bytes = SLICE_BYTES;
+    let blocked = true;
+    for (;;) {
+      if (c.closing || c.quitting || c.slots.length >= PIPELINE_SLOTS_MAX || c.out.bytes + c.slotBytes > this.soft) break;
+      if (this.budget.over) {
+        this.waiting.add(s);
+        break;
+      }
+      if (cmds <= 0 || bytes <= 0) {
+        this.runLater(s, 0);
+        break;
+      }
       const p = c.reader.next();
-      if (!p) return;
+      if (!p) {
+        blocked = false;
+        break;
+      }
+      cmds--;
       if ("error" in p) {
         this.stats.protocol_errors++;
-        if (c.slots.length > 0) return this.hold(c, err(`ERR ${p.error}`, true));
+        if (c.slots.length > 0) {
+          this.hold(c, err(`ERR ${p.error}`, true));
+          break;
+        }
         this.reply(s, err(`ERR ${p.error}`));
-        return this.close(s);
+        this.close(s);
+        break;
       }
+      for (const a of p.args) bytes -= a.length;
       const name = latin1(p.args[0]!.subarray(0, 8)).toLowerCase();
-      if (HTTP_COMMANDS.has(name) || (p.inline && HTTP_LINE.test(p.args.map(latin1).join(" ")))) {
+      if (HTTP_COMMANDS.has(name) || (p.inline && p.args.length === 3 && HTTP_LINE.test(p.args.map(latin1).join(" ")))) {
         this.stats.http_closed++;
-        return this.close(s);
+        this.close(s);
+        break;
       }
       this.stats.commands++;
-      const later = c.authed ? this.lookupRemote(name, p.args) : null;
+      const later = c.authed ? this.remote.lookup(name, p.args) : null;
       if (later) {
         const slot: { reply: Reply | null } = { reply: null };
         c.slots.push(slot);
         void later.then((r) => {
           slot.reply = r;
-          for (const b of r.chunks) c.slotBytes += b.length;
+          for (const b of r.chunks) this.addSlotBytes(c, b.length);
           this.flushSlots(s);
         });
         continue;
       }
+      const failures = c.authFailures;
       const r = execute(p.args, c, this.ctx);
-      if (c.slots.length > 0) {
-        this.hold(c, r);
-        continue;
+      for (const b of r.chunks) bytes -= b.length;
+      if (c.slots.length > 0) this.hold(c, r);
+      else this.reply(s, r);
+      if (r.close && c.slots.length === 0) {
+        this.close(s);
+        break;
       }
-      this.reply(s, r);
-      if (r.close) return this.close(s);
+      if (c.authFailures > failures) {
+        this.stats.auth_failures++;
+        const base = this.opts.authDelayMs ?? 50;
+        this.runLater(s, Math.min(this.opts.authDelayMaxMs ?? 5000, base * 2 ** Math.min(20, c.authFailures - 1)));
+        break;
+      }
     }
+    c.out.flush(s);
+    this.peaks(c);
+    this.setPaused(s, blocked);
+  }
+
+  /** Stop reading while the connection cannot execute (its client feels TCP backpressure). */
+  private setPaused(s: Socket<Conn>, paused: boolean): void {
+    const c = s.data;
+    if (c.paused === paused || c.closing) return;
+    // pause() stops reading the socket: the client sees TCP backpressure rather than herd buffering.
+    c.paused = paused;
+    if (paused) {
+      s.pause();
+      this.stats.input_paused++;
+    } else s.resume();
+  }
+
+  private runLater(s: Socket<Conn>, ms: number): void {
+    const c = s.data;
+    c.later?.cancel();
+    const go = () => {
+      c.later = null;
+      this.run(s);
+    };
+    c.later = ms <= 0 && this.clock.immediate ? this.clock.immediate(go) : this.clock.setTimer(ms, go);
+  }
+
+  private addSlotBytes(c: Conn, n: number): void {
+    c.slotBytes += n;
+    this.budget.queuedBytes += n;
   }
 
   /** A reply behind a pending lookup: kept as a copy (a GET reply may be a view into shared memory). */
   private hold(c: Conn, r: Reply): void {
     const chunks = r.chunks.map((b) => b.slice());
-    for (const b of chunks) c.slotBytes += b.length;
+    for (const b of chunks) this.addSlotBytes(c, b.length);
     c.slots.push({ reply: { chunks, ...(r.close ? { close: true } : {}) } });
     if (r.close) c.quitting = true;
   }
@@ -207,104 +295,75 @@ export class RespServer {
     if (c.closing) return;
     while (c.slots.length > 0 && c.slots[0]!.reply) {
       const r = c.slots.shift()!.reply!;
-      for (const b of r.chunks) c.slotBytes -= b.length;
+      for (const b of r.chunks) this.addSlotBytes(c, -b.length);
       this.reply(s, r);
-      if (r.close) return this.close(s);
-    }
-    if (c.slots.length === 0 || !c.quitting) this.run(s);
-  }
-
-  /**
-   * GET/EXISTS with local misses and a remote source: a promise of the reply (never rejecting), or
-   * null to run the command locally (no source, nothing missing, nobody to ask, not authenticated).
-   */
-  private lookupRemote(name: string, args: Uint8Array[]): Promise<Reply> | null {
-    const remote = this.opts.remote;
-    if (!remote || (name !== "get" && name !== "exists") || args.length < 2 || (name === "get" && args.length !== 2)) return null;
-    const keys = args.slice(1).map(latin1);
-    const present = new Set(keys.filter((k) => this.opts.store.has(k)));
-    if (present.size === new Set(keys).size || !remote.available()) return null;
-    const waits = new Map<string, Promise<Uint8Array | null>>();
-    for (const k of keys) {
-      if (present.has(k) || waits.has(k)) continue;
-      const w = this.lookups.get(k) ?? this.startLookup(remote, k);
-      if (w) waits.set(k, w);
-    }
-    if (waits.size === 0) return null; // every missing key is over the bound: a plain miss
-    const order = [...waits.keys()];
-    return Promise.all(order.map((k) => waits.get(k)!)).then((found) => {
-      const got = new Set(order.filter((_, i) => found[i] !== null));
-      if (name === "get") {
-        const v = found[0];
-        return v ? bulk(v) : NIL;
+      if (r.close) {
+        c.out.flush(s);
+        return this.close(s);
       }
-      return int(keys.filter((k) => present.has(k) || got.has(k)).length);
-    });
-  }
-
-  private startLookup(remote: RemoteTierSource, key: string): Promise<Uint8Array | null> | null {
-    if (this.lookups.size >= (this.opts.remoteMax ?? REMOTE_LOOKUPS_MAX)) {
-      this.stats.remote_rejected++;
-      return null;
     }
-    this.stats.remote_lookups++;
-    const w = remote
-      .get(key)
-      .catch(() => null)
-      .then((v) => {
-        this.lookups.delete(key);
-        if (v) this.stats.remote_hits++;
-        else this.stats.remote_misses++;
-        return v;
-      });
-    this.lookups.set(key, w);
-    return w;
+    c.out.flush(s);
+    if (c.slots.length === 0 || !c.quitting) this.run(s);
   }
 
   private reply(s: Socket<Conn>, r: Reply): void {
     const c = s.data;
-    for (const chunk of r.chunks) {
-      if (c.out.length === 0) {
-        const n = s.write(chunk);
-        if (n === chunk.length) continue;
-        const rest = chunk.slice(Math.max(0, n));
-        c.out.push(rest);
-        c.outBytes += rest.length;
-      } else {
-        c.out.push(chunk.slice());
-        c.outBytes += chunk.length;
-      }
-    }
-    if (c.outBytes > this.stats.output_peak_bytes) this.stats.output_peak_bytes = c.outBytes;
-    if (c.outBytes > this.hard) {
+    for (const chunk of r.chunks) c.out.push(s, chunk);
+    this.peaks(c);
+    if (c.out.bytes > this.hard) {
       this.stats.output_overflow_closed++;
-      c.out = [];
-      c.outBytes = 0;
+      c.out.clear();
       this.close(s);
     }
   }
 
+  private peaks(c: Conn): void {
+    if (c.out.bytes > this.stats.output_peak_bytes) this.stats.output_peak_bytes = c.out.bytes;
+    if (this.budget.queuedBytes > this.stats.output_total_peak_bytes) this.stats.output_total_peak_bytes = this.budget.queuedBytes;
+  }
+
   private drain(s: Socket<Conn>): void {
     const c = s.data;
-    while (c.out.length > 0) {
-      const chunk = c.out[0]!;
-      const n = s.write(chunk);
-      if (n <= 0) return;
-      c.outBytes -= n;
-      if (n < chunk.length) {
-        c.out[0] = chunk.subarray(n);
-        return;
-      }
-      c.out.shift();
-    }
+    c.activeMs = this.clock.now();
+    const empty = c.out.drain(s);
+    this.wakeWaiting();
+    if (!empty) return;
     if (c.closing) s.end();
     else this.run(s);
+  }
+
+  /** Under the total output bound again: let the stopped connections go on (each on its own turn). */
+  private wakeWaiting(): void {
+    if (this.budget.over || this.waiting.size === 0) return;
+    const ready = [...this.waiting];
+    this.waiting.clear();
+    for (const w of ready) if (!w.data.closing && !w.data.later) this.runLater(w, 0);
+  }
+
+  private sweepEvery(ms: number): void {
+    this.sweep = this.clock.setTimer(ms, () => {
+      const now = this.clock.now();
+      const idle = this.opts.idleTimeoutMs ?? 0;
+      const auth = this.opts.authTimeoutMs ?? 0;
+      for (const s of [...this.open]) {
+        const c = s.data;
+        if (c.closing) continue;
+        const late = (idle > 0 && now - c.activeMs > idle) || (auth > 0 && !c.authed && now - c.openedMs > auth);
+        if (!late) continue;
+        this.stats.timeout_closed++;
+        c.out.clear();
+        c.closing = true;
+        s.end();
+      }
+      this.sweepEvery(ms);
+    });
   }
 
   /** Close after the queued output is flushed (Redis' CLIENT_CLOSE_AFTER_REPLY). */
   private close(s: Socket<Conn>): void {
     const c = s.data;
     c.closing = true;
-    if (c.out.length === 0) s.end();
+    c.out.flush(s);
+    if (c.out.empty) s.end();
   }
 }

@@ -1,0 +1,172 @@
+// herd's own queue in front of a saturated model: when the requests herd has in flight for a model
+// reach its capacity (`frontend.queue.worker_slots` × its ready workers), the next one waits here
+// instead of piling onto engines whose own queues know nothing of tenants. Bounded (max_waiting),
+// with a deadline (timeout_ms → 503 + Retry-After), and released in this order:
+//   1. priority class, highest first, where waiting `aging_ms` raises a request by one class, up to
+//      the highest class waiting (never above it), so a low class under a flood of high ones is
+//      served eventually (never starved) while equal classes stay ordered by fair share alone;
+//   2. within a class, the tenant with the least service so far: virtual token counters (VTC,
+//      Sheng et al., "Fairness in Serving Large Language Models", OSDI 2024): each grant adds the
+//      request's tokens (prompt + max_tokens) to its tenant's counter, and a tenant that starts
+//      waiting again is lifted to the smallest counter among those waiting, so idle time is not
+//      banked into a burst later;
+//   3. then arrival order.
+// worker_slots 0 (the default) turns it off: every request passes at once, uncounted.
+import type { Clock, TimerHandle } from "../core/clock.ts";
+import { unavailable } from "../core/errors.ts";
+import type { QueueConfig } from "../config/types.ts";
+import { ClientGone } from "../request/gate.ts";
+
+interface Entry {
+  model: string;
+  tenant: string;
+  priority: number;
+  cost: number;
+  atMs: number;
+  seq: number;
+  grant: (release: () => void) => void;
+  fail: (e: unknown) => void;
+  timer: TimerHandle;
+  unlisten: () => void;
+}
+
+/** What a grant reports (for the queue-wait metric). */
+export interface Granted {
+  release: () => void;
+  waitedMs: number;
+}
+
+export class FairQueue {
+  private readonly inUse = new Map<string, number>();
+  private readonly waiting: Entry[] = [];
+  private readonly vtc = new Map<string, number>();
+  private seq = 0;
+
+  constructor(
+    private readonly clock: Clock,
+    private readonly config: () => QueueConfig,
+    /** Ready workers of a model (its capacity is this × worker_slots). */
+    private readonly readyWorkers: (model: string) => number,
+  ) {}
+
+  /** Requests waiting (all models). */
+  get size(): number {
+    return this.waiting.length;
+  }
+
+  /** The virtual token counter of a tenant (tests, explain). */
+  counter(tenant: string): number {
+    return this.vtc.get(tenant) ?? 0;
+  }
+
+  private capacity(model: string): number {
+    return this.readyWorkers(model) * this.config().worker_slots;
+  }
+
+  /**
+   * Resolves when the request may be routed, with the release to call when it is over; rejects
+   * with a 503 HerdError (queue full, deadline) or ClientGone (the client left while waiting).
+   */
+  acquire(model: string, tenant: string, priority: number, cost: number, signal: AbortSignal | null): Promise<Granted> {
+    const cfg = this.config();
+    const start = this.clock.now();
+    if (cfg.worker_slots === 0) return Promise.resolve({ release: () => {}, waitedMs: 0 });
+    if (!this.waiting.some((e) => e.model === model) && (this.inUse.get(model) ?? 0) < this.capacity(model)) {
+      return Promise.resolve({ release: this.take(model, tenant, cost), waitedMs: 0 });
+    }
+    if (this.waiting.length >= cfg.max_waiting) return Promise.reject(unavailable(`every worker of ${model} is busy and herd's queue is full (${cfg.max_waiting})`, "queue_full", 1));
+    if (signal?.aborted) return Promise.reject(new ClientGone());
+    this.lift(model, tenant);
+    return new Promise<Granted>((resolve, reject) => {
+      const e: Entry = {
+        model, tenant, priority, cost, atMs: start, seq: this.seq++,
+        grant: (release) => resolve({ release, waitedMs: this.clock.now() - start }),
+        fail: reject,
+        timer: this.clock.setTimer(cfg.timeout_ms, () => this.drop(e, unavailable(`every worker of ${model} stayed busy for ${cfg.timeout_ms} ms`, "queue_timeout", 1))),
+        unlisten: () => {},
+      };
+      if (signal) {
+        const onAbort = () => this.drop(e, new ClientGone());
+        signal.addEventListener("abort", onAbort, { once: true });
+        e.unlisten = () => signal.removeEventListener("abort", onAbort);
+      }
+      this.waiting.push(e);
+    });
+  }
+
+  /** Capacity may have grown (a worker became ready): release what fits. */
+  poke(): void {
+    for (const m of new Set(this.waiting.map((e) => e.model))) this.dispatch(m);
+  }
+
+  /** VTC's counter lift: a tenant that starts waiting does not bring credit from its idle time. */
+  private lift(model: string, tenant: string): void {
+    let min = Infinity;
+    for (const e of this.waiting) {
+      if (e.model !== model) continue;
+      if (e.tenant === tenant) return; // already waiting: no lift
+      min = Math.min(min, this.counter(e.tenant));
+    }
+    if (min !== Infinity && this.counter(tenant) < min) this.vtc.set(tenant, min);
+  }
+
+  private take(model: string, tenant: string, cost: number): () => void {
+    this.inUse.set(model, (this.inUse.get(model) ?? 0) + 1);
+    this.vtc.set(tenant, this.counter(tenant) + cost);
+    let done = false;
+    return () => {
+      if (done) return;
+      done = true;
+      this.inUse.set(model, (this.inUse.get(model) ?? 1) - 1);
+      this.dispatch(model);
+    };
+  }
+
+  private effectivePriority(e: Entry, now: number, top: number): number {
+    const aging = this.config().aging_ms;
+    return aging > 0 ? Math.min(top, e.priority + Math.floor((now - e.atMs) / aging)) : e.priority;
+  }
+
+  /** The next entry of a model to release: priority (aged), then least counter, then arrival. */
+  private best(model: string): number {
+    const now = this.clock.now();
+    let top = -Infinity;
+    for (const e of this.waiting) if (e.model === model && e.priority > top) top = e.priority;
+    let bi = -1;
+    let bp = 0;
+    let bc = 0;
+    for (let i = 0; i < this.waiting.length; i++) {
+      const e = this.waiting[i]!;
+      if (e.model !== model) continue;
+      const p = this.effectivePriority(e, now, top);
+      const c = this.counter(e.tenant);
+      const b = this.waiting[bi];
+      if (bi < 0 || p > bp || (p === bp && (c < bc || (c === bc && e.seq < b!.seq)))) {
+        bi = i;
+        bp = p;
+        bc = c;
+      }
+    }
+    return bi;
+  }
+
+  private dispatch(model: string): void {
+    while ((this.inUse.get(model) ?? 0) < this.capacity(model)) {
+      const i = this.best(model);
+      if (i < 0) return;
+      const e = this.waiting.splice(i, 1)[0]!;
+      e.timer.cancel();
+      e.unlisten();
+      e.grant(this.take(model, e.tenant, e.cost));
+    }
+  }
+
+  private drop(e: Entry, err: unknown): void {
+    const i = this.waiting.indexOf(e);
+    if (i < 0) return;
+    this.waiting.splice(i, 1);
+    e.timer.cancel();
+    e.unlisten();
+    e.fail(err);
+  }
+}
