@@ -24,6 +24,7 @@ function config(policy: string): RouterConfig {
     seed: 7,
     session: { header: "x-session-id", load_factor: 1.25, virtual_nodes: 100 },
     retry: { attempts: 1, budget_ratio: 0.2, min_retries_per_window: 3 },
+    outlier: KV_DEFAULTS.outlier,
     metrics_scrape_interval_ms: 1000,
     // kv / prefix knobs at their defaults (these requests carry no block hashes: load terms only).
     kv: KV_DEFAULTS.kv,

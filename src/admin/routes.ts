@@ -34,7 +34,7 @@ export interface AdminBackend extends Partial<KvAdminBackend> {
   /** A local engine's supervisor phase, its reason and its last exit (null: not a local engine). */
   engine?(workerId: string): { phase: string; reason: string; last_exit: { code: number | null; signal: string | null } | null } | null;
   /** Cluster leader, term and nodes (src/cluster/node.ts), merged into /admin/cluster. */
-  cluster?(): { leader: string | null; term: number; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
+  cluster?(): { leader: string | null; term: number; is_leader?: boolean; view_stale?: boolean; discovery: string; nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded?: { open: number; rejected: number } };
   /** P/D models (src/pd): the decision and each leg's preset, pick and candidates' terms (a dry run of the real sequence); null for other models. */
   pdExplain?(route: RouteRequest, body: Record<string, unknown>, endpoint: Endpoint): Promise<{ legs: unknown[] } | null>;
   /** The last P/D requests' traces (both legs, outcomes, fallbacks), newest last. */
@@ -111,6 +111,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       policy: o.router.policy.name,
       ...(o.status ? o.status() : {}),
       ...(o.backend?.cluster ? o.backend.cluster() : {}),
+      ejections: o.router.outliers.list(),
       workers: o.registry.list().map((w) => ({
         ...renderWorker(w), pid: o.backend?.pid?.(w.id) ?? null, last_error: o.backend?.lastError?.(w.id) ?? null, kv_events: o.backend?.kvStatus?.(w.id) ?? null,
         engine: o.backend?.engine?.(w.id) ?? null, drained: o.registry.isCordoned(w.id),
@@ -159,6 +160,8 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       reason: decision.reason,
       candidates,
       filtered: decision.filtered,
+      // Workers and peer nodes ejected after failures (src/router/outlier.ts), and why.
+      ejections: o.router.outliers.list(),
       kv: kv ? { block_size: kv.block_size, prompt_tokens: kv.prompt_tokens, prompt_blocks: kv.prompt_blocks, extra_keys: kv.extra_keys } : null,
       // The request-level figures the policy used (tokens, block_size, hashed/request blocks), what
       // it expects the pick to have cached, and where the time went (ms): null when not reported.

@@ -62,6 +62,11 @@ export interface DiscoveryBackend {
   leader(): LeaderView;
   /** Leave the cluster (best effort: deregister, release a held lease) and stop every timer. */
   close(): Promise<void>;
+  /**
+   * True while this node's view may be out of date because it cannot reach what decides it (etcd,
+   * or a quorum of voters). Absent: ClusterService judges from the leader view (no leader known).
+   */
+  stale?(): boolean;
 }
 
 /** Timing shared by the heartbeat-based backends (file, peers). */

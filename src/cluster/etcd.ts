@@ -7,6 +7,9 @@
 // While etcd is unreachable the last view stays, and this node reports itself leader only while its
 // lease is provably live: the last acknowledged keepalive was SENT less than the TTL ago (the server
 // extended the lease at or after that instant, so it cannot have expired before send + TTL).
+// The view is stale (stale(); /admin/cluster view_stale, leader null) from the first failed etcd
+// call until the next answered one, and whenever no keepalive was answered for a third of the TTL
+// plus STALE_GRACE_MS (a black-holed connection fails by the client's 3 s deadline).
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Rng } from "../core/rng.ts";
@@ -27,6 +30,8 @@ export interface EtcdBackendOptions {
 const TICK_MS = 250;
 /** Retry delay after an etcd error (plus up to the same again at random, so nodes do not sync up). */
 const RETRY_MS = 500;
+/** Past the keepalive period, how long without an answered keepalive before the view is stale. */
+const STALE_GRACE_MS = 2000;
 
 export class EtcdBackend implements DiscoveryBackend {
   readonly kind = "etcd";
@@ -37,6 +42,8 @@ export class EtcdBackend implements DiscoveryBackend {
   private self!: SelfInfo;
   private lease: string | null = null;
   private leaseOkSentAt = -Infinity;
+  /** The last etcd call failed (network, deadline) and none succeeded since. */
+  private unreachable = false;
   private keepaliveDue = 0;
   private keepaliveBusy = false;
   private registering = false;
@@ -118,6 +125,10 @@ export class EtcdBackend implements DiscoveryBackend {
     return { ...this.view };
   }
 
+  stale(): boolean {
+    return this.unreachable || this.lease === null || this.o.clock.now() > this.leaseOkSentAt + this.ttlMs / 3 + STALE_GRACE_MS;
+  }
+
   /**
    * Fencing for a leader duty that touches etcd: true only if our leader key still exists with the
    * create revision we won (a txn compare on CREATE). Guard writes with the same compare.
@@ -153,6 +164,7 @@ export class EtcdBackend implements DiscoveryBackend {
       await this.client.put(this.nodesPrefix + this.self.name, JSON.stringify(this.self), lease);
       this.lease = lease;
       this.leaseOkSentAt = sentAt;
+      this.unreachable = false;
       this.keepaliveDue = sentAt + this.ttlMs / 3;
       this.o.log.info("registered in etcd", { lease });
       if (this.campaigning) void this.campaignLoop();
@@ -169,11 +181,14 @@ export class EtcdBackend implements DiscoveryBackend {
     try {
       const ttl = await this.client.keepalive(lease);
       if (lease !== this.lease) return;
+      this.unreachable = false;
       if (ttl > 0) {
         this.leaseOkSentAt = sentAt;
         this.keepaliveDue = sentAt + this.ttlMs / 3;
       } else this.leaseLost("etcd says the lease expired");
     } catch {
+      this.unreachable = true;
+      this.refresh();
       this.keepaliveDue = sentAt + RETRY_MS; // unreachable: keep trying the same lease
     } finally {
       this.keepaliveBusy = false;
@@ -299,7 +314,7 @@ export class EtcdBackend implements DiscoveryBackend {
     const self = this.held !== null && this.leaseLive() && (lk === null || lk.key === this.heldKey);
     const v: LeaderView = self
       ? { leader: this.self.name, term: this.heldRev, self: true }
-      : lk
+      : lk && !this.stale()
         ? { leader: lk.value, term: lk.createRevision, self: false }
         : { leader: null, term: this.view.term, self: false };
     if (!sameView(v, this.view)) {

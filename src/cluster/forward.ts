@@ -8,19 +8,31 @@
 // reached before the answer head is `{ error }`, which the lifecycle retries elsewhere; a failure
 // after bytes is the usual error event.
 //
+// Early head (issue 21): the origin asks for it (H_EARLY_HEAD, a heartbeat period) and the owner
+// answers 200 at once with an envelope: a newline every heartbeat while its engine works, then one
+// JSON head line `{"status", "content_type", "content_length"}` (or `{"status": 502, "failure"}`
+// when its engine gave no answer), then the engine's body as is. So the origin hears from a live
+// peer within a heartbeat whatever the engine does, and a black-holed connection (an asymmetric
+// cut, a dead host behind a pooled keep-alive connection) is `peer_unreachable` after
+// cluster.peer_first_byte_timeout_ms instead of the 60 s response bound; the worker's node is then
+// ejected from routing (src/router/outlier.ts) and the request retried on another node. An owner
+// without the envelope header (an older herd) is read as before.
+//
 // Owner node (forwardHandler): runs the leg on one of ITS OWN workers with its local upstream and
 // pipes the answer back. It never proxies onward and never dials a URL from the request: the worker
 // id is looked up in the registry and must be this node's. The leg counts in the worker's in-flight
 // figure here too, so this node's router and advert see the load remote nodes put on it.
+import type { Clock } from "../core/clock.ts";
 import { HerdError } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { NOOP_SPAN, type Span, type Tracer } from "../core/trace.ts";
 import { readBodyLimited } from "../http/body.ts";
 import { isEndpoint, type Endpoint } from "../protocol/openai.ts";
-import type { ChunkSource, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
+import type { ChunkSource, LegError, LegReply, LegRequest, ReadResult, Upstream } from "../request/upstream.ts";
 import { legReply } from "../request/http-upstream.ts";
 import type { WorkerRegistry } from "../workers/registry.ts";
 import { PEER_API_PREFIX } from "./client.ts";
+import { EnvelopeRead, H_EARLY_HEAD, runEnveloped } from "./forward-envelope.ts";
 
 export const FORWARD_PATH = `${PEER_API_PREFIX}/forward`;
 export const H_WORKER = "x-herd-forward-worker";
@@ -29,7 +41,7 @@ export const H_LEG = "x-herd-forward-leg";
 export const H_STREAM = "x-herd-forward-stream";
 export const H_ORIGIN = "x-herd-forward-origin";
 
-type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
+export type FetchFn = (url: string, init: RequestInit) => Promise<Response>;
 
 export interface RemoteUpstreamOptions {
   /** This node's name (sent as the origin, for the owner's logs). */
@@ -39,6 +51,9 @@ export interface RemoteUpstreamOptions {
   /** The cluster token (read when the cluster service starts). */
   token(): string;
   fetch?: FetchFn;
+  /** With both: the early-head envelope and its deadline (cluster.peer_first_byte_timeout_ms). */
+  clock?: Clock;
+  firstByteTimeoutMs?: () => number;
 }
 
 export class RemoteUpstream implements Upstream<Uint8Array> {
@@ -53,7 +68,7 @@ export class RemoteUpstream implements Upstream<Uint8Array> {
     this.fetchFn = o.fetch ?? ((url, init) => fetch(url, init));
   }
 
-  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | { error: unknown }) => void): void {
+  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | LegError) => void): void {
     const peer = this.o.peerOf(leg.workerId);
     if (peer === null) return this.local.send(leg, signal, reply);
     const headers: Record<string, string> = {
@@ -69,12 +84,18 @@ export class RemoteUpstream implements Upstream<Uint8Array> {
     if (leg.traceparent) headers.traceparent = leg.traceparent; // the owner's span is this attempt's child
     const token = this.o.token();
     if (token !== "") headers.authorization = `Bearer ${token}`;
-    this.fetchFn(peer + FORWARD_PATH, { method: "POST", headers, body: leg.body, signal }).then(
-      (res) => reply(legReply(res)),
-      (error: unknown) => reply({ error }),
-    );
+    const limitMs = this.o.clock ? (this.o.firstByteTimeoutMs?.() ?? 0) : 0;
+    if (limitMs <= 0) {
+      return void this.fetchFn(peer + FORWARD_PATH, { method: "POST", headers, body: leg.body, signal }).then(
+        (res) => reply(legReply(res)),
+        (error: unknown) => reply({ error, kind: "peer_unreachable" }),
+      );
+    }
+    headers[H_EARLY_HEAD] = String(Math.max(50, Math.floor(limitMs / 4)));
+    new EnvelopeRead(this.o.clock!, limitMs, signal, reply).start(this.fetchFn, peer + FORWARD_PATH, { method: "POST", headers, body: leg.body });
   }
 }
+
 
 export interface ForwardOptions {
   self: string;
@@ -86,6 +107,8 @@ export interface ForwardOptions {
   draining?: () => boolean;
   /** Forwarded legs open at once on this node (frontend.max_in_flight); more get 429 (retryable at the origin). */
   maxInFlight?: () => number;
+  /** For the early-head envelope's heartbeats; without it the owner answers as before. */
+  clock?: Clock;
   log: Logger;
   /** A span per forwarded leg, continuing the origin's traceparent (its attempt span). */
   tracer?: Tracer;
@@ -135,11 +158,16 @@ export function forwardHandler(o: ForwardOptions, stats: ForwardStats = { open: 
     };
     const span = !o.tracer?.enabled ? NOOP_SPAN : o.tracer.start("herd.forward", req.headers.get("traceparent"), { "herd.node": o.self, "herd.origin": req.headers.get(H_ORIGIN) ?? "", "herd.worker": workerId, "herd.attempt_id": leg.id }, "server");
     if (span.traceparent) leg.traceparent = span.traceparent;
+    const hb = Number(req.headers.get(H_EARLY_HEAD) ?? NaN);
+    if (o.clock && Number.isFinite(hb)) return runEnveloped(o.upstream, o.clock, leg, openLeg(o, leg, req.signal, stats, span), o.log, Math.min(5000, Math.max(50, hb)), (status) => {
+        if (span.recording) span.set(status === null ? { "herd.error": "no answer" } : { "http.response.status_code": status });
+      });
     return runLocal(o, leg, req.signal, stats, span);
   };
 }
 
-function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats, span: Span): Promise<Response> {
+/** Count a forwarded leg as open on its worker until `end()` (idempotent, ends its span); the origin's abort aborts it. */
+export function openLeg(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats, span: Span = NOOP_SPAN): { ac: AbortController; end: () => void } {
   const ac = new AbortController();
   const onGone = () => ac.abort(new Error("origin node closed the forwarded leg"));
   if (clientSignal.aborted) onGone();
@@ -155,6 +183,12 @@ function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal,
     o.registry.addInFlight(leg.workerId, -1);
     span.end(clientSignal.aborted ? "origin closed the leg" : undefined);
   };
+  return { ac, end };
+}
+
+
+function runLocal(o: ForwardOptions, leg: LegRequest, clientSignal: AbortSignal, stats: ForwardStats, span: Span): Promise<Response> {
+  const { ac, end } = openLeg(o, leg, clientSignal, stats, span);
   return new Promise((resolve) => {
     o.upstream.send(leg, ac.signal, (r) => {
       if ("error" in r) {

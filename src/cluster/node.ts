@@ -53,6 +53,8 @@ export interface ClusterNodeOptions {
   maxInFlight?: () => number;
   /** The node is draining: its workers are advertised as draining (no new remote legs) and forwards are refused. */
   draining?: () => boolean;
+  /** The node is leaving (shutdown's first step): its workers are advertised as draining, forwards are still served. */
+  leaving?: () => boolean;
   /** The node's block index when it relays KV residency (kv-relay.ts); absent: no relay. */
   kvIndex?: RelayIndex;
   /** This node's KV tier as peers see it (GET /cluster/v1/tier/<key>, peer-tier.ts); absent: 404 there. */
@@ -139,7 +141,7 @@ export class ClusterNode {
       throw e;
     }
     this.app = clusterRoutes(this.svc, {
-      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, log: log.child("forward"), ...(this.o.tracer ? { tracer: this.o.tracer } : {}) }, this.forwards),
+      forward: forwardHandler({ self: this.self, registry, upstream: this.o.localUpstream, maxBodyBytes: this.o.maxBodyBytes, draining: this.o.draining, maxInFlight: this.o.maxInFlight, clock, log: log.child("forward"), ...(this.o.tracer ? { tracer: this.o.tracer } : {}) }, this.forwards),
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
       ...(this.o.planner ? { planner: this.o.planner } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
@@ -206,11 +208,16 @@ export class ClusterNode {
   }
 
   /** Leader, term and members for /admin/cluster. */
-  view(): Pick<ClusterView, "leader" | "term" | "discovery"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded: { open: number; rejected: number } } {
+  view(): Pick<ClusterView, "leader" | "term" | "discovery" | "is_leader" | "view_stale"> & { nodes: { name: string; address: string; state: string; last_seen_ms: number }[]; forwarded: { open: number; rejected: number } } {
     const v = this.svc?.view();
     const forwarded = { ...this.forwards };
-    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, nodes: [], forwarded };
-    return { discovery: v.discovery, leader: v.leader, term: v.term, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
+    if (!v) return { discovery: this.o.config.cluster.discovery, leader: null, term: 0, is_leader: false, view_stale: false, nodes: [], forwarded };
+    return { discovery: v.discovery, leader: v.leader, term: v.term, is_leader: v.is_leader, view_stale: v.view_stale, nodes: v.nodes.map(({ name, address, state, last_seen_ms }) => ({ name, address, state, last_seen_ms })), forwarded };
+  }
+
+  /** This node cannot reach etcd / a quorum of voters (ClusterService.stale): routing prefers local workers. */
+  viewStale(): boolean {
+    return !this.stopped && (this.svc?.stale() ?? false);
   }
 
   /** The other nodes not known dead, with their peer API address (whom a KV tier miss asks, peer-tier.ts). */
@@ -227,7 +234,7 @@ export class ClusterNode {
 
   private localAdvert(): NodeAdvert {
     const a = advertise(this.self, this.o.registry.list(), this.cards);
-    if (this.o.draining?.()) for (const w of a.workers) if (w.state === "ready") w.state = "draining";
+    if (this.o.leaving?.() || this.o.draining?.()) for (const w of a.workers) if (w.state === "ready") w.state = "draining";
     return a;
   }
 

@@ -41,6 +41,11 @@ export interface ClusterView {
   leader: string | null;
   term: number;
   is_leader: boolean;
+  /**
+   * This node cannot reach what decides the view (etcd, or a quorum of voters): `leader` is then
+   * null rather than the last one seen, and routing prefers this node's own workers.
+   */
+  view_stale: boolean;
   nodes: { name: string; address: string; state: string; last_seen_ms: number; meta: NodeMeta }[];
 }
 
@@ -124,14 +129,29 @@ export class ClusterService {
     return this._backend.watch(fn);
   }
 
+  /**
+   * See ClusterView.view_stale. A backend that knows (etcd: its lease and calls) says so; otherwise
+   * a node that knows no leader is cut off from a quorum (peers: an isolated follower finds no
+   * leader and wins no PreVote; an isolated leader steps down by CheckQuorum).
+   */
+  stale(): boolean {
+    const b = this._backend;
+    if (!b) return false;
+    if (b.stale) return b.stale();
+    const l = b.leader();
+    return !l.self && l.leader === null;
+  }
+
   view(): ClusterView {
     const l = this.leader();
+    const stale = this.stale();
     return {
       node: this.o.config.node.name,
       discovery: this.o.config.cluster.discovery,
-      leader: l.leader,
+      leader: stale && !l.self ? null : l.leader,
       term: l.term,
       is_leader: l.self,
+      view_stale: stale,
       nodes: this.members().map((m) => ({ name: m.name, address: m.address, state: m.state, last_seen_ms: m.lastSeenMs, meta: m.meta })),
     };
   }

@@ -54,6 +54,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   first_token_timeout_ms: ms("A stream with no first token after this is aborted (hung or overloaded engine).", 60_000),
   idle_timeout_ms: ms("A stream silent this long after its first token is aborted.", 30_000),
   drain_timeout_ms: ms("On SIGTERM, admitted streams get this long to finish before engines stop.", 30_000),
+  leave_grace_ms: ms("On SIGTERM with other nodes in the cluster: workers are published as draining and /health turns 503 first; requests still arriving are served for this long, then the drain starts (Dynamo's order).", 2000),
   // Per-request work bounds (docs/benchmarks.md "Worst-case bodies"): each step whose cost grows
   // with the input is capped with a 400 before it runs.
   max_messages: int("Chat requests with more messages than this get 400.", 4096, { min: 1, max: 1_000_000 }),
@@ -74,6 +75,9 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   }),
   responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
+  migration_limit: int("A stream whose worker dies or stalls after tokens were sent is re-sent, with the tokens so far, to another worker up to this many times (0 = never; chat streams without guided decoding, n > 1 or logprobs).", 3, { min: 0, max: 10 }),
+  migration_max_tokens: int("No migration once a stream has sent this many tokens (the re-sent prompt grows with them).", 32_768, { min: 1, max: 10_000_000 }),
+  engine_first_byte_timeout_ms: ms("A local engine's stream must send its response head within this (connect included; engines send it before the first token): else the worker is ejected and the request retried.", 5000),
 });
 
 /** A pipeline spec (router.pipeline and each P/D leg's): filters, their knobs, weighted scorers, a picker. */
@@ -122,6 +126,11 @@ const router = obj("How requests are spread across engines.", {
       min: 0,
       max: 10_000,
     }),
+  }),
+  outlier: obj("Passive outlier detection (Envoy's): a worker or peer node that fails with a refused/reset connection or no answer head is ejected from routing at once.", {
+    enabled: bool("Eject targets on failure evidence.", true),
+    base_ejection_ms: ms("First ejection's length; each repeat doubles it. Afterwards one request probes the target.", 2000),
+    max_ejection_ms: ms("Longest ejection; a target healthy this long starts again from the base.", 30_000),
   }),
   metrics_scrape_interval_ms: ms("How often engine /metrics are scraped to correct herd's own load accounting.", 1000),
   kv: obj("Cost knobs of the `kv` and `prefix` policies (Dynamo's form: prefill_load_scale × blocks to prefill + active decode blocks).", {
@@ -396,6 +405,7 @@ const cluster = obj("Multi-node membership and leader election (see src/cluster/
     prefix: str("Key prefix for this cluster's keys.", "/herd", { nonEmpty: true, check: (v) => (v.startsWith("/") ? null : "expected a prefix starting with /") }),
     lease_ttl_s: int("Lease TTL: a dead node (or leader) is gone from etcd after this.", 10, { min: 2, max: 3600 }),
   }),
+  peer_first_byte_timeout_ms: ms("A peer node must answer a forwarded leg within this (it sends its head at once and a heartbeat byte while its engine works): else it is ejected and the request retried elsewhere.", 1000),
 });
 
 // P/D (issue 13). min_prefill_tokens is a non-cached-token threshold like llm-d's P/D decider's

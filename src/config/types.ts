@@ -85,6 +85,8 @@ export interface FrontendConfig {
   idle_timeout_ms: number;
   /** On SIGTERM, admitted streams get this long to finish before engines stop. */
   drain_timeout_ms: number;
+  /** On SIGTERM with peers: leave routing first, serve arrivals this long, then drain. */
+  leave_grace_ms: number;
   /** Chat requests with more messages than this get 400 (bounds per-request template work). */
   max_messages: number;
   /** Requests whose prompt text (all messages, or the prompt) exceeds this many characters get 400. */
@@ -97,6 +99,12 @@ export interface FrontendConfig {
   metrics: "open" | "token" | "loopback";
   /** A request body not fully received this long after its headers gets 408 (issue 10). */
   body_timeout_ms: number;
+  /** Re-sends of a stream after its worker failed mid-stream (src/request/migrate.ts); 0 = never. */
+  migration_limit: number;
+  /** No migration past this many tokens sent. */
+  migration_max_tokens: number;
+  /** A local engine's stream must send its response head within this (src/request/http-upstream.ts). */
+  engine_first_byte_timeout_ms: number;
 }
 
 export interface RetryConfig {
@@ -188,12 +196,22 @@ export interface PipelineConfig {
   picker: PipelinePickerName;
 }
 
+/** Passive outlier detection (src/router/outlier.ts). */
+export interface OutlierConfig {
+  enabled: boolean;
+  /** First ejection's length; each repeat doubles it. */
+  base_ejection_ms: number;
+  /** Longest ejection, and how long a target must stay healthy to start again from the base. */
+  max_ejection_ms: number;
+}
+
 export interface RouterConfig {
   policy: PolicyName;
   /** Seed for routing randomness (ties, random, power-of-two); 0 = from time. */
   seed: number;
   session: SessionPolicyConfig;
   retry: RetryConfig;
+  outlier: OutlierConfig;
   /** How often engine /metrics are scraped to correct herd's own load accounting. */
   metrics_scrape_interval_ms: number;
   kv: KvPolicyConfig;
@@ -314,6 +332,8 @@ export interface ClusterConfig {
     prefix: string;
     lease_ttl_s: number;
   };
+  /** A peer must answer a forwarded leg (head, then heartbeats) within this. */
+  peer_first_byte_timeout_ms: number;
 }
 
 export interface KvTierMediumConfig {

@@ -112,7 +112,7 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
     // The service's own error, as it would read without the group around it.
     throw e instanceof ServiceStartError && e.cause instanceof Error ? e.cause : e;
   }
-  const stop = stopper(node, services, signals, notify, log);
+  const stop = stopper(node, services, signals, notify, log, clock);
   const configPath = opts.configPath;
   const maxBodyBytesLive = bodyBackstopBytes(config.frontend.max_body_bytes);
   signals.install({
@@ -134,10 +134,13 @@ export async function startDaemon(config: Config, opts: DaemonOptions): Promise<
 }
 
 /**
- * SIGTERM/SIGINT: drain (health 503, new requests 503, admitted streams get drain_timeout_ms; other
- * nodes stop routing here), then stop the services in reverse. A second stop signal skips the wait.
+ * SIGTERM/SIGINT, in Dynamo's order (leave routing everywhere, a short grace, then drain): first
+ * /health turns 503 and this node's workers are published as draining, so peers and balancers stop
+ * routing here while requests already on their way are still served; after
+ * frontend.leave_grace_ms (only when other nodes route here) new requests get 503, admitted ones
+ * get drain_timeout_ms; then the services stop in reverse. A second stop signal skips the waits.
  */
-function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals, notify: Notifier, log: Logger) {
+function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals, notify: Notifier, log: Logger, clock: Clock) {
   let resolveDone: (code: number) => void = () => {};
   const done = new Promise<number>((r) => (resolveDone = r));
   let shuttingDown: Promise<number> | null = null;
@@ -145,12 +148,19 @@ function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals,
   const drain = async (force: boolean) => {
     const { frontend } = node;
     const drainMs = node.running.frontend.drain_timeout_ms;
-    frontend.startDrain();
-    node.cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
-    notify.send(["STOPPING=1", "STATUS=draining"]);
-    log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
     let forcedLater = false; // a second stop signal during the wait: say so, not "drain bound reached"
     const forced = new Promise<boolean>((r) => (forceNow = () => ((forcedLater = true), r(false))));
+    frontend.startLeave();
+    node.cluster.publishNow(); // other nodes stop routing here (our workers read `draining`)
+    notify.send(["STOPPING=1", "STATUS=leaving routing"]);
+    const graceMs = node.cluster.livePeers().length > 0 ? node.running.frontend.leave_grace_ms : 0;
+    if (!force && graceMs > 0) {
+      log.info("leaving routing", { leave_grace_ms: graceMs });
+      await Promise.race([clock.sleep(graceMs), forced]);
+    }
+    frontend.startDrain();
+    notify.send(["STATUS=draining"]);
+    log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
     const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
     if (!idle && frontend.inFlightCount > 0) {
       log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });

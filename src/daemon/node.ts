@@ -26,7 +26,7 @@ import { registerNodeGauges } from "../metrics/node-gauges.ts";
 import { decisionLogOf, engineView, fanOut, nodeGaugeSources } from "./observe.ts";
 import type { RecordFile } from "../request/record-file.ts";
 import { KvConsumer } from "../kv/consumer.ts";
-import { Router } from "../router/index.ts";
+import { OutlierDetector, Router } from "../router/index.ts";
 import { SharedPreprocessor, policyNeedsPrompt } from "../preprocess/shared.ts";
 import { HttpUpstream } from "../request/http-upstream.ts";
 import { ClusterNode } from "../cluster/node.ts";
@@ -90,6 +90,8 @@ export class HerdNode {
   readonly registry: WorkerRegistry;
   readonly kv: KvConsumer;
   router: Router;
+  /** Ejected workers and peer nodes; one detector across router reloads. */
+  readonly outliers: OutlierDetector;
   readonly prompts: SharedPreprocessor;
   readonly metrics: HerdMetrics;
   readonly supervisor: Supervisor;
@@ -129,6 +131,7 @@ export class HerdNode {
     // explain; it also relays this node's updates to the other nodes and holds theirs.
     const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
     this.kv = new KvConsumer({ clock, log, index: kvIndex });
+    this.outliers = new OutlierDetector(clock, config.router.outlier);
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
     this.metrics = new HerdMetrics(config.models.map((m) => m.name), () => this.registry.list());
@@ -145,13 +148,14 @@ export class HerdNode {
     this.tier = new TierService({ config, clock, log: log.child("kv-tier"), thread: config.kv_tier.thread === "worker", onChange: tierIndexFeed(kvIndex, (m) => this.localWorkersOf(m)), remote: peerFetch });
     if (this.tier.enabled) this.tier.registerMetrics(this.metrics.registry);
     this.planner = this.buildPlanner();
-    const localUpstream = new HttpUpstream();
+    const localUpstream = new HttpUpstream(undefined, { clock, firstByteTimeoutMs: () => this.live.current.frontend.engine_first_byte_timeout_ms });
     this.cluster = new ClusterNode({
       config, registry: this.registry, clock, log, localUpstream, kvIndex, tierSource: { get: (k) => this.tier.peerGet(k) },
       rng: new SeededRng(seedFor(seed, `cluster/${config.node.name}`)),
       address: () => peerAddress(config.node.advertise, this.listening?.port ?? parseListen(config.frontend.listen).port),
       maxBodyBytes: () => this.live.current.frontend.max_body_bytes,
       draining: (): boolean => this.frontend.isDraining,
+      leaving: (): boolean => this.frontend.isLeaving,
       maxInFlight: () => this.live.current.frontend.max_in_flight,
       planner: () => this.plannerWire?.routes() ?? null,
       tracer: o.tracer ?? NOOP_TRACER,
@@ -257,7 +261,13 @@ export class HerdNode {
 
   private buildRouter(c: Config["router"]): Router {
     // router.seed pins the router's own stream; otherwise it is the run's seed.
-    return new Router({ config: c, registry: this.registry, clock: this.o.clock, seed: c.seed !== 0 ? c.seed : this.o.seed, log: this.o.log.child("router"), kvIndex: this.kv.index });
+    this.outliers.config = c.outlier;
+    return new Router({
+      config: c, registry: this.registry, clock: this.o.clock, seed: c.seed !== 0 ? c.seed : this.o.seed, log: this.o.log.child("router"), kvIndex: this.kv.index,
+      outliers: this.outliers, self: this.config.node.name,
+      // `cluster` is built after the first router: until then the view is not stale.
+      isolated: () => this.cluster?.viewStale() ?? false,
+    });
   }
 
   /**
@@ -324,7 +334,10 @@ export class HerdNode {
   /** The OpenAI frontend: remote legs through their node's peer API; admin endpoints from their modules. */
   private buildFrontend(localUpstream: HttpUpstream): Frontend {
     const { config, registry, router, metrics, prompts, planner, cluster } = this;
-    const upstream = new RemoteUpstream(localUpstream, { self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i) });
+    const upstream = new RemoteUpstream(localUpstream, {
+      self: config.node.name, peerOf: (id) => cluster.peerOf(id), token: () => cluster.token(), fetch: (u, i) => cluster.transport.fetch(u, i),
+      clock: this.o.clock, firstByteTimeoutMs: () => this.live.current.cluster.peer_first_byte_timeout_ms,
+    });
     const pdPlan = this.pdPlan(); // before the admin backend, which explains P/D models with it
     const frontend = new Frontend({
       config, registry, router, metrics, clock: this.o.clock, log: this.o.log.child("frontend"), admin: this.adminBackend(), prompts, upstream, tokenizers: prompts,

@@ -29,6 +29,7 @@ import { refusal, runRequest, type Answer, type LifecycleDeps } from "../request
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
 import { AbortCause, Admission, metricsRecorder, type Outcome, type Ticket } from "../request/ticket.ts";
 import { decisionRecord, type RecordSink } from "../request/record.ts";
+import { evidenceRecorder } from "../request/evidence.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
@@ -115,6 +116,7 @@ export class Frontend {
   /** Requests refused before routing (a malformed Host): one line per interval, with the count. */
   private readonly refusedLog: LogLimiter;
   private prepWarnedAtMs = -Infinity;
+  private leaving = false;
   private prepWarnSuppressed = 0;
 
   constructor(private readonly o: FrontendOptions) {
@@ -128,14 +130,16 @@ export class Frontend {
     this.lora = new OnDemandLora({ registry: o.registry, clock: o.clock, log: o.log, config: () => this.o.config });
     const records = o.records;
     const toRecord = records ? (t: Ticket, out: Outcome) => records(decisionRecord(t, out, o.clock.now(), wallClockMs())) : undefined;
-    this.admission = new Admission(o.clock, metricsRecorder(o.metrics, o.clock, toRecord), o.config.frontend.max_in_flight);
+    // Failures and successes also feed the router's outlier detection (evidence beats membership).
+    this.admission = new Admission(o.clock, evidenceRecorder(metricsRecorder(o.metrics, o.clock, toRecord), () => this.o.router), o.config.frontend.max_in_flight);
     this.deps = {
       router: o.router,
       // /v1/responses is translated to chat completions for engines without it (responses-upstream.ts).
-      upstream: new ResponsesUpstream(o.upstream ?? new HttpUpstream(), (id) => o.registry.get(id)?.kind),
+      upstream: new ResponsesUpstream(o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }), (id) => o.registry.get(id)?.kind),
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
+      migration: { limit: o.config.frontend.migration_limit, maxTokens: o.config.frontend.migration_max_tokens },
       idleTimeoutMs: o.config.frontend.idle_timeout_ms,
     };
     this.plan = o.plan ?? aggregatedPlan;
@@ -177,6 +181,19 @@ export class Frontend {
     return this.admission.size;
   }
 
+  /**
+   * Shutdown's first step (Dynamo's order: leave routing, grace, drain): /health turns 503 so load
+   * balancers stop sending, but requests that still arrive (routed by peers or balancers that have
+   * not noticed yet) are served; startDrain stops admitting after the grace.
+   */
+  startLeave(): void {
+    this.leaving = true;
+  }
+
+  get isLeaving(): boolean {
+    return this.leaving || this.admission.draining;
+  }
+
   /** Stop admitting: /health turns 503 at once, new inference requests get 503 + Retry-After. */
   startDrain(): void {
     this.admission.draining = true;
@@ -198,6 +215,7 @@ export class Frontend {
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
+    this.deps.migration = { limit: config.frontend.migration_limit, maxTokens: config.frontend.migration_max_tokens };
   }
 
   /** End every open upstream request (streams get an error event): the drain bound has passed. */
@@ -220,6 +238,7 @@ export class Frontend {
     app.get("/health", (c) => {
       const ready = registry.list().filter((w) => w.state === "ready").length;
       if (this.admission.draining) return c.json({ status: "draining", ready_workers: ready }, 503);
+      if (this.leaving) return c.json({ status: "leaving", ready_workers: ready }, 503);
       if (ready === 0) return c.json({ status: "no_ready_worker", ready_workers: 0 }, 503);
       return c.json({ status: "ready", ready_workers: ready }, 200);
     });

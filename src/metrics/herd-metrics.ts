@@ -8,7 +8,8 @@ import { WORKER_STATES } from "../workers/worker.ts";
 import { METRIC } from "./names.ts";
 
 export type ClientAbortPhase = "before_first_token" | "streaming";
-export type UpstreamErrorKind = "connect" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
+/** `peer_unreachable`: the peer node owning the worker did not answer (src/cluster/forward.ts); `head_timeout`: the engine sent no response head in time. */
+export type UpstreamErrorKind = "connect" | "peer_unreachable" | "head_timeout" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
 export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found" | "body_timeout";
 /** Stages of a routing decision: tokenize (chat template + encoding), hash (block hashes), match (cache overlap), score (filters, scorers, pick). */
 export type RoutingStage = "tokenize" | "hash" | "match" | "score";
@@ -30,6 +31,7 @@ export class HerdMetrics {
   private readonly decisions: Counter<"policy" | "worker">;
   private readonly restarts: Counter<"worker">;
   private readonly retries: Counter<"model" | "reason">;
+  private readonly migrations: Counter<"model" | "reason" | "result">;
   private readonly aborts: Counter<"model" | "phase">;
   private readonly clientFailures: Counter<"model" | "outcome" | "phase">;
   private readonly upstreamErrors: Counter<"worker" | "kind">;
@@ -85,6 +87,11 @@ export class HerdMetrics {
       METRIC.retriesTotal,
       "Requests re-sent to another worker after a failure before the first byte.",
       ["model", "reason"],
+    );
+    this.migrations = counter(
+      METRIC.migrationsTotal,
+      "Streams whose worker failed after tokens were sent, by failure reason and result: migrated (re-sent with the tokens so far to another worker), or why not (limit, not_replayable, too_long, no_worker).",
+      ["model", "reason", "result"],
     );
     this.aborts = counter(
       METRIC.clientAbortsTotal,
@@ -199,6 +206,9 @@ export class HerdMetrics {
   }
   retry(model: string, reason: UpstreamErrorKind): void {
     this.retries.inc({ model: this.model(model), reason });
+  }
+  migration(model: string, reason: UpstreamErrorKind, result: string): void {
+    this.migrations.inc({ model: this.model(model), reason, result });
   }
   clientAbort(model: string, phase: ClientAbortPhase): void {
     this.aborts.inc({ model: this.model(model), phase });

@@ -11,6 +11,7 @@ export const METRIC = {
   routingDecisionsTotal: "herd_routing_decisions_total",
   engineRestartsTotal: "herd_engine_restarts_total",
   retriesTotal: "herd_retries_total",
+  migrationsTotal: "herd_migrations_total",
   clientAbortsTotal: "herd_client_aborts_total",
   clientFailuresTotal: "herd_client_failures_total",
   upstreamErrorsTotal: "herd_upstream_errors_total",

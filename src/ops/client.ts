@@ -42,6 +42,9 @@ export interface ClusterView {
   discovery?: string;
   leader?: string | null;
   term?: number;
+  /** This node leads now (a live grant), and its view may be out of date (cannot reach etcd / a quorum). */
+  is_leader?: boolean;
+  view_stale?: boolean;
   nodes?: NodeView[];
   workers: WorkerView[];
 }

@@ -57,9 +57,11 @@ const NODE_COLUMNS: { head: string; cell: (n: NodeView, leader: string | null) =
 export function renderNodes(view: ClusterView): string | null {
   if (view.nodes === undefined) return null;
   const leader = view.leader ?? null;
-  const head = [`cluster ${view.discovery ?? dash}`, `leader ${leader ?? "(none)"}`, `term ${view.term ?? 0}`, `nodes ${view.nodes.length}`].join("  ");
-  if (view.nodes.length <= 1) return head; // one node: the line says it all
-  return `${head}\n${renderTable([NODE_COLUMNS.map((c) => c.head), ...view.nodes.map((n) => NODE_COLUMNS.map((c) => c.cell(n, leader)))])}`;
+  const head = [`cluster ${view.discovery ?? dash}`, `leader ${leader ?? "(none)"}`, `term ${view.term ?? 0}`, `nodes ${view.nodes.length}`];
+  // A node cut off from etcd / the voters says so: its leader and node rows may be out of date.
+  if (view.view_stale) head.push("VIEW STALE (cannot reach etcd / a quorum: local workers first)");
+  if (view.nodes.length <= 1) return head.join("  "); // one node: the line says it all
+  return `${head.join("  ")}\n${renderTable([NODE_COLUMNS.map((c) => c.head), ...view.nodes.map((n) => NODE_COLUMNS.map((c) => c.cell(n, leader)))])}`;
 }
 
 export function renderStatus(view: ClusterView): string {

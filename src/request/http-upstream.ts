@@ -2,8 +2,16 @@
 // TRT-LLM serve the same paths). `fetch` is injectable so tests can answer without sockets.
 // Error messages from the runtime (e.g. Bun's "pass `verbose: true` …" hint) stay inside the
 // error object: the lifecycle logs them and sends the client herd's own text (issue 10).
+//
+// First-byte deadline (issue 21): an engine serving a stream sends its response head before the
+// first token (vLLM and SGLang return a StreamingResponse, whose head Starlette sends at once), so
+// a stream with no head within `firstByteTimeoutMs` is a dead or black-holed engine, not a slow
+// one: `{ error, kind: "head_timeout" }`, which ejects the worker and is retried elsewhere. fetch
+// does not expose the connect phase, so this one deadline bounds connect + head. Non-streaming
+// answers carry their head at the end of generation and get only the lifecycle's bounds.
+import type { Clock } from "../core/clock.ts";
 import { SseScanner, UsageTail, sseErrorEvent } from "./sse.ts";
-import type { ChunkScanner, ChunkSource, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
+import type { ChunkScanner, ChunkSource, LegError, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
 
 import type { Endpoint } from "../protocol/openai.ts";
 
@@ -28,6 +36,7 @@ const UPSTREAM_PATH: Record<Endpoint, string> = {
 
 /** SSE / JSON bytes: what an OpenAI server streams. */
 export const BYTES_FORMAT: StreamFormat<Uint8Array> = {
+  sseBytes: true,
   scanner: () => new SseScanner(),
   usage: (): ChunkScanner<Uint8Array> => {
     const tail = new UsageTail();
@@ -75,11 +84,33 @@ export function legReply(res: Response): LegReply<Uint8Array> {
   };
 }
 
+export interface HttpUpstreamOptions {
+  clock: Clock;
+  /** A stream's response head must arrive within this (frontend.engine_first_byte_timeout_ms). */
+  firstByteTimeoutMs: () => number;
+}
+
 export class HttpUpstream implements Upstream<Uint8Array> {
   readonly format = BYTES_FORMAT;
-  constructor(private readonly fetchFn: FetchFn = (url, init) => fetch(url, init)) {}
+  constructor(
+    private readonly fetchFn: FetchFn = (url, init) => fetch(url, init),
+    private readonly opts: HttpUpstreamOptions | null = null,
+  ) {}
 
-  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | { error: unknown }) => void): void {
+  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | LegError) => void): void {
+    const limitMs = leg.stream && this.opts ? this.opts.firstByteTimeoutMs() : 0;
+    if (limitMs > 0) {
+      const own = new AbortController();
+      const timer = this.opts!.clock.setTimer(limitMs, () => own.abort(new Error(`no response head within ${limitMs} ms`)));
+      return this.post(leg, AbortSignal.any([signal, own.signal]), (r) => {
+        timer.cancel();
+        reply("error" in r && own.signal.aborted && !signal.aborted ? { error: own.signal.reason, kind: "head_timeout" } : r);
+      });
+    }
+    this.post(leg, signal, reply);
+  }
+
+  private post(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | LegError) => void): void {
     this.fetchFn(leg.workerUrl + UPSTREAM_PATH[leg.endpoint], {
       method: "POST",
       headers: {

@@ -24,6 +24,7 @@ import { AbortCause, type Ticket } from "./ticket.ts";
 import { runOrchestrated } from "./orchestrated.ts";
 import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
+import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -33,6 +34,8 @@ export interface LifecycleDeps<C> {
   firstTokenTimeoutMs: number;
   /** Longest silence of an engine after its first token, and of a reader holding a chunk. */
   idleTimeoutMs: number;
+  /** Request migration of chat streams (migrate.ts); absent or limit 0 = off. */
+  migration?: MigrationConfig;
 }
 
 /** What the client gets. The ticket is released when the answer is final, or at the end of `body`. */
@@ -151,7 +154,7 @@ export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: stri
     { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
       ...(leg.promptTokens ? { promptTokens: leg.promptTokens } : {}), maxTokens: leg.maxTokens ?? null, ...(traceparent ? { traceparent } : {}) },
     ac.signal,
-    (r) => ("error" in r ? failed(s, r.error, "connect") : onReply(s, r)),
+    (r) => ("error" in r ? failed(s, r.error, r.kind ?? "connect") : onReply(s, r)),
   );
 }
 
@@ -237,7 +240,8 @@ function finalAbort<C>(t: Ticket, workerId: string, cause: AbortCause): Answer<C
 /** The router's view of a failure before the commit point (nothing has reached the client yet). */
 function failureOf(reason: UpstreamErrorKind, status?: number): Failure {
   const kind: FailureKind = reason === "status_5xx" ? "status" : reason === "first_token_timeout" ? "timeout" : "connect";
-  return status === undefined ? { kind, firstByteSent: false } : { kind, status, firstByteSent: false };
+  const dead = reason === "connect" || reason === "peer_unreachable" || reason === "head_timeout"; // ejects the target (router/evidence.ts)
+  return status === undefined ? { kind, firstByteSent: false, dead } : { kind, status, firstByteSent: false, dead };
 }
 
 /** Read an error answer whole (a bounded tail is kept); `done(error | null, text)`. */
@@ -351,12 +355,16 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
 function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, contentType: string | null): void {
   const { d, t, leg } = s.x;
   s.headersTimer.cancel();
+  // A routed chat stream over HTTP bytes may continue on another worker if this one fails (migrate.ts).
+  const mig = d.migration && d.migration.limit > 0 && !s.x.pinned && s.x.toClient && d.upstream.format.sseBytes && notReplayable(leg) === null
+    ? new MigratingSource(d as unknown as LifecycleDeps<Uint8Array>, t, leg, s.x.requestId, d.migration, { workerId: s.workerId, ac: s.ac, body: body as unknown as ChunkSource<Uint8Array> })
+    : null;
   const source = relay({
-    source: body,
+    source: (mig as unknown as ChunkSource<C> | null) ?? body,
     format: d.upstream.format,
-    first,
+    first: mig ? (mig.first(first as unknown as Uint8Array | null) as unknown as C | null) : first,
     sse: leg.stream,
-    ac: s.ac,
+    ac: mig?.handle ?? s.ac,
     clock: d.clock,
     firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
     idleTimeoutMs: d.idleTimeoutMs,

@@ -57,6 +57,10 @@ export function clientText(reason: UpstreamErrorKind): string {
       return "herd is shutting down";
     case "connect":
       return "could not connect to the engine";
+    case "peer_unreachable":
+      return "could not reach the peer node that runs the engine";
+    case "head_timeout":
+      return "the engine did not answer before the deadline";
     case "status_5xx":
       return "the engine answered with an error status";
     default:

@@ -57,6 +57,8 @@ export interface RequestRecorder {
   firstToken(t: Ticket): void;
   upstreamError(workerId: string, reason: UpstreamErrorKind): void;
   retry(t: Ticket, reason: UpstreamErrorKind): void;
+  /** A stream's worker failed after tokens were sent: migrated, or why not (src/request/migrate.ts). */
+  migration?(t: Ticket, reason: UpstreamErrorKind, result: string): void;
   done(t: Ticket, o: Outcome): void;
 }
 
@@ -71,6 +73,7 @@ export function metricsRecorder(m: HerdMetrics, clock: Clock, records?: (t: Tick
     firstToken: (t) => m.firstToken(t.model ?? "", seconds(t)),
     upstreamError: (w, reason) => m.upstreamError(w, reason),
     retry: (t, reason) => m.retry(t.model ?? "", reason),
+    migration: (t, reason, result) => m.migration(t.model ?? "", reason, result),
     done(t, o) {
       records?.(t, o);
       m.request(t.model, t.workerId, outcomeStatus(o));
@@ -264,6 +267,11 @@ export class Ticket {
 
   upstreamFailed(workerId: string, reason: UpstreamErrorKind): void {
     this.adm.recorder.upstreamError(workerId, reason);
+  }
+
+  /** A stream's worker failed after tokens were sent: `result` is `migrated` or why not. */
+  migration(reason: UpstreamErrorKind, result: string): void {
+    this.adm.recorder.migration?.(this, reason, result);
   }
 
   retry(reason: UpstreamErrorKind): void {

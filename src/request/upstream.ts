@@ -5,6 +5,7 @@
 // Callback-shaped on purpose: a sim upstream answers synchronously inside a virtual-clock step, so
 // a simulated run keeps the exact event order of the engine model (a Promise would defer every
 // token to a microtask and reorder routing against lease releases of the same step).
+import type { UpstreamErrorKind } from "../metrics/herd-metrics.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** One outcome of `ChunkSource.read`. */
@@ -51,6 +52,8 @@ export interface LegReply<C> {
 
 /** How the lifecycle reads a chunk type: token detection, end marker, usage, error events. */
 export interface StreamFormat<C> {
+  /** Chunks are SSE/JSON bytes (HTTP): what request migration can read and rewrite. */
+  readonly sseBytes?: boolean;
   /** A fresh scanner for one streamed body. */
   scanner(): ChunkScanner<C>;
   /** A scanner for a non-streamed body (only cached tokens matter). */
@@ -82,7 +85,8 @@ export interface ChunkScanner<C> {
 /**
  * Sends one leg to one worker. `reply` is called exactly once: with the answer head (any status),
  * or with `{ error }` when no answer came (refused, reset, aborted through `signal`). Aborting
- * `signal` after the head errors the pending or next body read.
+ * `signal` after the head errors the pending or next body read. `{ error, kind }` names what failed
+ * when the upstream knows better than "could not connect" (a peer node, a head deadline).
  *
  * @example
  * const up = new HttpUpstream();
@@ -94,5 +98,11 @@ export interface ChunkScanner<C> {
  */
 export interface Upstream<C> {
   readonly format: StreamFormat<C>;
-  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<C> | { error: unknown }) => void): void;
+  send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<C> | LegError) => void): void;
+}
+
+/** No answer head came. `kind` says what failed when the upstream knows (default `connect`). */
+export interface LegError {
+  error: unknown;
+  kind?: UpstreamErrorKind;
 }

@@ -8,3 +8,4 @@ export { BASE_FILTERS } from "./pipeline/filters.ts";
 export { unionNeeds, type Needs } from "./pipeline/types.ts";
 export { presetNeeds } from "./policies/index.ts";
 export type { CandidateExplain, Decision, FilteredOut, Filter, Pick, Policy, PolicyFactory, RouteCtx, RouteRequest } from "./types.ts";
+export { OutlierDetector, type Ejection } from "./outlier.ts";

@@ -22,6 +22,14 @@ export interface Failure {
   status?: number;
   /** True once any byte of the response went to the client; then a retry would corrupt the stream. */
   firstByteSent: boolean;
+  /**
+   * The target is dead or unreachable (refused, no connection, no response head): the failure
+   * ejects it (outlier.ts), so the retry is not counted against the budget — the budget guards
+   * against retries multiplying load on overloaded engines, and this attempt loaded none; ejection
+   * keeps the next requests off the target, so such retries stop by themselves. Still bounded by
+   * `attempts`.
+   */
+  dead?: boolean;
 }
 
 /**
@@ -58,10 +66,12 @@ export class RetryBudget {
 
   /**
    * Ask to retry: `attempt` is the retry's number (1 = first retry). Allowed when attempt ≤
-   * config.attempts and the window's retries are under budget; an allowed retry is counted.
+   * config.attempts and the window's retries are under budget (`exempt`: a dead target's retry, not
+   * counted, see Failure.dead); an allowed retry is counted.
    */
-  tryAcquire(attempt = 1): boolean {
+  tryAcquire(attempt = 1, exempt = false): boolean {
     if (attempt < 1 || attempt > this.config.attempts) return false;
+    if (exempt) return true;
     const b = this.bucket();
     if (this.retriesInWindow() >= this.limit()) return false;
     this.retries[b]! += 1;

@@ -21,6 +21,8 @@ import type { KvIndex } from "../kv/indexer.ts";
 import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
 import { LEG_PRESETS, LEG_ROLES, type LegPresetName } from "./policies/pd-legs.ts";
 import { RetryBudget, retryable, type Failure } from "./retry.ts";
+import { OutlierDetector } from "./outlier.ts";
+import { evidenceFilters, ejectionOf } from "./evidence.ts";
 import type { Decision, Filter, FilteredOut, Policy, RouteRequest } from "./types.ts";
 
 export interface RouteResult {
@@ -55,6 +57,12 @@ export interface RouterOptions {
   filters?: readonly Filter[];
   /** The event-fed block index for the `kv` policy (src/kv); shared with every other reader. */
   kvIndex?: KvIndex;
+  /** Ejections from failures (outlier.ts); pass the same one to a reload's new Router. Default: a fresh one. */
+  outliers?: OutlierDetector;
+  /** This node's name: a retry after a peer's failure prefers its workers. */
+  self?: string;
+  /** True while this node's cluster view is stale (cannot reach etcd / a quorum): prefer local workers. */
+  isolated?: () => boolean;
 }
 
 /** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
@@ -76,6 +84,10 @@ export class Router {
   readonly needs: Readonly<Required<Needs>>;
   readonly retryBudget: RetryBudget;
   readonly sessionHeader: string;
+  /** Workers and peer nodes ejected after failures (passive outlier detection, outlier.ts). */
+  readonly outliers: OutlierDetector;
+  private readonly self: string | null;
+  private readonly isolated: () => boolean;
   private readonly registry: WorkerRegistry;
   private readonly clock: Clock;
   private readonly rng: Rng;
@@ -98,6 +110,9 @@ export class Router {
     this.filters = opts.filters ?? BASE_FILTERS;
     this.sessionHeader = opts.config.session.header.toLowerCase();
     this.retryBudget = new RetryBudget(opts.config.retry, opts.clock);
+    this.outliers = opts.outliers ?? new OutlierDetector(opts.clock, opts.config.outlier);
+    this.self = opts.self ?? null;
+    this.isolated = opts.isolated ?? (() => false);
     this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)), () => opts.clock.now());
     const loads = this.loads;
     const load = {
@@ -129,6 +144,10 @@ export class Router {
     const policies = this.policies();
     this.unsubscribe = opts.registry.onChange((c) => {
       if (c.type === "removed" || (c.type === "updated" && c.worker.restarts !== c.previous.restarts)) for (const p of policies) p.forgetWorker?.(c.worker.id);
+      // A worker that left, or whose engine came back ready (a restart, or its health check passing
+      // again: Envoy un-ejects on an active health check's success), is judged afresh.
+      if (c.type === "removed" || (c.type === "updated" && c.worker.state === "ready" && (c.previous.state !== "ready" || c.worker.restarts !== c.previous.restarts)))
+        this.outliers.forget("worker", c.worker.id);
     });
   }
 
@@ -190,9 +209,26 @@ export class Router {
       this.notify((o) => o.retry?.(false, "not_retryable"));
       return false;
     }
-    const ok = this.retryBudget.tryAcquire(attempt);
+    const ok = this.retryBudget.tryAcquire(attempt, failure.dead === true && this.outliers.config.enabled);
     this.notify((o) => o.retry?.(ok, ok ? "allowed" : "budget"));
     return ok;
+  }
+
+  /**
+   * Evidence from an attempt (Ticket.upstreamFailed → the frontend's recorder): a failure that shows
+   * the target cannot serve ejects it at once (evidence.ts says which reasons, and whom they eject).
+   */
+  reportFailure(workerId: string, reason: string, detail = ""): void {
+    const w = this.registry.get(workerId);
+    const target = ejectionOf(reason, workerId, w?.node ?? null, this.self);
+    if (target) this.outliers.failed(target.kind, target.id, detail ? `${reason}: ${detail}` : reason);
+  }
+
+  /** The worker answered (first token or a complete answer): a re-admission probe succeeded. */
+  reportSuccess(workerId: string): void {
+    this.outliers.succeeded("worker", workerId);
+    const node = this.registry.get(workerId)?.node;
+    if (node !== undefined) this.outliers.succeeded("node", node);
   }
 
   /** The session id from request headers (the configured header), trimmed and bounded; null if absent. */
@@ -244,6 +280,9 @@ export class Router {
       }
       candidates = kept;
     }
+    // Evidence filters (ejected targets, the failed node on a retry, local first): guards that never
+    // empty the set — with every candidate ejected, trying one beats a certain 503.
+    if (candidates.length > 0) candidates = evidenceFilters(candidates, filtered, { req, outliers: this.outliers, registry: this.registry, self: this.self, isolated: this.isolated() });
     if (candidates.length === 0) {
       if (!dryRun) this.notify((o) => o.rejected?.(req.model, "no_worker_available"));
       const starting = all.some((w) => w.state === "starting");
@@ -252,6 +291,11 @@ export class Router {
     const pick = policy.pick(facts.req, candidates, { rng: dryRun ? this.explainRng : this.rng, nowMs: this.clock.now(), dryRun });
     const worker = candidates.find((w) => w.id === pick.chosen);
     invariant(worker, `policy ${policy.name} chose ${pick.chosen}, which is not a candidate`);
+    if (!dryRun) {
+      // A probing target gets this request as its probe; nobody else goes there until it reports.
+      this.outliers.routed("worker", worker.id);
+      this.outliers.routed("node", worker.node);
+    }
     return { worker, decision: { policy: policy.name, ...pick, filtered } };
   }
 

@@ -90,6 +90,8 @@ export interface FilteredOut {
   worker: string;
   node: string;
   filter: string;
+  /** Why, when the filter has more to say (an ejection's cause and remaining time). */
+  detail?: string;
 }
 
 export interface Decision extends Pick {

@@ -39,19 +39,30 @@ describe("etcd outage under a live cluster", () => {
     await etcd.stop();
     const downAt = now();
     let leaderDuringOutage = 0;
+    let staleSeen = 0;
     while (now() - downAt < OUTAGE_MS) {
       const views = await Promise.all(nodes.map((n) => n.status()));
       for (const v of views) expect(v!.nodes.map((m) => m.name).sort()).toEqual(["e0", "e1", "e2"]); // routing keeps its view
+      // Issue 21: a node that cannot reach etcd says so (view_stale) and names no old leader.
+      // Stale within a keepalive period (TTL/3) + the client's deadline; 1 s slack for sampling.
+      if (now() - downAt > TTL_S * 1000 + 1000)
+        for (const v of views) {
+          expect(v!.view_stale).toBe(true);
+          expect(v!.leader).toBeNull();
+          staleSeen++;
+        }
       // the lease may still be live for TTL after the last keepalive; 1 s slack for the sampling
       if (now() - downAt > TTL_S * 1000 + 1000) leaderDuringOutage += views.filter((v) => v!.is_leader).length;
       await sleep(250);
     }
     expect(leaderDuringOutage).toBe(0);
+    expect(staleSeen).toBeGreaterThan(0);
     await etcd.start();
     const restartedAt = now();
     const after = await waitFor("leader again", 20_000, () => agreedLeader(nodes));
     console.log(`[etcd] outage ${OUTAGE_MS} ms; leadership back ${(now() - restartedAt).toFixed(0)} ms after etcd restart`);
     expect(after).toEqual(before); // no leader change without lease loss
+    for (const v of await Promise.all(nodes.map((n) => n.status()))) expect(v!.view_stale).toBe(false);
     await waitFor("three members after restart", 10_000, () => membersAre(nodes, ["e0", "e1", "e2"]));
   }, 120_000);
 

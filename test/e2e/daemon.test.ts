@@ -2,7 +2,8 @@
 // Covers: both workers serve traffic, an engine SIGKILLed mid-stream gives the client an error (not a
 // hang) and comes back, traffic resumes, /metrics tells the story; a SIGSTOPped engine is taken out
 // by health probes (its stream gets an error) and returns after SIGCONT; SIGTERM drains and exits 0.
-// The tests share one herd process and run in order.
+// Request migration is off here (migration_limit: 0): these are the error paths; test/e2e/migration.test.ts
+// covers the same kill with migration on. The tests share one herd process and run in order.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import OpenAI from "openai";
@@ -51,7 +52,7 @@ beforeAll(async () => {
   herd = await startHerd(
     dir,
     `node: { name: e2e, data_dir: ${JSON.stringify(join(dir, "data"))} }
-frontend: { drain_timeout_ms: 10000, first_token_timeout_ms: 10000, idle_timeout_ms: 5000 }
+frontend: { drain_timeout_ms: 10000, first_token_timeout_ms: 10000, idle_timeout_ms: 5000, migration_limit: 0 }
 router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
 supervisor:
   port_range_start: ${portBase()}

@@ -143,8 +143,9 @@ describe("failures", () => {
       const r = await client(h).chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }] });
       expect(r.choices[0]!.message.content).toBe("from b");
     }
-    // Round-robin offers a first each time; each attempt on it fails and is retried once on b.
-    expect(await h.metrics.render()).toMatch(/herd_retries_total\{model="m1",reason="connect"\} 2/);
+    // The first attempt on a is refused and retried on b; that refusal ejects a (router.outlier),
+    // so the second request goes straight to b: one retry, not two.
+    expect(await h.metrics.render()).toMatch(/herd_retries_total\{model="m1",reason="connect"\} 1\n/);
     expect(h.registry.get("a")!.load.in_flight).toBe(0);
   });
 
@@ -217,10 +218,10 @@ describe("failures", () => {
     expect(j.error.message).toContain("HTTP 500");
   });
 
-  test("engine dies mid-stream: error event then close, no retry after the first byte", async () => {
+  test("engine dies mid-stream, migration off: error event then close, no retry after the first byte", async () => {
     const dying = track(startUpstream(() => streamingReply({ tokens: 10, dieAfter: 3, gapMs: 5 })));
     const other = track(startUpstream(() => streamingReply({ tokens: 10 })));
-    const h = track(await startHerd({ workers: [{ id: "a", url: dying.url }, { id: "b", url: other.url }] }));
+    const h = track(await startHerd({ workers: [{ id: "a", url: dying.url }, { id: "b", url: other.url }], frontend: { migration_limit: 0 } }));
     // round-robin starts at a
     const stream = await client(h).chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], stream: true });
     let text = "";
@@ -235,6 +236,28 @@ describe("failures", () => {
     expect(String(error.message)).toContain("engine connection lost");
     expect(other.received.length).toBe(0);
     await until(() => h.registry.get("a")!.load.in_flight === 0, 2000, "lease released");
+  });
+
+  test("engine dies mid-stream, migration on: the text so far goes to another worker as the message to continue", async () => {
+    const dying = track(startUpstream(() => streamingReply({ tokens: 10, dieAfter: 3, gapMs: 5 })));
+    const other = track(startUpstream(() => streamingReply({ tokens: 4 })));
+    const h = track(await startHerd({ workers: [{ id: "a", url: dying.url }, { id: "b", url: other.url }] }));
+    const stream = await client(h).chat.completions.create({ model: MODEL, messages: [{ role: "user", content: "x" }], stream: true, max_tokens: 10 });
+    let text = "";
+    const ids = new Set<string>();
+    for await (const c of stream) {
+      text += c.choices[0]?.delta.content ?? "";
+      ids.add(c.id);
+    }
+    expect(text.startsWith("t1 t2 t3 ")).toBe(true); // then whatever b continues with; no error event
+    expect(ids.size).toBe(1); // one id for the client, whatever b calls its stream
+    expect(other.received.length).toBe(1);
+    const sent = other.received[0]!.body;
+    expect(sent.messages.at(-1)).toEqual({ role: "assistant", content: "t1 t2 t3 " });
+    expect(sent.continue_final_message).toBe(true);
+    expect(sent.add_generation_prompt).toBe(false);
+    expect(sent.max_tokens).toBe(7);
+    expect(await h.metrics.render()).toMatch(/herd_migrations_total\{model="m1",reason="reset",result="migrated"\} 1/);
   });
 
   test("EOF without [DONE] is reported as an error event, never a clean end", async () => {

@@ -123,6 +123,10 @@ describe("status table", () => {
     expect(lines[6]).toStartWith("WORKER");
     expect(lines[7]).toStartWith("b/sim-0");
     expect(renderStatus({ ...view, leader: null, nodes: [], workers: [] })).toBe("node a  policy kv  workers 0/0 ready\ncluster peers  leader (none)  term 3  nodes 0\n(no workers)");
+    // Issue 21: a node cut off from etcd / the voters says so on the cluster line.
+    expect(renderStatus({ ...view, leader: null, view_stale: true, is_leader: false, workers: [] }).split("\n")[1]).toBe(
+      "cluster peers  leader (none)  term 3  nodes 2  VIEW STALE (cannot reach etcd / a quorum: local workers first)",
+    );
   });
 
   test("KV event stream summary: connection, sequence, blocks, trouble counters only when non-zero", () => {

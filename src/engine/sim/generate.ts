@@ -6,7 +6,7 @@ import type { Block } from "./blocks.ts";
 import type { FinishReason, SimScheduler } from "./scheduler.ts";
 import { wallClockMs } from "../../core/clock.ts";
 import type { SimMetrics } from "./metrics.ts";
-import type { OutputVocabulary } from "./output.ts";
+import type { OutputStream, OutputVocabulary } from "./output.ts";
 import { StopMatcher } from "./output.ts";
 import { chunk, fullResponse, type GenerationRequest, requestId, usage, usageChunk } from "./openai.ts";
 
@@ -53,6 +53,8 @@ class Generation {
   private readonly out: ReturnType<OutputVocabulary["stream"]>;
   private readonly stop: StopMatcher;
   private readonly maxTokens: number;
+  /** Output tokens already given (a continuation starts after them); 0 otherwise. */
+  private readonly offset: number;
   private prevMs: number | undefined;
   private arrivalMs = 0;
   private text = "";
@@ -63,7 +65,8 @@ class Generation {
   constructor(private readonly ctx: GenerateContext, private readonly g: GenerationRequest, private readonly signal: AbortSignal, private readonly pd: PdHooks) {
     this.id = requestId(g.endpoint);
     this.head = { id: this.id, created: Math.floor(wallClockMs() / 1000), model: g.model };
-    this.out = ctx.vocab.stream(ctx.seed, g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
+    this.out = ctx.vocab.stream(ctx.seed, g.continuation?.seedTokens ?? g.promptTokens, g.ignoreEos ? 0 : ctx.outputLen);
+    this.offset = g.continuation ? continuedAt(this.out, g.continuation.text, ctx.maxModelLen) : 0;
     this.stop = new StopMatcher(g.stop);
     this.maxTokens = g.maxTokens ?? Math.max(1, ctx.maxModelLen - g.promptTokens.length);
   }
@@ -129,7 +132,7 @@ class Generation {
       cacheSalt: g.cacheSalt,
       ...(pd.keepBlocks ? { keepBlocks: (blocks: readonly Block[], reason: FinishReason) => pd.keepBlocks!(id, blocks, reason) } : {}),
       nextToken: (i) => {
-        const t = this.out.token(i);
+        const t = this.out.token(this.offset + i);
         return { id: t.id, eos: t.eos };
       },
       handlers: { onToken: (_tok, i, now) => onToken(i, now), onFinish },
@@ -143,7 +146,7 @@ class Generation {
   private tokenText(index: number, nowMs: number): { delta: string; done: boolean } {
     this.ctx.metrics.token(nowMs, this.prevMs, this.arrivalMs);
     this.prevMs = nowMs;
-    const t = this.out.token(index);
+    const t = this.out.token(this.offset + index);
     const r = this.stop.push(t.text);
     let delta = r.emit;
     if (r.stop !== null) {
@@ -200,4 +203,20 @@ class SseBody {
       // already closed by a cancel
     }
   }
+}
+
+/**
+ * Where a continuation starts in the original output: the number of tokens whose text is `text`.
+ * A text that is not a prefix of that output (not herd's own continuation) starts at 0.
+ */
+export function continuedAt(out: OutputStream, text: string, maxTokens: number): number {
+  let acc = "";
+  for (let i = 0; i < maxTokens && acc.length < text.length; i++) {
+    const t = out.token(i);
+    if (t.eos) break;
+    acc += t.text;
+    if (!text.startsWith(acc)) return 0;
+    if (acc.length === text.length) return i + 1;
+  }
+  return 0;
 }

@@ -21,6 +21,12 @@ export interface GenerationRequest {
   lora: string | null;
   /** vLLM's cache_salt (block 0's extra hash key); null when absent. */
   cacheSalt: string | null;
+  /**
+   * A chat request with `continue_final_message` whose last message is the assistant's partial
+   * answer (herd's request migration, issue 21): the output continues that answer as greedy
+   * decoding would — the walk of the prompt without it (`seedTokens`), after the text already given.
+   */
+  continuation?: { seedTokens: number[]; text: string };
 }
 
 /** Completions without max_tokens generate 16 tokens (vLLM's CompletionRequest default, as OpenAI's). */
@@ -112,7 +118,18 @@ export function parseGeneration(endpoint: Endpoint, body: unknown, served: strin
   const promptTokens = endpoint === "chat"
     ? tok.encode(renderChat(body, tok), { addSpecialTokens: false })
     : parsePrompt(body.prompt, tok);
-  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos, lora, cacheSalt };
+  const continuation = endpoint === "chat" ? continuationOf(body, tok) : undefined;
+  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos, lora, cacheSalt, ...(continuation ? { continuation } : {}) };
+}
+
+/** vLLM's `continue_final_message`: the last (assistant) message is continued, not answered. */
+function continuationOf(body: Record<string, unknown>, tok: Tokenizer): GenerationRequest["continuation"] {
+  if (body.continue_final_message !== true) return undefined;
+  const msgs = body.messages as Record<string, unknown>[];
+  const last = msgs.at(-1)!;
+  if (last.role !== "assistant" || typeof last.content !== "string") throw badRequest("continue_final_message needs a final assistant message with string content", "messages");
+  const seedTokens = tok.encode(renderChat({ ...body, messages: msgs.slice(0, -1), add_generation_prompt: true }, tok), { addSpecialTokens: false });
+  return { seedTokens, text: last.content };
 }
 
 /** The chat prompt text: messages (+ tools, chat_template_kwargs) through the chat template. */

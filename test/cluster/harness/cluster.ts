@@ -150,8 +150,11 @@ export class EtcdServer {
   clientPort = 0;
   peerPort = 0;
 
+  /** `host`: the address etcd listens on (default loopback; a netns test gives one its nodes reach). */
+  constructor(readonly host = "127.0.0.1") {}
+
   get url() {
-    return `http://127.0.0.1:${this.clientPort}`;
+    return `http://${this.host}:${this.clientPort}`;
   }
 
   async start(): Promise<void> {
@@ -159,7 +162,7 @@ export class EtcdServer {
       this.clientPort = await freePort();
       this.peerPort = await freePort();
     }
-    const c = `http://127.0.0.1:${this.clientPort}`;
+    const c = `http://${this.host}:${this.clientPort}`;
     const p = `http://127.0.0.1:${this.peerPort}`;
     this.proc = spawn(
       ["etcd", "--name", "t", "--data-dir", this.dataDir, "--listen-client-urls", c, "--advertise-client-urls", c,

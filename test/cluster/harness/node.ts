@@ -26,6 +26,7 @@ config.cluster = {
   file: { dir: spec.fileDir ?? "" },
   peers: { seeds: spec.seeds ?? [] },
   etcd: { endpoints: spec.etcd ?? [], prefix: spec.prefix ?? "/herd", lease_ttl_s: spec.leaseTtlS ?? 3 },
+  peer_first_byte_timeout_ms: 1000,
 };
 const log = createLogger(`node ${spec.name}`);
 const svc = new ClusterService({

@@ -1,0 +1,119 @@
+// Request migration end to end (issue 21): `herd run` with two sim engines, 32 concurrent chat
+// streams with ignore_eos, and the engine serving half of them killed with SIGKILL mid-generation.
+// Every stream must complete with exactly max_tokens tokens, no error event, one id, and the very
+// text an uninterrupted stream of the same prompt produces (the sim's output is a deterministic walk
+// per prompt, and it continues a `continue_final_message` answer where it stopped: greedy decoding).
+import { afterAll, beforeAll, expect, test } from "bun:test";
+import { join } from "node:path";
+import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+
+const MODEL = "mig-sim";
+const STREAMS = 32;
+const MAX_TOKENS = 96;
+
+let dir = "";
+let herd: HerdProc | null = null;
+const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000) => waitForLog(what, fn, timeoutMs, () => herd?.log() ?? "");
+const cluster = async (): Promise<any> => (await fetch(`${herd!.url}/admin/cluster`)).json();
+
+beforeAll(async () => {
+  dir = tempDir("herd-migration-");
+  herd = await startHerd(
+    dir,
+    `node: { name: mig, data_dir: ${JSON.stringify(join(dir, "data"))} }
+frontend: { first_token_timeout_ms: 10000, idle_timeout_ms: 5000, migration_limit: 3 }
+router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
+supervisor: { port_range_start: ${portBase()}, health_interval_ms: 100, health_timeout_ms: 300, restart_backoff_initial_ms: 100 }
+models: [ { name: ${MODEL} } ]
+engines: [ { kind: sim, model: ${MODEL}, count: 2, args: ["--time-scale", "1"] } ]
+`,
+  );
+  await waitFor("both workers ready", async () => (await cluster()).workers.filter((w: any) => w.state === "ready").length === 2);
+}, 60_000);
+
+afterAll(async () => {
+  await herd?.stop(5_000);
+  if (dir) cleanup(dir);
+});
+
+interface Read {
+  ids: Set<string>;
+  text: string;
+  deltas: number;
+  usage: any;
+  error: string | null;
+  done: boolean;
+  worker: string;
+}
+
+/** One stream, read to its end; `onDelta` sees each content delta's running count. */
+async function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<Read> {
+  const res = await fetch(`${herd!.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
+  });
+  const out: Read = { ids: new Set(), text: "", deltas: 0, usage: null, error: null, done: false, worker: res.headers.get("x-herd-worker") ?? "" };
+  const dec = new TextDecoder();
+  let buf = "";
+  for await (const chunk of res.body as ReadableStream<Uint8Array>) {
+    buf += dec.decode(chunk, { stream: true });
+    for (let k = buf.indexOf("\n\n"); k >= 0; k = buf.indexOf("\n\n")) {
+      const data = buf.slice(0, k).replace(/^data: ?/, "");
+      buf = buf.slice(k + 2);
+      if (data === "[DONE]") {
+        out.done = true;
+        continue;
+      }
+      const o = JSON.parse(data);
+      if (o.error) out.error = JSON.stringify(o.error);
+      if (o.id) out.ids.add(o.id);
+      if (o.usage) out.usage = o.usage;
+      const c = o.choices?.[0]?.delta?.content;
+      if (typeof c === "string" && c !== "") {
+        out.text += c;
+        onDelta(++out.deltas);
+      }
+    }
+  }
+  return out;
+}
+
+test(`kill -9 of an engine under ${STREAMS} concurrent streams: every stream completes, exactly max_tokens, contiguous`, async () => {
+  const workers = (await cluster()).workers;
+  const victim = workers[0];
+  let killed = false;
+  let started = 0;
+  const kill = () => {
+    if (killed) return;
+    killed = true;
+    process.kill(victim.pid, "SIGKILL");
+  };
+  const reads = await Promise.all(
+    Array.from({ length: STREAMS }, (_, i) =>
+      stream(i, (n) => {
+        if (n === 10) started++;
+        if (started >= STREAMS / 2) kill(); // most streams are mid-generation
+      }),
+    ),
+  );
+  expect(killed).toBe(true);
+  const onVictim = reads.filter((r) => r.worker === victim.id).length;
+  expect(onVictim).toBeGreaterThan(0);
+  for (const r of reads) {
+    expect({ error: r.error, done: r.done }).toEqual({ error: null, done: true });
+    expect(r.deltas).toBe(MAX_TOKENS);
+    expect(r.usage.completion_tokens).toBe(MAX_TOKENS);
+    expect(r.ids.size).toBe(1);
+  }
+  // Contiguous: the text is what an uninterrupted stream of the same prompt says.
+  for (const i of [0, 1, 2, 3]) {
+    const ref = await stream(i);
+    expect(ref.deltas).toBe(MAX_TOKENS);
+    expect(reads[i]!.text).toBe(ref.text);
+  }
+  const metrics = await (await fetch(`${herd!.url}/metrics`)).text();
+  const migrated = [...metrics.matchAll(/herd_migrations_total\{model="mig-sim",reason="[^"]+",result="migrated"\} (\d+)/g)].reduce((s, m) => s + Number(m[1]), 0);
+  console.log(`[migration] ${STREAMS} streams, ${onVictim} on the killed engine, ${migrated} migrated, 0 errors`);
+  expect(migrated).toBeGreaterThanOrEqual(1);
+}, 120_000);
