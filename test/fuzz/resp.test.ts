@@ -3,7 +3,7 @@
 // the limits, large bulks through the scratch path, AUTH-required and open connections), then
 // mutates some of them byte-wise and feeds each in random chunks. Properties: next() never throws
 // (its only error is the `{error}` result, final), a valid pipeline parses back exactly, two
-// different chunkings of the same bytes give the same results, and between commands the reader
+// chunkings of the same bytes agree (up to Redis' read-dependent inline bound), and between commands the reader
 // never holds more unparsed input than the inline bound. Budgets: test/helpers/fuzz.ts.
 // Replay a failure: HERD_FUZZ_SEED=<seed> HERD_FUZZ_ONLY=<case> bun test test/fuzz/resp.test.ts
 import { expect, test } from "bun:test";
@@ -112,6 +112,24 @@ const same = (a: Result[], b: Result[]) => {
   }
 };
 
+/**
+ * Two chunkings agree, except that Redis refuses a line over the inline bound only while its newline
+ * has not arrived (redis/redis networking.c processInlineBuffer): a long line in one read passes,
+ * the same line split is "too big". herd matches that byte for byte (test/tier/resp.test.ts), so
+ * such an error may end one chunking early; everything before it must still agree.
+ */
+function sameUpToTooBig(a: Result[], b: Result[]): void {
+  const tooBig = (r: Result[]) => {
+    const last = r[r.length - 1];
+    return last !== undefined && "error" in last && last.error.includes("too big");
+  };
+  if (tooBig(a) || tooBig(b)) {
+    const n = Math.min(a.length, b.length) - 1;
+    return same(a.slice(0, n), b.slice(0, n));
+  }
+  same(a, b);
+}
+
 test(`seed ${settings.seed}: ${settings.cases} RESP pipelines, mutated and split`, async () => {
   const stats = await runFuzz("resp", settings, (rng, timer) => {
     const auth = rng.int(3) === 0;
@@ -121,7 +139,7 @@ test(`seed ${settings.seed}: ${settings.cases} RESP pipelines, mutated and split
     const bytes = mode < 4 ? valid : mode < 9 ? mutate(rng, valid, DICTIONARY) : randomBytes(rng, 4096);
     const a = parse(splitPoints(rng, bytes), auth, timer);
     const b = parse(splitPoints(rng, bytes), auth, timer);
-    same(a, b);
+    sameUpToTooBig(a, b);
     if (bytes === valid) same(a, commands);
   });
   console.log(`resp fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
