@@ -239,7 +239,12 @@ const verdict = (name: string, f: (x: (typeof samples)[number]) => number, floor
   const last = median(samples.slice(3 * q).map(f));
   const pct = (100 * (last - second)) / second;
   const flat = Math.abs(last - second) <= Math.max(floor, (TOLERANCE_PCT / 100) * second);
-  console.log(`${name}: second-quarter median ${second.toFixed(1)}, last-quarter median ${last.toFixed(1)} (${pct >= 0 ? "+" : ""}${pct.toFixed(1)} %): ${flat ? "FLAT" : "NOT FLAT"}`);
+  // The quarter minima are the floor of the GC sawtooth (what survives a collection): a leak
+  // raises them even when the medians wander with the collector's timing.
+  const floor2 = Math.min(...samples.slice(q, 2 * q).map(f));
+  const floor4 = Math.min(...samples.slice(3 * q).map(f));
+  const grew = last > second + Math.max(floor, (TOLERANCE_PCT / 100) * second);
+  console.log(`${name}: second-quarter median ${second.toFixed(1)}, last-quarter median ${last.toFixed(1)} (${pct >= 0 ? "+" : ""}${pct.toFixed(1)} %): ${flat ? "FLAT" : "NOT FLAT"}${!flat && !grew ? " (lower, not higher)" : ""}; quarter minima ${floor2.toFixed(1)} → ${floor4.toFixed(1)}`);
   return flat;
 };
 console.log(`\n${samples.length} samples over ${SECONDS} s; max RSS ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)} MiB, max fds ${Math.max(...samples.map((s) => s.fds))}`);

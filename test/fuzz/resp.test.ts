@@ -57,7 +57,7 @@ function command(rng: Rng, auth: boolean): Command {
   }
   const name = pick(rng, ["GET", "SET", "PING", "AUTH", "HELLO", "EXISTS", "x"]);
   const argc = auth ? rng.int(LIMITS.unauthMultibulk) : rng.int(rng.int(10) === 0 ? 40 : 5);
-  const args = [enc(name)];
+  const args: Uint8Array[] = [enc(name)];
   for (let i = 1; i <= argc; i++) args.push(argument(rng, auth, name, i));
   // Keep the valid pipeline inside the per-command bound.
   let total = 0;
