@@ -108,5 +108,5 @@ test(`seed ${settings.seed}: ${settings.cases} KV relay exchanges, clean and hos
       expect(residency(reader, (w) => OWNER_WORKERS.includes(w))).toEqual(residency(owner, (w) => OWNER_WORKERS.includes(w)));
     }
   });
-  console.log(`kv-relay fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
+  console.log(`kv-relay fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, longest loop stall ${stats.longestStallMs.toFixed(1)} ms (case ${stats.stallCase}), RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
 }, 120_000);

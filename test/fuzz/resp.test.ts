@@ -137,12 +137,13 @@ test(`seed ${settings.seed}: ${settings.cases} RESP pipelines, mutated and split
     const valid = concatBytes(commands.map((c) => encode(c, rng)));
     const mode = rng.int(10);
     const bytes = mode < 4 ? valid : mode < 9 ? mutate(rng, valid, DICTIONARY) : randomBytes(rng, 4096);
+    timer.generated();
     const a = parse(splitPoints(rng, bytes), auth, timer);
     const b = parse(splitPoints(rng, bytes), auth, timer);
     sameUpToTooBig(a, b);
     if (bytes === valid) same(a, commands);
   });
-  console.log(`resp fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
+  console.log(`resp fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, longest loop stall ${stats.longestStallMs.toFixed(1)} ms (case ${stats.stallCase}), RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
 }, 120_000);
 
 test("declared lengths over the bounds are refused at the header, before any buffer of that size", () => {

@@ -98,6 +98,7 @@ test(`seed ${settings.seed}: ${settings.cases} TCPStore request streams, mutated
     const valid = concatBytes(reqs.map(encode));
     const mode = rng.int(10);
     const bytes = mode < 4 ? valid : mode < 9 ? mutate(rng, valid, DICTIONARY) : randomBytes(rng, 2048);
+    timer.generated();
     const a = feed(splitPoints(rng, bytes), timer);
     const b = feed(splitPoints(rng, bytes), timer);
     expect(a.error).toBe(b.error);
@@ -112,7 +113,7 @@ test(`seed ${settings.seed}: ${settings.cases} TCPStore request streams, mutated
     }
     if (bytes === valid && overLimit) expect(a.error).toContain("key count");
   });
-  console.log(`tcpstore fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
+  console.log(`tcpstore fuzz: ${stats.cases} cases, longest step ${stats.longestStepMs.toFixed(1)} ms, longest loop stall ${stats.longestStallMs.toFixed(1)} ms (case ${stats.stallCase}), RSS +${(stats.rssGrowthBytes / 2 ** 20).toFixed(1)} MiB`);
 }, 120_000);
 
 test("a maximal MULTI_GET sent in MSS-sized reads is not parsed quadratically", () => {

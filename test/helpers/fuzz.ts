@@ -15,9 +15,11 @@ export interface FuzzBudgets {
   rssBytesMax: number;
   /** Growth of the JS heap over the whole run (measured after a forced collection). */
   heapBytesMax: number;
+  /** Longest event-loop stall between the run's forced collections (a 10 ms timer's lateness). */
+  loopStallMsMax: number;
 }
 
-export const DEFAULT_BUDGETS: FuzzBudgets = { stepMsMax: 1_000, rssBytesMax: 512 * 2 ** 20, heapBytesMax: 256 * 2 ** 20 };
+export const DEFAULT_BUDGETS: FuzzBudgets = { stepMsMax: 1_000, rssBytesMax: 512 * 2 ** 20, heapBytesMax: 256 * 2 ** 20, loopStallMsMax: 1_000 };
 
 export interface FuzzSettings {
   seed: number;
@@ -41,6 +43,12 @@ export const pick = <T>(rng: Rng, xs: readonly T[]): T => xs[rng.int(xs.length)]
 export class StepTimer {
   longestMs = 0;
   longestAt = "";
+  /** Set by runFuzz: restarts the stall monitor's clock. */
+  onGenerated: () => void = () => {};
+  /** Call once the case's input is built: the generator's own time is not a stall of the parser. */
+  generated(): void {
+    this.onGenerated();
+  }
   step<T>(what: string, f: () => T): T {
     const t0 = performance.now();
     try {
@@ -68,31 +76,45 @@ export async function runFuzz(
   settings: FuzzSettings,
   body: (rng: Rng, timer: StepTimer, index: number) => void | Promise<void>,
   budgets: FuzzBudgets = DEFAULT_BUDGETS,
-): Promise<{ cases: number; longestStepMs: number; rssGrowthBytes: number; heapGrowthBytes: number }> {
+): Promise<{ cases: number; longestStepMs: number; longestStallMs: number; stallCase: number; rssGrowthBytes: number; heapGrowthBytes: number }> {
   collect();
   const m0 = process.memoryUsage();
+  // Started after the forced collection and stopped before the next: a full GC is not a stall.
+  const stall = loopStallMonitor();
+  let stallCase = -1;
   const timer = new StepTimer();
+  timer.onGenerated = () => stall.restart();
   const replay = (i: number) => `HERD_FUZZ_SEED=${settings.seed} HERD_FUZZ_ONLY=${i}`;
   const first = settings.only ?? 0;
   const last = settings.only !== undefined ? settings.only + 1 : settings.cases;
   for (let i = first; i < last; i++) {
     const rng = new SeededRng(settings.seed + i);
+    // A turn of the event loop between cases, so the stall monitor measures each case, not the run.
+    await new Promise((r) => setImmediate(r));
     try {
+      const before = stall.worst();
       await body(rng, timer, i);
+      await new Promise((r) => setImmediate(r));
+      if (stall.worst() > before) stallCase = i;
     } catch (e) {
       const msg = e instanceof Error ? `${e.name}: ${e.message}` : String(e);
+      stall.stop();
       throw new Error(`${name}: seed ${settings.seed} case ${i} failed (replay: ${replay(i)}): ${msg}`, { cause: e });
     }
-    if (timer.longestMs > budgets.stepMsMax)
+    if (timer.longestMs > budgets.stepMsMax) {
+      stall.stop();
       throw new Error(`${name}: seed ${settings.seed} case ${i}: one synchronous step took ${timer.longestMs.toFixed(0)} ms (${timer.longestAt}; budget ${budgets.stepMsMax} ms; replay: ${replay(i)})`);
+    }
   }
+  const longestStallMs = stall.stop();
+  if (longestStallMs > budgets.loopStallMsMax) throw new Error(`${name}: seed ${settings.seed}: the event loop stalled ${longestStallMs.toFixed(0)} ms (budget ${budgets.loopStallMsMax} ms), in case ${stallCase} (replay: ${replay(stallCase)})`);
   collect();
   const m1 = process.memoryUsage();
   const rssGrowthBytes = m1.rss - m0.rss;
   const heapGrowthBytes = m1.heapUsed - m0.heapUsed;
   if (rssGrowthBytes > budgets.rssBytesMax) throw new Error(`${name}: seed ${settings.seed}: RSS grew ${(rssGrowthBytes / 2 ** 20).toFixed(0)} MiB (budget ${budgets.rssBytesMax / 2 ** 20} MiB)`);
   if (heapGrowthBytes > budgets.heapBytesMax) throw new Error(`${name}: seed ${settings.seed}: heap grew ${(heapGrowthBytes / 2 ** 20).toFixed(0)} MiB (budget ${budgets.heapBytesMax / 2 ** 20} MiB)`);
-  return { cases: last - first, longestStepMs: timer.longestMs, rssGrowthBytes, heapGrowthBytes };
+  return { cases: last - first, longestStepMs: timer.longestMs, longestStallMs, stallCase, rssGrowthBytes, heapGrowthBytes };
 }
 
 /** Cut `bytes` into 1..n pieces at random points (sometimes byte by byte, sometimes whole). */
@@ -171,4 +193,27 @@ export function randomBytes(rng: Rng, max: number): Uint8Array {
   const out = new Uint8Array(n);
   for (let i = 0; i < n; i++) out[i] = rng.int(3) === 0 ? rng.int(256) : pick(rng, [13, 10, 32, 36, 42, 43, 45, 58, 48, 49, 57, 97, 122, 0]);
   return out;
+}
+
+/**
+ * The longest event-loop stall while it runs: a 10 ms timer's lateness. For suites whose parser is
+ * async (the peer API's handlers), where no single synchronous call can be wrapped in a StepTimer.
+ */
+export function loopStallMonitor(): { stop: () => number; worst: () => number; restart: () => void } {
+  const periodMs = 10;
+  let worst = 0;
+  let last = performance.now();
+  const h = setInterval(() => {
+    const now = performance.now();
+    worst = Math.max(worst, now - last - periodMs);
+    last = now;
+  }, periodMs);
+  return {
+    worst: () => worst,
+    restart: () => void (last = performance.now()),
+    stop: () => {
+      clearInterval(h);
+      return Math.max(worst, performance.now() - last - periodMs);
+    },
+  };
 }
