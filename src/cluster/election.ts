@@ -21,7 +21,14 @@ import type { StateStore } from "./state.ts";
  * could be elected again because term+1 is not a safe integer (issue 22, row 2).
  */
 export const TERM_MAX = 2 ** 40;
-export const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0 && (t as number) <= TERM_MAX;
+/**
+ * A peer's term is adopted only up to TERM_MAX minus this headroom, so this node's own elections
+ * always have 2^20 rounds left: accepting a forged term of exactly TERM_MAX made the next campaign
+ * persist TERM_MAX + 1, which state.json refuses (an unhandled rejection out of preVote; found by
+ * test/fuzz/peer-api.test.ts, issue 22).
+ */
+export const TERM_HEADROOM = 2 ** 20;
+export const isTerm = (t: unknown): t is number => Number.isSafeInteger(t) && (t as number) >= 0 && (t as number) <= TERM_MAX - TERM_HEADROOM;
 
 export interface VoteRequest {
   pre: boolean;
@@ -224,6 +231,11 @@ export class Election {
   }
 
   private async preVote(): Promise<void> {
+    if (this.term + 1 > TERM_MAX) {
+      // Only reachable after 2^20 rounds above the highest adoptable term: say so, never throw.
+      this.o.log.error("election term space exhausted; not campaigning (stop the cluster, remove <data_dir>/cluster/state.json on every node, start again)", { term: this.term, max: TERM_MAX });
+      return;
+    }
     const round = ++this.round;
     this.role = "precandidate";
     const ok = await this.ask(true, this.term + 1);

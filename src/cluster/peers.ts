@@ -168,7 +168,7 @@ export class PeersBackend implements DiscoveryBackend {
   onBeat(req: BeatRequest): BeatReply {
     if (!isTerm(req?.term) || typeof req.leader !== "string") {
       const line = outOfRange(req?.term) ? this.refusedLog.take() : null;
-      if (line) this.o.log.warn("beat with a term beyond the bound refused", { term: req.term, max: TERM_MAX, leader: String(req.leader), ...line });
+      if (line) this.o.log.warn("beat with a term beyond the bound refused", { term: req.term, max: TERM_MAX, leader: printable(req?.leader), ...line });
       return { term: this.election.term, ok: false };
     }
     const r = this.election.onBeat({ term: req.term, leader: req.leader });
@@ -283,4 +283,12 @@ export class PeersBackend implements DiscoveryBackend {
     this.view = v;
     this.events.emit({ kind: "leader", view: { ...v } });
   }
+}
+
+/**
+ * A peer-supplied value for a log line. Not String(x): a JSON body's {"toString": 1} makes String()
+ * throw, which turned a refused beat into a 500 (found by test/fuzz/peer-api.test.ts, issue 22).
+ */
+function printable(x: unknown): string {
+  return typeof x === "string" ? x.slice(0, 256) : x === null ? "null" : typeof x;
 }
