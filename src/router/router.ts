@@ -21,7 +21,7 @@ import type { KvIndex } from "../kv/indexer.ts";
 import { policyFactory, POLICY_FACTORIES } from "./policies/index.ts";
 import { LEG_PRESETS, LEG_ROLES, type LegPresetName } from "./policies/pd-legs.ts";
 import { RetryBudget, retryable, type Failure } from "./retry.ts";
-import type { Decision, Filter, FilteredOut, Policy, RouteRequest } from "./types.ts";
+import type { Decision, Filter, FilteredOut, LatencySample, Policy, RouteRequest } from "./types.ts";
 
 export interface RouteResult {
   worker: Readonly<Worker>;
@@ -38,6 +38,8 @@ export interface RouterObserver {
   inFlight?(workerId: string, n: number): void;
   /** A retry was asked for: allowed, or refused (not retryable, attempts or budget exhausted). */
   retry?(allowed: boolean, reason: "allowed" | "not_retryable" | "budget"): void;
+  /** A request whose decision carried a latency forecast (Pick.latency) had its first token. */
+  latency?(sample: LatencySample): void;
 }
 
 export interface RouterOptions {
@@ -155,7 +157,30 @@ export class Router {
     // Prefill load is what the chosen worker still has to compute: its predicted overlap is not.
     const cachedTokens = r.decision.predictedCachedTokens ?? 0;
     const prompt = req.blockHashes ? { blockHashes: req.blockHashes, blockSize: req.blockSize ?? 16, cachedTokens } : undefined;
-    return { ...r, lease: this.book(r.worker.id, req.promptTokens, prompt) };
+    const lease = this.book(r.worker.id, req.promptTokens, prompt);
+    const forecast = r.decision.latency;
+    return { ...r, lease: forecast ? this.measuring(lease, forecast.rawTtftMs, req.leg ? this.legPolicies[req.leg] : this.policy) : lease };
+  }
+
+  /** The lease, whose first token feeds booking → first token back to the policy that forecast it. */
+  private measuring(lease: Lease, predictedTtftMs: number, policy: Policy): Lease {
+    const bookedMs = this.clock.now();
+    const firstToken = (): void => {
+      if (!lease.prefilling) return lease.firstToken();
+      lease.firstToken();
+      const sample: LatencySample = { workerId: lease.workerId, predictedTtftMs, measuredTtftMs: this.clock.now() - bookedMs };
+      policy.learn?.(sample);
+      this.notify((o) => o.latency?.(sample));
+    };
+    return {
+      get workerId() { return lease.workerId; },
+      get promptTokens() { return lease.promptTokens; },
+      get promptBlocks() { return lease.promptBlocks; },
+      get prefilling() { return lease.prefilling; },
+      get released() { return lease.released; },
+      firstToken,
+      release: () => lease.release(),
+    };
   }
 
   /**
