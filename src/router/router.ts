@@ -59,6 +59,9 @@ export interface RouterOptions {
   kvIndex?: KvIndex;
 }
 
+/** Largest SLO a request header may ask for (1 h); larger values are cut to it. */
+export const SLO_HEADER_MAX_MS = 3_600_000;
+
 /** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
 export const SESSION_ID_MAX_CHARS = 256;
 
@@ -232,6 +235,25 @@ export class Router {
     }
     const s = v?.trim();
     return s ? s.slice(0, SESSION_ID_MAX_CHARS) : null;
+  }
+
+  /**
+   * The request's SLO from x-slo-ttft-ms / x-slo-itl-ms (RouteRequest.sloTtftMs / sloItlMs): absent
+   * headers leave the field out (the model's default applies); a value that is not a positive
+   * number of ms is a 400; one above SLO_HEADER_MAX_MS is cut to it.
+   */
+  sloFrom(headers: Headers): Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> {
+    const out: Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> = {};
+    for (const [name, key] of [["x-slo-ttft-ms", "sloTtftMs"], ["x-slo-itl-ms", "sloItlMs"]] as const) {
+      const raw = headers.get(name);
+      if (raw === null) continue;
+      const v = Number(raw.trim().slice(0, 32));
+      if (raw.trim() === "" || !Number.isFinite(v) || v <= 0) {
+        throw new HerdError(400, "invalid_request_error", `${name} must be a positive number of milliseconds, got ${JSON.stringify(raw.slice(0, 32))}`, "invalid_slo");
+      }
+      out[key] = Math.min(SLO_HEADER_MAX_MS, v);
+    }
+    return out;
   }
 
   /** The router is being replaced (reload) or the daemon stops: the policy drops its subscriptions. */
