@@ -145,7 +145,7 @@ export function predictedScorer(cfg: RouterConfig, corrections: Corrections): Sc
         terms: {
           overlap_gpu: o.gpu, overlap_cpu: o.cpu, overlap_disk: o.disk, cached_tokens: cachedTokens, new_tokens: x.newTokens,
           queued_tokens: x.queuedTokens, queued_requests: x.queuedRequests, decoding, context_tokens: x.contextTokens, steps: raw.steps,
-          model_ttft_ms: r3(raw.ttftMs), model_itl_ms: r3(raw.itlMs), correction: r3(k), ttft_ms: r3(ttft), itl_ms: r3(raw.itlMs * k),
+          model_ttft_ms: r3(raw.ttftMs), model_itl_ms: r3(raw.itlMs), correction: r3(k), ttft_ms: r3(ttft), itl_ms: r3(raw.itlMs),
         },
       };
     },
