@@ -14,7 +14,7 @@
 // Part 2, TTFT p95 of round-robin, kv (herd's defaults) and predicted at three loads (light,
 // moderate, near round-robin's saturation). Target: predicted < kv at each load.
 //
-// Run:  ./node_modules/.bin/bun bench/routing-predicted.ts [--seeds 1] [--requests 2000] [--rates 6,10,13]
+// Run:  ./node_modules/.bin/bun bench/routing-predicted.ts [--seeds 1] [--duration 60] [--rates 40,80,120]
 import { SeededRng } from "../src/core/rng.ts";
 import type { RouterConfig } from "../src/config/types.ts";
 import type { Decision } from "../src/router/types.ts";
@@ -33,8 +33,9 @@ function flag(name: string, dflt: string): string {
   return i >= 0 ? process.argv[i + 1]! : dflt;
 }
 const seeds = flag("seeds", "1").split(",").map(Number);
-const requests = Number(flag("requests", "2000"));
-const rates = flag("rates", "6,10,13").split(",").map(Number);
+/** Offered seconds per run: requests = rate × this (the first WARMUP_S are left out). */
+const duration_s = Number(flag("duration", "60"));
+const rates = flag("rates", "40,80,120").split(",").map(Number);
 const WARMUP_S = 20;
 const DOCS = 8;
 
@@ -66,10 +67,13 @@ interface Result {
   itlP95: number;
   mapeTtft: number | null;
   mapeItl: number | null;
+  reqPerS: number;
+  errors: number;
   wall_s: number;
 }
 
 function run(label: string, router: RouterConfig, seed: number, rate: number): Result {
+  const requests = Math.round(rate * duration_s);
   const decisions: Decision[] = [];
   const r = simulateRun(
     {
@@ -106,7 +110,7 @@ function run(label: string, router: RouterConfig, seed: number, rate: number): R
   }
   return {
     policy: label, rate, ttftP50: (s.ttft?.p50 ?? NaN) * 1000, ttftP95: (s.ttft?.p95 ?? NaN) * 1000, itlP95: (s.itl?.p95 ?? NaN) * 1000,
-    mapeTtft, mapeItl, wall_s: r.wall_s,
+    mapeTtft, mapeItl, reqPerS: s.throughput.requests_per_s, errors: s.errors.total, wall_s: r.wall_s,
   };
 }
 
@@ -128,13 +132,13 @@ for (const seed of seeds) {
     const p = rows.find((x) => x.policy === "predicted")!;
     cells++;
     if (p.ttftP95 < kv.ttftP95) wins++;
-    console.log(`\nmixed short/long, seed ${seed}, ${rate} req/s, ${requests} requests, ${REPLICAS} engines (first ${WARMUP_S} s left out)`);
+    console.log(`\nmixed short/long, seed ${seed}, ${rate} req/s for ${duration_s} s, ${REPLICAS} engines (first ${WARMUP_S} s left out)`);
     console.log(
       table([
-        ["policy", "TTFT p50 (ms)", "TTFT p95", "ITL p95", "TTFT p95 vs kv", "forecast MAPE TTFT", "forecast MAPE ITL", "wall s"],
+        ["policy", "TTFT p50 (ms)", "TTFT p95", "ITL p95", "TTFT p95 vs kv", "forecast MAPE TTFT", "forecast MAPE ITL", "ok req/s", "errors", "wall s"],
         ...rows.map((x) => [
           x.policy, x.ttftP50.toFixed(1), x.ttftP95.toFixed(1), x.itlP95.toFixed(1), `${(x.ttftP95 / kv.ttftP95).toFixed(2)}×`,
-          pct(x.mapeTtft), pct(x.mapeItl), x.wall_s.toFixed(1),
+          pct(x.mapeTtft), pct(x.mapeItl), x.reqPerS.toFixed(1), String(x.errors), x.wall_s.toFixed(1),
         ]),
       ]),
     );

@@ -35,7 +35,7 @@ describe("router.needs: the union of the stages' declared inputs", () => {
   });
 
   test("every registered policy is covered above", () => {
-    expect(Object.keys(POLICY_FACTORIES).length).toBe(7);
+    expect(Object.keys(POLICY_FACTORIES).length).toBe(8);
   });
 });
 
