@@ -137,7 +137,7 @@ for (const seed of seeds) {
       table([
         ["policy", "TTFT p50 (ms)", "TTFT p95", "ITL p95", "TTFT p95 vs kv", "forecast MAPE TTFT", "forecast MAPE ITL", "ok req/s", "errors", "wall s"],
         ...rows.map((x) => [
-          x.policy, x.ttftP50.toFixed(1), x.ttftP95.toFixed(1), x.itlP95.toFixed(1), `${(x.ttftP95 / kv.ttftP95).toFixed(2)}×`,
+          x.policy, x.ttftP50.toFixed(1), x.ttftP95.toFixed(1), x.itlP95.toFixed(1), `${(x.ttftP95 / kv.ttftP95).toPrecision(3)}×`,
           pct(x.mapeTtft), pct(x.mapeItl), x.reqPerS.toFixed(1), String(x.errors), x.wall_s.toFixed(1),
         ]),
       ]),
