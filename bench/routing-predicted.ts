@@ -3,7 +3,7 @@
 // bench/routing-quality.ts); every policy of one (load, seed) sees the same requests at the same
 // offered times.
 //
-// Workload "mixed short/long": 75 % short chats (a unique 200-token prompt, 256 output tokens) and
+// Workload `mixed` (src/workload, its defaults): 75 % short chats (a unique 200-token prompt, 256 output tokens) and
 // 25 % long document questions (one of 8 documents of 6,000 tokens + a 50-token question, 64 output
 // tokens), Poisson arrivals, 4 engines with 4,096 KV blocks each (about 2 documents' worth of cache
 // each alongside the chats).
@@ -11,18 +11,16 @@
 // Part 1, forecast error: for every request `predicted` routed (after the warm-up), its forecast
 // for the chosen worker against what the simulation measured: MAPE of TTFT (send → first token)
 // and of ITL (mean gap of the request), with the online correction on and off.
-// Part 2, TTFT p95 of round-robin, kv (herd's defaults) and predicted at three loads (light,
-// moderate, near round-robin's saturation). Target: predicted < kv at each load.
+// Part 2, TTFT p95 of round-robin, kv (herd's defaults) and predicted at three loads: 40 req/s
+// (light), 120 (past round-robin's saturation), 160 (past kv's). Target: predicted < kv at each.
 //
-// Run:  ./node_modules/.bin/bun bench/routing-predicted.ts [--seeds 1] [--duration 60] [--rates 40,80,120]
-import { SeededRng } from "../src/core/rng.ts";
+// Run:  ./node_modules/.bin/bun bench/routing-predicted.ts [--seeds 1,2] [--duration 60] [--rates 40,120,160]
 import type { RouterConfig } from "../src/config/types.ts";
 import type { Decision } from "../src/router/types.ts";
 import { simulateRun } from "../src/simulate/run.ts";
 import { summarize } from "../src/workload/stats.ts";
 import { table } from "../src/workload/report.ts";
-import type { BenchRequest } from "../src/workload/workloads.ts";
-import { words, wordsFor } from "../src/workload/words.ts";
+import { DEFAULTS } from "../src/workload/workloads.ts";
 import { PromptEncoder } from "../src/simulate/prompts.ts";
 import { OutputVocabulary } from "../src/engine/sim/output.ts";
 import { defaultConfig } from "../src/config/index.ts";
@@ -32,28 +30,13 @@ function flag(name: string, dflt: string): string {
   const i = process.argv.indexOf(`--${name}`);
   return i >= 0 ? process.argv[i + 1]! : dflt;
 }
-const seeds = flag("seeds", "1").split(",").map(Number);
+const seeds = flag("seeds", "1,2").split(",").map(Number);
 /** Offered seconds per run: requests = rate × this (the first WARMUP_S are left out). */
 const duration_s = Number(flag("duration", "60"));
-const rates = flag("rates", "40,80,120").split(",").map(Number);
+const rates = flag("rates", "40,120,160").split(",").map(Number);
 const WARMUP_S = 20;
-const DOCS = 8;
-
-/** The mixed workload's requests for a seed (arrival times come from plan()'s Poisson arrivals). */
-function mixed(seed: number, n: number): BenchRequest[] {
-  const rng = new SeededRng(seed * 31 + 5);
-  const docs = Array.from({ length: DOCS }, () => words(rng, wordsFor(6000)));
-  const out: BenchRequest[] = [];
-  for (let i = 0; i < n; i++) {
-    if (rng.float() < 0.25) {
-      const d = rng.int(DOCS);
-      out.push({ at_s: 0, session: `doc-${i}`, max_tokens: 64, messages: [{ role: "system", content: docs[d]! }, { role: "user", content: words(rng, wordsFor(50)) }] });
-    } else {
-      out.push({ at_s: 0, session: `chat-${i}`, max_tokens: 256, messages: [{ role: "user", content: words(rng, wordsFor(200)) }] });
-    }
-  }
-  return out;
-}
+/** src/workload `mixed` at its defaults (see the header). */
+const MIXED = DEFAULTS.mixed;
 
 const encoder = await PromptEncoder.load(null, BLOCK_SIZE);
 const vocab = new OutputVocabulary(encoder.tokenizer);
@@ -81,7 +64,7 @@ function run(label: string, router: RouterConfig, seed: number, rate: number): R
       routerObserver: { decision: (d) => void decisions.push(d) },
     },
     {
-      workload: { kind: "trace", file: "mixed", requests: mixed(seed, requests) }, arrivals: { kind: "poisson", rate },
+      workload: MIXED, arrivals: { kind: "poisson", rate },
       limit: { requests, duration_s: null }, concurrency: null, duration_s: null, ordered: false, ignoreEos: true,
     },
     encoder,
@@ -132,7 +115,7 @@ for (const seed of seeds) {
     const p = rows.find((x) => x.policy === "predicted")!;
     cells++;
     if (p.ttftP95 < kv.ttftP95) wins++;
-    console.log(`\nmixed short/long, seed ${seed}, ${rate} req/s for ${duration_s} s, ${REPLICAS} engines (first ${WARMUP_S} s left out)`);
+    console.log(`\nmixed (short chats + long documents), seed ${seed}, ${rate} req/s for ${duration_s} s, ${REPLICAS} engines (first ${WARMUP_S} s left out)`);
     console.log(
       table([
         ["policy", "TTFT p50 (ms)", "TTFT p95", "ITL p95", "TTFT p95 vs kv", "forecast MAPE TTFT", "forecast MAPE ITL", "ok req/s", "errors", "wall s"],
