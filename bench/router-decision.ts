@@ -31,6 +31,7 @@ function config(policy: string): RouterConfig {
     prefix: KV_DEFAULTS.prefix,
     pd: KV_DEFAULTS.pd,
     pipeline: KV_DEFAULTS.pipeline,
+    predicted: KV_DEFAULTS.predicted,
   };
 }
 

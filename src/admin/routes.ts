@@ -141,6 +141,7 @@ export function adminRoutes(o: AdminOptions): Hono<Env> {
       sessionId: o.router.sessionIdFrom(c.req.raw.headers),
       promptTokens: kv ? kv.prompt_tokens : estimate,
       exclude: new Set<string>(),
+      ...o.router.sloFrom(c.req.raw.headers), // as the frontend: x-slo-ttft-ms / x-slo-itl-ms
       ...(kv ? { blockHashes: kv.block_hashes, blockSize: kv.block_size } : {}),
     };
     // A P/D model (prefill + decode workers) is routed leg by leg, each by its preset: show the legs.

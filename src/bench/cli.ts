@@ -47,7 +47,7 @@ Options:
   --url URL            base URL (default http://127.0.0.1:8000; a trailing /v1 is fine)
   --model M            model name (default: the first one /v1/models lists)
   --api-key K          bearer token (default $OPENAI_API_KEY)
-  --workload W         doc-qa | multi-turn | rag | hot-prefix | fixed, with options as
+  --workload W         doc-qa | multi-turn | rag | hot-prefix | fixed | mixed, with options as
                        NAME:key=value,… (e.g. fixed:input=1024,output=64; see src/bench/README.md),
                        or trace:FILE (herd or Mooncake JSONL)
   --rate R[,R…]        Poisson arrivals at R req/s; a list runs a sweep, one run per rate

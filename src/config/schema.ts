@@ -181,6 +181,35 @@ const router = obj("How requests are spread across engines.", {
     // ties to the lower KV usage.
     decode: pipelineSpec("The decode leg (workers of role decode; aggregated ones too when it prefills locally): KV headroom and decode load.", ["kv-headroom"], [{ type: "decode-load", weight: 1 }], "lightest"),
   }),
+  predicted: obj("The `predicted` policy: each worker's TTFT and ITL for this request from the engine's step-cost model plus live queue, KV and overlap, corrected online; the worker meeting the SLO with the most headroom wins.", {
+    // Defaults = the sim engine's (src/engine/sim/cost.ts, docs/references.md#timing-B.5); for a
+    // real engine paste what `herd simulate --calibrate` fits.
+    engine: obj("The engine's step cost: step_ms + max(weights_ms, token_ms × tokens) + pair_ms × prefill pairs + kv_token_ms × decoded context (`herd simulate --calibrate` fits these).", {
+      step_ms: num("Per-step overhead, ms.", 1.5, { min: 0, max: 10_000 }),
+      weights_ms: num("Minimum step time (weight read), ms.", 5.9, { min: 0, max: 10_000 }),
+      token_ms: num("Matmul time per token in a step, ms.", 0.0232, { min: 0, max: 100 }),
+      pair_ms: num("Prefill attention per (query, key) pair, ms.", 1.18e-6, { min: 0, max: 1 }),
+      kv_token_ms: num("Decode KV read per context token, ms.", 5.3e-5, { min: 0, max: 1 }),
+      request_ms: num("Engine API-server time per request before scheduling, ms.", 10, { min: 0, max: 60_000 }),
+      max_num_batched_tokens: int("Token budget per step (vLLM --max-num-batched-tokens).", 8192, { min: 1, max: 1_048_576 }),
+    }),
+    slo: obj("Default SLO when the request sends no x-slo-ttft-ms / x-slo-itl-ms header; 0 = none.", {
+      ttft_ms: ms("Time to first token objective, ms; 0 = none.", 0, 3_600_000),
+      itl_ms: ms("Inter-token latency objective, ms; 0 = none.", 0, 60_000),
+    }),
+    models: list(
+      obj("One model's default SLO.", {
+        model: str("A models[].name.", undefined, { nonEmpty: true }),
+        ttft_ms: ms("Time to first token objective, ms; 0 = none.", 0, 3_600_000),
+        itl_ms: ms("Inter-token latency objective, ms; 0 = none.", 0, 60_000),
+      }),
+      "Per-model default SLOs, ahead of `slo`.",
+      [],
+      1000,
+    ),
+    correction_ewma: num("Weight of a new measured/predicted TTFT sample in a worker's correction factor; 0 = no online refinement.", 0.1, { min: 0, max: 1 }),
+    correction_max: num("A worker's correction factor stays within [1/max, max].", 4, { min: 1, max: 1000 }),
+  }),
 });
 
 const modelEntry = obj("A model clients can ask for.", {

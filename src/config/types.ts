@@ -2,7 +2,7 @@
 // contract between config parsing (src/config) and every component that reads config. Names are the
 // YAML keys (snake_case, units last) so a config finding and the code speak the same words.
 
-export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix"] as const;
+export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix", "predicted"] as const;
 export type PolicyName = (typeof POLICIES)[number];
 
 export const ENGINE_KINDS = ["sim", "vllm", "sglang", "trtllm", "command", "external"] as const;
@@ -219,6 +219,42 @@ export interface RouterConfig {
   pipeline: PipelineConfig;
   /** The P/D legs' pipelines (src/pd): each leg is routed by its own preset over the same router. */
   pd: PdLegsConfig;
+  /** The `predicted` policy: TTFT/ITL per worker from the engine's step-cost model, against the request's SLO. */
+  predicted: PredictedPolicyConfig;
+}
+
+/** The engine's step-cost figures (`herd simulate --calibrate` prints them; src/engine/sim/cost.ts). */
+export interface EngineCostConfig {
+  step_ms: number;
+  weights_ms: number;
+  token_ms: number;
+  pair_ms: number;
+  kv_token_ms: number;
+  request_ms: number;
+  /** The engine's token budget per step (vLLM --max-num-batched-tokens). */
+  max_num_batched_tokens: number;
+}
+
+/** A latency objective; 0 = none. */
+export interface SloConfig {
+  ttft_ms: number;
+  itl_ms: number;
+}
+
+export interface ModelSloConfig extends SloConfig {
+  model: string;
+}
+
+export interface PredictedPolicyConfig {
+  engine: EngineCostConfig;
+  /** Default SLO when the request sends no x-slo-ttft-ms / x-slo-itl-ms header. */
+  slo: SloConfig;
+  /** Per-model defaults, ahead of `slo`. */
+  models: ModelSloConfig[];
+  /** Weight of a new measured/predicted sample in a worker's correction factor (EWMA). */
+  correction_ewma: number;
+  /** The correction factor is clamped to [1/max, max]. */
+  correction_max: number;
 }
 
 /** The pipelines that choose a P/D request's prefill worker and its decode worker. */

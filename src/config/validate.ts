@@ -20,6 +20,11 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   checkModels(config, add);
   checkApiKeys(config, add);
   config.engines.forEach((e, i) => checkEngine(config, e, `engines[${i}]`, add));
+  // A per-model SLO for a model nobody serves is a typo that silently routes without it.
+  config.router.predicted.models.forEach((m, i) => {
+    const names = config.models.map((x) => x.name);
+    if (!names.includes(m.model)) add("warning", `router.predicted.models[${i}].model`, `unknown model ${JSON.stringify(m.model)}${didYouMean(m.model, names)}; its SLO never applies`);
+  });
   checkPorts(config, add);
   checkGpus(config, add);
   checkCluster(config, add);

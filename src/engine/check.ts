@@ -57,7 +57,8 @@ function checkCapabilities(config: Config, add: Add): void {
   // Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
   // kinds that tokenize with it (the simulated engine), so another kind's model without a tokenizer
   // dir would never show overlap.
-  const prefixAware = config.router.policy === "kv" || config.router.policy === "prefix";
+  // (engine sits below router, so the names: the policies whose stages read block hashes.)
+  const prefixAware = config.router.policy === "kv" || config.router.policy === "prefix" || config.router.policy === "predicted";
   if (prefixAware)
     config.models.forEach((m, i) => {
       if (m.tokenizer !== "") return;

@@ -451,6 +451,7 @@ export class Frontend {
       model,
       sessionId: this.o.router.sessionIdFrom(c.req.raw.headers) ?? responses?.sessionId ?? null,
       promptTokens: Math.ceil(checked.promptChars / 4),
+      ...this.o.router.sloFrom(c.req.raw.headers), // x-slo-ttft-ms / x-slo-itl-ms (the `predicted` policy)
     };
     const maxTokens = maxTokensOf(endpoint, json);
     const promptTokens = prepared?.tokens ?? route.promptTokens;

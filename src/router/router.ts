@@ -23,7 +23,7 @@ import { LEG_PRESETS, LEG_ROLES, type LegPresetName } from "./policies/pd-legs.t
 import { RetryBudget, retryable, type Failure } from "./retry.ts";
 import { OutlierDetector } from "./outlier.ts";
 import { evidenceFilters, ejectionOf } from "./evidence.ts";
-import type { Decision, Filter, FilteredOut, Policy, RouteRequest } from "./types.ts";
+import type { Decision, Filter, FilteredOut, LatencySample, Policy, RouteRequest } from "./types.ts";
 
 export interface RouteResult {
   worker: Readonly<Worker>;
@@ -40,6 +40,8 @@ export interface RouterObserver {
   inFlight?(workerId: string, n: number): void;
   /** A retry was asked for: allowed, or refused (not retryable, attempts or budget exhausted). */
   retry?(allowed: boolean, reason: "allowed" | "not_retryable" | "budget"): void;
+  /** A request whose decision carried a latency forecast (Pick.latency) had its first token. */
+  latency?(sample: LatencySample): void;
 }
 
 export interface RouterOptions {
@@ -64,6 +66,9 @@ export interface RouterOptions {
   /** True while this node's cluster view is stale (cannot reach etcd / a quorum): prefer local workers. */
   isolated?: () => boolean;
 }
+
+/** Largest SLO a request header may ask for (1 h); larger values are cut to it. */
+export const SLO_HEADER_MAX_MS = 3_600_000;
 
 /** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
 export const SESSION_ID_MAX_CHARS = 256;
@@ -174,7 +179,30 @@ export class Router {
     // Prefill load is what the chosen worker still has to compute: its predicted overlap is not.
     const cachedTokens = r.decision.predictedCachedTokens ?? 0;
     const prompt = req.blockHashes ? { blockHashes: req.blockHashes, blockSize: req.blockSize ?? 16, cachedTokens } : undefined;
-    return { ...r, lease: this.book(r.worker.id, req.promptTokens, prompt) };
+    const lease = this.book(r.worker.id, req.promptTokens, prompt);
+    const forecast = r.decision.latency;
+    return { ...r, lease: forecast ? this.measuring(lease, forecast.rawTtftMs, req.leg ? this.legPolicies[req.leg] : this.policy) : lease };
+  }
+
+  /** The lease, whose first token feeds booking → first token back to the policy that forecast it. */
+  private measuring(lease: Lease, predictedTtftMs: number, policy: Policy): Lease {
+    const bookedMs = this.clock.now();
+    const firstToken = (): void => {
+      if (!lease.prefilling) return lease.firstToken();
+      lease.firstToken();
+      const sample: LatencySample = { workerId: lease.workerId, predictedTtftMs, measuredTtftMs: this.clock.now() - bookedMs };
+      policy.learn?.(sample);
+      this.notify((o) => o.latency?.(sample));
+    };
+    return {
+      get workerId() { return lease.workerId; },
+      get promptTokens() { return lease.promptTokens; },
+      get promptBlocks() { return lease.promptBlocks; },
+      get prefilling() { return lease.prefilling; },
+      get released() { return lease.released; },
+      firstToken,
+      release: () => lease.release(),
+    };
   }
 
   /**
@@ -243,6 +271,25 @@ export class Router {
     }
     const s = v?.trim();
     return s ? s.slice(0, SESSION_ID_MAX_CHARS) : null;
+  }
+
+  /**
+   * The request's SLO from x-slo-ttft-ms / x-slo-itl-ms (RouteRequest.sloTtftMs / sloItlMs): absent
+   * headers leave the field out (the model's default applies); a value that is not a positive
+   * number of ms is a 400; one above SLO_HEADER_MAX_MS is cut to it.
+   */
+  sloFrom(headers: Headers): Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> {
+    const out: Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> = {};
+    for (const [name, key] of [["x-slo-ttft-ms", "sloTtftMs"], ["x-slo-itl-ms", "sloItlMs"]] as const) {
+      const raw = headers.get(name);
+      if (raw === null) continue;
+      const v = Number(raw.trim().slice(0, 32));
+      if (raw.trim() === "" || !Number.isFinite(v) || v <= 0) {
+        throw new HerdError(400, "invalid_request_error", `${name} must be a positive number of milliseconds, got ${JSON.stringify(raw.slice(0, 32))}`, "invalid_slo");
+      }
+      out[key] = Math.min(SLO_HEADER_MAX_MS, v);
+    }
+    return out;
   }
 
   /** The router is being replaced (reload) or the daemon stops: the policy drops its subscriptions. */

@@ -46,6 +46,10 @@ export interface RouteRequest {
    * router.pd.decode) instead of router.policy, over the same leases, index and explain.
    */
   leg?: "prefill" | "decode";
+  /** Time-to-first-token objective (ms) from the x-slo-ttft-ms header; absent = the model's default (router.predicted). */
+  sloTtftMs?: number;
+  /** Inter-token latency objective (ms) from the x-slo-itl-ms header; absent = the model's default. */
+  sloItlMs?: number;
 }
 
 export interface RouteCtx {
@@ -83,6 +87,20 @@ export interface Pick {
   predictedCachedTokens?: number;
   /** Request-level figures the policy used (KV-aware policies: tokens, block_size, hashed_blocks, request_blocks). */
   request?: Record<string, number>;
+  /**
+   * The `predicted` policy's latency forecast for the chosen worker: `rawTtftMs` before the
+   * worker's online correction, which the Router feeds back with the measured TTFT (Policy.learn).
+   */
+  latency?: { ttftMs: number; itlMs: number; rawTtftMs: number };
+}
+
+/** A measured latency against what the policy predicted for it (Router → Policy.learn). */
+export interface LatencySample {
+  workerId: string;
+  /** The uncorrected model prediction made at routing time (Pick.latency.rawTtftMs). */
+  predictedTtftMs: number;
+  /** Booking → first token, on the router's clock. */
+  measuredTtftMs: number;
 }
 
 /** A worker removed before the policy ran, and the filter that removed it. */
@@ -110,6 +128,8 @@ export interface Policy {
   forgetWorker?(workerId: string): void;
   /** The router is being replaced (reload): drop subscriptions (e.g. to the KV index). */
   close?(): void;
+  /** A request it routed had its first token: refine what it predicts for that worker. */
+  learn?(sample: LatencySample): void;
 }
 
 /** Live load the Router's leases keep, for load terms finer than in_flight (KV-aware policies). */

@@ -40,7 +40,7 @@ Usage: herd simulate --workload W (--rate R[,R…] | --concurrency C[,C…]) [--
 
 Options:
   -h, --help           this help
-Workload (as herd bench): --workload doc-qa|multi-turn|rag|hot-prefix|fixed[:k=v,…]|trace:FILE,
+Workload (as herd bench): --workload doc-qa|multi-turn|rag|hot-prefix|fixed|mixed[:k=v,…]|trace:FILE,
   --rate, --concurrency, --duration, --requests (default 200), --seed (1), --warmup, --slo, --ignore-eos
   --trace FILE         replay herd's decision log (config decision_log; FILE.N … FILE.1 then FILE) at its
                        recorded times, or re-timed with --rate/--concurrency

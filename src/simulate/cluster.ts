@@ -10,7 +10,7 @@ import { WorkerRegistry } from "../workers/registry.ts";
 import { emptyLoad } from "../workers/worker.ts";
 import { SimScheduler } from "../engine/sim/scheduler.ts";
 import type { SimEngineOptions } from "../engine/sim/options.ts";
-import { Router } from "../router/router.ts";
+import { Router, type RouterObserver } from "../router/router.ts";
 import { SimKv } from "./kv.ts";
 import { VirtualTier } from "./virtual-tier.ts";
 import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../engine/sim/options.ts";
@@ -40,6 +40,8 @@ export interface ClusterConfig {
   kvTierBlocks?: number;
   /** Each replica's role (`herd simulate --pd`: prefill and decode pools); absent = all aggregated. */
   roles?: readonly Role[];
+  /** Subscribed to the router (decisions, latency forecasts against first tokens): benchmarks' probes. */
+  routerObserver?: RouterObserver;
 }
 
 export interface Replica {
@@ -92,6 +94,7 @@ export class SimCluster {
       rng: new SeededRng(cfg.seed * 7919 + 17),
       kvIndex: this.kv.routerIndex,
     });
+    if (cfg.routerObserver) this.router.observe(cfg.routerObserver);
   }
 
   /** The tier's contents reach the index as medium cpu for every replica (all on this one host). */

@@ -34,7 +34,7 @@ export function trueFalse(flags: Map<string, string>, name: string, dflt: boolea
 /** `given`: a workload the caller built itself (herd simulate --trace: a decision log). */
 export async function parseWorkloadFlags(flags: Map<string, string>, given?: Workload): Promise<WorkloadFlags> {
   const wText = flags.get("workload");
-  if (wText === undefined && !given) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, trace:FILE)");
+  if (wText === undefined && !given) throw new BenchInputError("--workload is required (doc-qa, multi-turn, rag, hot-prefix, fixed, mixed, trace:FILE)");
   let workload: Workload;
   if (given) workload = given;
   else if (wText!.startsWith("trace:")) {

@@ -21,7 +21,7 @@ export interface Limit {
   duration_s: number | null;
 }
 
-export const WORKLOAD_NAMES = ["doc-qa", "multi-turn", "rag", "hot-prefix", "fixed"] as const;
+export const WORKLOAD_NAMES = ["doc-qa", "multi-turn", "rag", "hot-prefix", "fixed", "mixed"] as const;
 
 /**
  * Parse `NAME[:key=value,…]` for a synthetic workload (keys are the spec's fields, e.g. `output=64`).
@@ -53,11 +53,12 @@ export function parseSyntheticWorkload(text: string): SyntheticSpec {
     }
   }
   const s = spec as unknown as SyntheticSpec;
-  const atLeastOne = ["documents", "users", "sessions", "turns", "chunks", "k", "prefixes", "output"] as const;
+  const atLeastOne = ["documents", "users", "sessions", "turns", "chunks", "k", "prefixes", "output", "long_output", "short_output"] as const;
   for (const k of atLeastOne) {
     const v = (s as unknown as Record<string, unknown>)[k];
     if (typeof v === "number" && v < 1) throw new BenchInputError(`workload ${name}: ${k} must be at least 1`);
   }
+  if (s.kind === "mixed" && s.long_percent > 100) throw new BenchInputError(`workload mixed: long_percent must be at most 100, got ${s.long_percent}`);
   return s;
 }
 

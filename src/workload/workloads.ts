@@ -26,8 +26,9 @@ export interface MultiTurnSpec { kind: "multi-turn"; sessions: number; turns: nu
 export interface RagSpec { kind: "rag"; chunks: number; chunk_tokens: number; k: number; question_tokens: number; output: number }
 export interface HotPrefixSpec { kind: "hot-prefix"; prefixes: number; prefix_tokens: number; suffix_tokens: number; zipf: number; users: number; output: number }
 export interface FixedSpec { kind: "fixed"; input: number; output: number; api: "completions" | "chat" }
+export interface MixedSpec { kind: "mixed"; long_percent: number; documents: number; doc_tokens: number; question_tokens: number; long_output: number; short_tokens: number; short_output: number }
 
-export type SyntheticSpec = DocQaSpec | MultiTurnSpec | RagSpec | HotPrefixSpec | FixedSpec;
+export type SyntheticSpec = DocQaSpec | MultiTurnSpec | RagSpec | HotPrefixSpec | FixedSpec | MixedSpec;
 
 /** Defaults of every synthetic workload (documented in src/bench/README.md). */
 export const DEFAULTS: { [K in SyntheticSpec["kind"]]: Extract<SyntheticSpec, { kind: K }> } = {
@@ -36,6 +37,7 @@ export const DEFAULTS: { [K in SyntheticSpec["kind"]]: Extract<SyntheticSpec, { 
   rag: { kind: "rag", chunks: 1000, chunk_tokens: 256, k: 4, question_tokens: 30, output: 128 },
   "hot-prefix": { kind: "hot-prefix", prefixes: 100, prefix_tokens: 1000, suffix_tokens: 200, zipf: 1.1, users: 100, output: 128 },
   fixed: { kind: "fixed", input: 512, output: 128, api: "completions" },
+  mixed: { kind: "mixed", long_percent: 25, documents: 8, doc_tokens: 6000, question_tokens: 50, long_output: 64, short_tokens: 200, short_output: 256 },
 };
 
 /** Infinite, deterministic stream of request shapes for `spec`, drawing only from `rng`. */
@@ -96,6 +98,18 @@ export function* shapes(spec: SyntheticSpec, rng: Rng): Generator<RequestShape, 
           messages: [{ role: "system", content: p }, { role: "user", content: words(rng, wordsFor(spec.suffix_tokens)) }],
           max_tokens: spec.output,
         };
+      }
+    }
+    case "mixed": {
+      // Short chats and long document questions in one stream (the `predicted` policy's benchmark,
+      // bench/routing-predicted.ts): `long_percent` % of requests ask about one of `documents` long
+      // documents (shared prefixes, expensive when uncached), the rest are short unique chats.
+      const docs = Array.from({ length: spec.documents }, (_, i) => `Document ${i}: ${words(rng, wordsFor(spec.doc_tokens))}`);
+      for (let n = 0; ; n++) {
+        if (rng.int(100) < spec.long_percent) {
+          const doc = docs[rng.int(docs.length)]!;
+          yield { session: `doc-${n}`, messages: [{ role: "system", content: doc }, { role: "user", content: words(rng, wordsFor(spec.question_tokens)) }], max_tokens: spec.long_output };
+        } else yield { session: `chat-${n}`, messages: [{ role: "user", content: words(rng, wordsFor(spec.short_tokens)) }], max_tokens: spec.short_output };
       }
     }
     case "fixed": {

@@ -10,6 +10,7 @@ const small: SyntheticSpec[] = [
   { ...DEFAULTS.rag, chunks: 1000, chunk_tokens: 40 },
   { ...DEFAULTS["hot-prefix"], prefixes: 20, prefix_tokens: 100, suffix_tokens: 10 },
   { ...DEFAULTS.fixed, input: 64, output: 16 },
+  { ...DEFAULTS.mixed, documents: 3, doc_tokens: 200, short_tokens: 20 },
 ];
 const text = (r: RequestShape) => r.prompt ?? (r.messages ?? []).map((m) => `${m.role}:${m.content as string}`).join("|");
 const wordCount = (s: string) => s.split(/\s+/).filter(Boolean).length;
@@ -38,6 +39,22 @@ describe("workload generators", () => {
     expect(wordCount([...heads][0]!)).toBeGreaterThanOrEqual(100);
     for (const r of rs) expect(wordCount(r.messages![1]!.content as string)).toBe(spec.question_tokens);
     expect(new Set(rs.map((r) => r.session)).size).toBeLessThanOrEqual(10);
+  });
+
+  test("mixed: long_percent % questions on N documents, the rest short unique chats; bounds", () => {
+    const spec = small[5] as Extract<SyntheticSpec, { kind: "mixed" }>;
+    const rs = take(shapes(spec, new SeededRng(3)), 400);
+    const long = rs.filter((r) => r.messages!.length === 2);
+    expect(long.length / rs.length).toBeGreaterThan(0.18);
+    expect(long.length / rs.length).toBeLessThan(0.32);
+    expect(new Set(long.map((r) => r.messages![0]!.content as string)).size).toBe(3);
+    for (const r of long) expect(r.max_tokens).toBe(spec.long_output);
+    const short = rs.filter((r) => r.messages!.length === 1);
+    for (const r of short) expect([wordCount(r.messages![0]!.content as string), r.max_tokens]).toEqual([spec.short_tokens, spec.short_output]);
+    expect(new Set(short.map((r) => r.messages![0]!.content as string)).size).toBe(short.length);
+    expect(parseSyntheticWorkload("mixed:long_percent=50")).toMatchObject({ kind: "mixed", long_percent: 50 });
+    expect(() => parseSyntheticWorkload("mixed:long_percent=150")).toThrow(BenchInputError);
+    expect(() => parseSyntheticWorkload("mixed:short_output=0")).toThrow(BenchInputError);
   });
 
   test("multi-turn: each turn carries the previous turn's prompt and an answer, then a new question", () => {

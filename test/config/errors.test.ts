@@ -313,6 +313,16 @@ describe("finding rendering", () => {
     expect(renderFindings(r.findings, "herd.yaml")).toStartWith("warning: engines[0].gpus: ");
   });
 
+  test("a per-model SLO for an unknown model is a warning", () => {
+    const text = yaml(...MODEL, "router:", "  predicted:", "    models:", "      - {model: qwen3-8, ttft_ms: 500}");
+    const r = check(text);
+    expect(r.config).toBeDefined();
+    const w = r.findings.find((f) => f.path === "router.predicted.models[0].model");
+    expect(w?.severity).toBe("warning");
+    expect(w?.message).toMatch(/unknown model "qwen3-8" \(did you mean "qwen3-8b"\?\)/);
+    expect(check(text.replace("qwen3-8,", "qwen3-8b,")).findings.find((f) => f.path.startsWith("router.predicted"))).toBeUndefined();
+  });
+
   test("a prefix-aware policy warns about a real engine's model without a tokenizer", () => {
     const text = yaml("router:", "  policy: kv", ...MODEL, "engines:", "  - kind: vllm", "    model: qwen3-8b");
     const r = check(text);

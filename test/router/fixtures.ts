@@ -6,8 +6,8 @@ import { WorkerRegistry } from "../../src/workers/registry.ts";
 import type { RouteRequest } from "../../src/router/types.ts";
 
 /** The KV-aware sections (kv, prefix, pipeline) at their schema defaults. */
-const { kv, prefix, pipeline, pd, outlier } = defaultConfig({ hostname: "test", dataDir: "/tmp/herd-test" }).router;
-const kvDefaults = { kv, prefix, pipeline, pd, outlier };
+const { kv, prefix, pipeline, pd, outlier, predicted } = defaultConfig({ hostname: "test", dataDir: "/tmp/herd-test" }).router;
+const kvDefaults = { kv, prefix, pipeline, pd, outlier, predicted };
 
 export function routerConfig(over: Partial<RouterConfig> = {}): RouterConfig {
   return {

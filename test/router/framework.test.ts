@@ -24,6 +24,7 @@ describe("router.needs: the union of the stages' declared inputs", () => {
     ["session", { blockHashes: false, load: true, sessionKey: true, role: true }],
     ["kv", { blockHashes: true, load: true, sessionKey: true, role: true }],
     ["prefix", { blockHashes: true, load: true, sessionKey: true, role: true }],
+    ["predicted", { blockHashes: true, load: true, sessionKey: false, role: true }],
   ] as const)("%s", (policy, needs) => {
     const config = routerConfig({ policy });
     const router = new Router({ config, registry: registryWith(workers(2)), clock: clock() });
@@ -35,7 +36,7 @@ describe("router.needs: the union of the stages' declared inputs", () => {
   });
 
   test("every registered policy is covered above", () => {
-    expect(Object.keys(POLICY_FACTORIES).length).toBe(7);
+    expect(Object.keys(POLICY_FACTORIES).length).toBe(8);
   });
 });
 

@@ -14,6 +14,7 @@ import { leastLoaded } from "./least-loaded.ts";
 import { session } from "./session.ts";
 import { kv } from "./kv.ts";
 import { prefix } from "./prefix.ts";
+import { predicted } from "./predicted.ts";
 
 export const POLICY_FACTORIES: { readonly [N in PolicyName]: PolicyFactory & { readonly name: N } } = {
   "round-robin": roundRobin,
@@ -23,6 +24,7 @@ export const POLICY_FACTORIES: { readonly [N in PolicyName]: PolicyFactory & { r
   session,
   kv,
   prefix,
+  predicted,
 };
 
 /** The factory of a name from outside the type system (CLI flags, tests); undefined when unknown. */
