@@ -129,7 +129,7 @@ class Reader {
     return v;
   }
 
-  private array(n: number, depth: number): unknown[] | Uint32Array {
+  private array(n: number, depth: number): unknown[] | Uint32Array | U64Pairs {
     // Every element takes at least one byte: the count is bounded by what is left.
     this.need(n);
     if (depth >= this.maxDepth) throw new MsgpackRejected(`nesting deeper than ${this.maxDepth}`, this.pos);
