@@ -13,7 +13,7 @@ import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 /** Engine medium strings → herd's three tiers; null = unknown (event skipped and counted). */
 export function normalizeMedium(m: string | null): Medium | null {
-  if (m === null) return "gpu";
+  if (m === null || m === "GPU") return "gpu"; // every event of a GPU-only engine: no toUpperCase copy
   switch (m.toUpperCase()) {
     case "GPU":
     case "DEVICE":
