@@ -181,7 +181,8 @@ const ft = (() => {
 
 // Steady state: an engine at capacity evicts as much as it stores. Each batch removes a worker's
 // oldest prompt (28 BlockRemoved events, one per block as vLLM emits them) and stores a new one.
-const CHURN_BATCHES = 2_000;
+// KV_BENCH_CHURN=… batches (default 2,000; the first ones include the removal path's JIT warm-up).
+const CHURN_BATCHES = Number(process.env.KV_BENCH_CHURN ?? 2_000);
 const churn: { w: number; frames: Uint8Array[] }[] = [];
 for (let i = 0; i < CHURN_BATCHES; i++) {
   const w = i % WORKERS;

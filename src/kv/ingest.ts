@@ -15,7 +15,7 @@
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
-import { decodeKvEventBatch } from "../protocol/kv-events.ts";
+import { decodeKvEventBatch, decodeKvEventBatchPairs } from "../protocol/kv-events.ts";
 import { parseLiveMessage } from "../protocol/kv-frames.ts";
 import type { KvIndex } from "./indexer.ts";
 import { WorkerBlockMap, type WorkerBlockCounters } from "./worker-blocks.ts";
@@ -268,7 +268,7 @@ export class KvEventStream implements KvEventSink {
     this.last = seq;
     let batch;
     try {
-      batch = decodeKvEventBatch(payload);
+      batch = decodeKvEventBatchPairs(payload);
     } catch (e) {
       // The batch's effect is unknown, so nothing we hold for this worker can be trusted.
       this.counters.decodeErrors++;
@@ -278,9 +278,10 @@ export class KvEventStream implements KvEventSink {
       return;
     }
     for (const ev of batch.events) {
-      this.blocks.apply(ev);
+      this.blocks.applyDeferred(ev);
       if (ev.type === "AllBlocksCleared") this.cleared();
     }
+    this.blocks.flush();
     this.lastTs = batch.ts;
     this.counters.batchesApplied++;
     this.counters.eventsApplied += batch.events.length;

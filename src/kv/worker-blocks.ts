@@ -13,7 +13,7 @@ import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
 
 /** Engine medium strings → herd's three tiers; null = unknown (event skipped and counted). */
 export function normalizeMedium(m: string | null): Medium | null {
-  if (m === null) return "gpu";
+  if (m === null || m === "GPU") return "gpu"; // every event of a GPU-only engine: no toUpperCase copy
   switch (m.toUpperCase()) {
     case "GPU":
     case "DEVICE":
@@ -88,9 +88,34 @@ export class WorkerBlockMap {
   }
 
   apply(ev: KvEvent): void {
-    if (ev.type === "BlockStored") this.stored(ev);
-    else if (ev.type === "BlockRemoved") this.removed(ev);
-    else this.clear();
+    this.applyDeferred(ev);
+    this.flush();
+  }
+
+  /**
+   * apply() for a batch's events, one at a time, with consecutive removals on one medium handed to
+   * the index together (vLLM sends one BlockRemoved per evicted block): call flush() after the
+   * batch. Removals are flushed before any store or clear, so the index sees the events' order.
+   */
+  applyDeferred(ev: KvEvent): void {
+    if (ev.type === "BlockStored") {
+      this.flush();
+      this.stored(ev);
+    } else if (ev.type === "BlockRemoved") {
+      this.removed(ev);
+    } else {
+      this.flush();
+      this.clear();
+    }
+  }
+
+  /** Hand removals collected by applyDeferred to the index. */
+  flush(): void {
+    const n = this.goneCount;
+    if (n === 0) return;
+    this.goneCount = 0;
+    this.counters.blocksRemoved += n;
+    this.indexPairs("removed", this.goneMedium, this.gone, n);
   }
 
   /** Forget everything this worker holds (AllBlocksCleared, resync, restart). */
@@ -125,6 +150,10 @@ export class WorkerBlockMap {
   /** Herd hashes of the current event's blocks, then the ones to index, as u32 halves (reused). */
   private ours = new Uint32Array(64);
   private added = new Uint32Array(64);
+  /** Removals waiting for flush(): herd hashes as u32 halves, all on goneMedium. */
+  private gone = new Uint32Array(64);
+  private goneCount = 0;
+  private goneMedium: Medium = "gpu";
 
   private stored(ev: BlockStored): void {
     if (!this.accepted(ev.groupIdx, ev.kvCacheSpecKind, ev.locality)) return void this.counters.filtered++;
@@ -138,6 +167,7 @@ export class WorkerBlockMap {
     let plo = 0;
     let phi = 0;
     if (ev.parentBlockHash !== null) {
+      // (a parent is one BigInt per event, not per block: lo32 is fine here)
       const ps = this.map.find(lo32(ev.parentBlockHash), hi32());
       if (ps < 0) return void this.counters.parentMissing++;
       hasParent = true;
@@ -150,7 +180,10 @@ export class WorkerBlockMap {
       plo = Number(root & 0xffffffffn);
       phi = Number(root >> 32n);
     }
-    const want = Math.min(Math.floor(ev.tokenIds.length / ev.blockSize), ev.blockHashes.length);
+    // Hashes as u32 halves when decoded for ingest (decodeKvEventBatchPairs), else from bigints.
+    const hp = ev.hashPairs;
+    const count = hp !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
+    const want = Math.min(Math.floor(ev.tokenIds.length / ev.blockSize), count);
     if (this.ours.length < 2 * want) {
       this.ours = new Uint32Array(2 * want);
       this.added = new Uint32Array(2 * want);
@@ -158,15 +191,22 @@ export class WorkerBlockMap {
     const ours = this.ours;
     const added = this.added;
     const n = chainHashesU32(ev.tokenIds, ev.blockSize, hasParent, plo, phi, ev.loraName, want, ours);
-    this.counters.truncatedBlocks += ev.blockHashes.length - n;
+    this.counters.truncatedBlocks += count - n;
     const mi = MEDIUM_INDEX[medium];
     const mbit = 1 << mi;
     let nAdded = 0;
     for (let i = 0; i < n; i++) {
       const olo = ours[2 * i]!;
       const ohi = ours[2 * i + 1]!;
-      const lo = lo32(ev.blockHashes[i]!);
-      const hi = hi32();
+      let lo: number;
+      let hi: number;
+      if (hp !== undefined) {
+        lo = hp[2 * i]!;
+        hi = hp[2 * i + 1]!;
+      } else {
+        lo = lo32(ev.blockHashes[i]!);
+        hi = hi32();
+      }
       let slot = this.map.insert(lo, hi);
       if (!this.map.inserted) {
         const at = this.map.at(slot);
@@ -253,12 +293,27 @@ export class WorkerBlockMap {
     const medium = normalizeMedium(ev.medium);
     if (medium === null) return void this.counters.unknownMedium++;
     const mi = MEDIUM_INDEX[medium];
-    if (this.added.length < 2 * ev.blockHashes.length) this.added = new Uint32Array(2 * ev.blockHashes.length);
-    const gone = this.added;
-    let nGone = 0;
-    for (const eh of ev.blockHashes) {
-      const lo = lo32(eh);
-      const hi = hi32();
+    const hp = ev.hashPairs;
+    const count = hp !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
+    if (this.goneCount > 0 && medium !== this.goneMedium) this.flush();
+    this.goneMedium = medium;
+    let nGone = this.goneCount;
+    if (this.gone.length < 2 * (nGone + count)) {
+      const grown = new Uint32Array(Math.max(2 * (nGone + count), 2 * this.gone.length));
+      grown.set(this.gone.subarray(0, 2 * nGone));
+      this.gone = grown;
+    }
+    const gone = this.gone;
+    for (let i = 0; i < count; i++) {
+      let lo: number;
+      let hi: number;
+      if (hp !== undefined) {
+        lo = hp[2 * i]!;
+        hi = hp[2 * i + 1]!;
+      } else {
+        lo = lo32(ev.blockHashes[i]!);
+        hi = hi32();
+      }
       const slot = this.map.find(lo, hi);
       if (slot < 0 || (this.map.data[this.map.at(slot) + W_MEDIA]! & (1 << mi)) === 0) {
         this.counters.unknownRemovals++;
@@ -273,10 +328,7 @@ export class WorkerBlockMap {
         nGone++;
       }
     }
-    if (nGone > 0) {
-      this.counters.blocksRemoved += nGone;
-      this.indexPairs("removed", medium, gone, nGone);
-    }
+    this.goneCount = nGone;
   }
 
   /**

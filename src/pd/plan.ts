@@ -110,9 +110,17 @@ function pdInput(d: PdPlanDeps, input: PlanInput, requestId: string): PdInput {
   };
 }
 
+/** pdModels per config object: it was recomputed on every request (a live reload makes a new object). */
+const pdModelsOf = new WeakMap<object, Set<string>>();
+function cachedPdModels(config: ReturnType<PdPlanDeps["config"]>): Set<string> {
+  let m = pdModelsOf.get(config);
+  if (m === undefined) pdModelsOf.set(config, (m = pdModels(config)));
+  return m;
+}
+
 export function pdPlanBuilder(d: PdPlanDeps): PlanBuilder {
   return (input) => {
-    if (!pdServes(pdModels(d.config()), d.registry, input.route.model)) return aggregatedPlan(input);
+    if (!pdServes(cachedPdModels(d.config()), d.registry, input.route.model)) return aggregatedPlan(input);
     return {
       kind: "orchestrated",
       run: async (runner, requestId, signal) => {
@@ -146,7 +154,7 @@ function dryRunner(router: Pick<Router, "explain">): LegRunner {
 
 /** The P/D legs this route would run now, by running the real sequence dry (nothing sent, no state moved). */
 export async function explainPd(d: PdPlanDeps, input: PlanInput): Promise<PdExplain | null> {
-  if (!pdServes(pdModels(d.config()), d.registry, input.route.model)) return null;
+  if (!pdServes(cachedPdModels(d.config()), d.registry, input.route.model)) return null;
   const router = d.router();
   // Its own stream (the bootstrap room is not shown): explaining never shifts live requests' draws.
   const deps: PdDeps = pdDeps(d, dryRunner(router), input.route.model, new SeededRng(1));

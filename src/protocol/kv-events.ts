@@ -5,12 +5,17 @@
 // The envelope is `[ts, events, dp_rank?]` (a map is tolerated). Unknown event types and unknown
 // fields are skipped and counted, never fatal; a known event with a malformed field is skipped and
 // counted as invalid. Only a malformed envelope fails the whole batch (KvDecodeError).
-import { DEFAULT_LIMITS, readMsgpack, type MsgpackLimits, type ReadOptions } from "./msgpack-read.ts";
+import { DEFAULT_LIMITS, readMsgpack, U64Pairs, type MsgpackLimits, type ReadOptions } from "./msgpack-read.ts";
 
 export interface BlockStored {
   type: "BlockStored";
   /** Engine block hashes as u64 (signed ints two's-complement; bytes → their low 64 bits). */
   blockHashes: bigint[];
+  /**
+   * Set only by decodeKvEventBatchPairs: the hashes as u32 halves (`[2i]` low, `[2i + 1]` high)
+   * and blockHashes is then empty; no BigInt is made per block on the ingest path.
+   */
+  hashPairs?: Uint32Array;
   parentBlockHash: bigint | null;
   /**
    * All tokens of all blocks, concatenated. Decoded lists of 8+ ids arrive as a Uint32Array (no JS
@@ -43,6 +48,8 @@ export interface BlockStored {
 export interface BlockRemoved {
   type: "BlockRemoved";
   blockHashes: bigint[];
+  /** As in BlockStored: set only by decodeKvEventBatchPairs (blockHashes then empty). */
+  hashPairs?: Uint32Array;
   medium: string | null;
   groupIdx: number | null;
   locality: string | null;
@@ -87,6 +94,31 @@ export function decodeKvEventBatch(payload: Uint8Array, limits: MsgpackLimits = 
   return batchFrom(raw);
 }
 
+/**
+ * decodeKvEventBatch for event ingest: lists of int block hashes come back as `hashPairs` (u32
+ * halves, straight from the bytes) with `blockHashes` empty. Same validation and counters; a hash
+ * list of digests (bytes) is converted to pairs after the usual bigint decode.
+ */
+export function decodeKvEventBatchPairs(payload: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS): KvEventBatch {
+  let raw: unknown;
+  try {
+    raw = readMsgpack(payload, limits, PACK_PAIRS);
+  } catch (e) {
+    throw new KvDecodeError(`bad msgpack: ${e instanceof Error ? e.message : String(e)}`);
+  }
+  wantPairs = true;
+  try {
+    return batchFrom(raw);
+  } finally {
+    wantPairs = false;
+  }
+}
+
+const PACK_PAIRS: ReadOptions = { packUint32MinLength: 8, u64Pairs: true };
+/** Whether the batch being decoded returns hash pairs (decodeKvEventBatchPairs; never re-entered). */
+let wantPairs = false;
+const NO_HASHES: bigint[] = [];
+
 // Lists of 8+ u32 ints (token ids, small engine hashes) come back packed; everything below accepts
 // a Uint32Array wherever it accepts an array, so decoding does not depend on the packing.
 const PACK_U32: ReadOptions = { packUint32MinLength: 8 };
@@ -95,6 +127,7 @@ const BATCH_KEYS = new Set(["ts", "events", "data_parallel_rank", "attn_dp_rank"
 
 function batchFrom(raw: unknown): KvEventBatch {
   if (raw instanceof Uint32Array) raw = Array.from(raw);
+  if (raw instanceof U64Pairs) raw = U64Pairs.plain(raw);
   let ts: unknown, events: unknown, rank: unknown;
   let unknownFields = 0;
   if (Array.isArray(raw)) {
@@ -112,6 +145,7 @@ function batchFrom(raw: unknown): KvEventBatch {
   const tsNum = typeof ts === "bigint" ? Number(ts) : ts;
   if (typeof tsNum !== "number" || !Number.isFinite(tsNum)) throw new KvDecodeError("event batch ts is not a number");
   if (events instanceof Uint32Array) events = Array.from(events);
+  if (events instanceof U64Pairs) events = U64Pairs.plain(events);
   if (!Array.isArray(events)) throw new KvDecodeError("event batch events is not an array");
   const dpRank = rank === undefined || rank === null ? null : intOrNull(rank);
   const out: KvEventBatch = { ts: tsNum, events: [], dpRank, unknownEvents: 0, unknownFields, invalidEvents: 0 };
@@ -120,6 +154,7 @@ function batchFrom(raw: unknown): KvEventBatch {
 }
 
 function decodeEvent(ev: unknown, out: KvEventBatch): void {
+  if (ev instanceof U64Pairs) ev = U64Pairs.plain(ev);
   try {
     const decoded = Array.isArray(ev) ? fromArray(ev, out) : isMap(ev) ? fromMap(ev, out) : undefined;
     if (decoded === undefined) out.unknownEvents++;
@@ -169,7 +204,7 @@ function fromArray(a: unknown[], out: KvEventBatch): KvEvent | undefined {
     case "BlockRemoved":
       if (a.length < 2) throw new Invalid();
       if (a.length > REMOVED_ARRAY_LEN) out.unknownFields += a.length - REMOVED_ARRAY_LEN;
-      return { type: "BlockRemoved", blockHashes: hashList(a[1]), medium: strOrNull(a[2]), groupIdx: intOrNull(a[3]), locality: null };
+      return withHashes({ type: "BlockRemoved", blockHashes: NO_HASHES, medium: strOrNull(a[2]), groupIdx: intOrNull(a[3]), locality: null }, a[1]);
     case "AllBlocksCleared":
       if (a.length > 1) out.unknownFields += a.length - 1;
       return { type: "AllBlocksCleared" };
@@ -215,13 +250,16 @@ function fromMap(m: Record<string, unknown>, out: KvEventBatch): KvEvent | undef
     }
     case "BlockRemoved":
       count(REMOVED_KEYS);
-      return {
-        type: "BlockRemoved",
-        blockHashes: hashList(own(m, "block_hashes")),
-        medium: strOrNull(own(m, "medium")),
-        groupIdx: intOrNull(own(m, "group_idx")),
-        locality: strOrNull(own(m, "locality")),
-      };
+      return withHashes(
+        {
+          type: "BlockRemoved",
+          blockHashes: NO_HASHES,
+          medium: strOrNull(own(m, "medium")),
+          groupIdx: intOrNull(own(m, "group_idx")),
+          locality: strOrNull(own(m, "locality")),
+        },
+        own(m, "block_hashes"),
+      );
     case "AllBlocksCleared":
       count(CLEARED_KEYS);
       return { type: "AllBlocksCleared" };
@@ -255,9 +293,12 @@ function stored(f: StoredFields): BlockStored {
   if (blockSize === 0 && tokenIds.length > 0) throw new Invalid();
   const parentBlockHash = f.parent === null || f.parent === undefined ? null : hashValue(f.parent);
   const extraKeys = extraKeyList(f.extraKeys);
+  const hashes = f.blockHashes; // validated first, as before the pairs form existed
+  const pairs = wantPairs && hashes instanceof U64Pairs ? hashes.words : null;
+  const blockHashes = pairs === null ? hashList(hashes) : NO_HASHES;
   const ev: BlockStored = {
     type: "BlockStored",
-    blockHashes: hashList(f.blockHashes),
+    blockHashes,
     parentBlockHash,
     tokenIds,
     blockSize,
@@ -271,13 +312,33 @@ function stored(f: StoredFields): BlockStored {
     locality: strOrNull(f.locality),
   };
   if (extraKeys !== null) ev.extraKeys = extraKeys;
+  if (wantPairs) ev.hashPairs = pairs ?? toPairs(blockHashes);
+  if (wantPairs && pairs === null) ev.blockHashes = NO_HASHES;
   return ev;
+}
+
+/** A BlockRemoved's hash list: bigint[] normally, pairs under decodeKvEventBatchPairs. */
+function withHashes(ev: BlockRemoved, v: unknown): BlockRemoved {
+  if (wantPairs) ev.hashPairs = v instanceof U64Pairs ? v.words : toPairs(hashList(v));
+  else ev.blockHashes = hashList(v);
+  return ev;
+}
+
+function toPairs(hs: readonly bigint[]): Uint32Array {
+  const out = new Uint32Array(2 * hs.length);
+  for (let i = 0; i < hs.length; i++) {
+    const h = hs[i]!;
+    out[2 * i] = Number(h & 0xffffffffn);
+    out[2 * i + 1] = Number(h >> 32n);
+  }
+  return out;
 }
 
 /** extra_keys as a list of per-block entries (null or a list); anything else is treated as absent. */
 function extraKeyList(v: unknown): (unknown[] | null)[] | null {
+  if (v instanceof U64Pairs) v = U64Pairs.plain(v);
   if (!Array.isArray(v)) return null;
-  return v.map((e) => (Array.isArray(e) ? e : null));
+  return v.map((e) => (Array.isArray(e) ? e : e instanceof U64Pairs ? U64Pairs.plain(e) : null));
 }
 
 /**
@@ -327,6 +388,15 @@ function hashList(v: unknown): bigint[] {
 
 function tokenList(v: unknown): number[] | Uint32Array {
   if (v instanceof Uint32Array) return v; // packed by the reader: every element is a u32 already
+  if (v instanceof U64Pairs) {
+    // A short (< 8) or non-u32 int list under the pairs reader: u32 ids only, as below.
+    const out = new Uint32Array(v.length);
+    for (let i = 0; i < v.length; i++) {
+      if (v.words[2 * i + 1] !== 0) throw new Invalid();
+      out[i] = v.words[2 * i]!;
+    }
+    return out;
+  }
   if (!Array.isArray(v)) throw new Invalid();
   for (let i = 0; i < v.length; i++) {
     const t = v[i];
@@ -350,7 +420,7 @@ function strOrNull(v: unknown): string | null {
 }
 
 function isMap(v: unknown): v is Record<string, unknown> {
-  return typeof v === "object" && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v);
+  return typeof v === "object" && v !== null && !Array.isArray(v) && !ArrayBuffer.isView(v) && !(v instanceof U64Pairs);
 }
 
 function own(m: Record<string, unknown>, k: string): unknown {

@@ -36,6 +36,33 @@ export interface ReadOptions {
    * as a Uint32Array (0 or absent: never). Any other element makes the array decode as usual.
    */
   packUint32MinLength?: number;
+  /**
+   * Arrays of 1+ elements that are all ints (any int encoding, uint64/int64 included) not packed as
+   * a Uint32Array come back as U64Pairs: each value's low 64 bits (two's complement) as u32 halves,
+   * with no BigInt made (engine block-hash lists on the event-ingest path).
+   */
+  u64Pairs?: boolean;
+}
+
+/** An all-int msgpack array as u32 halves: `words[2i]` low, `words[2i + 1]` high, of `length` values. */
+export class U64Pairs {
+  constructor(
+    readonly words: Uint32Array,
+    readonly length: number,
+  ) {}
+
+  /** The values as the reader would return them without the option (number, bigint past 32 bits). */
+  static plain(p: U64Pairs): (number | bigint)[] {
+    const out = new Array<number | bigint>(p.length);
+    for (let i = 0; i < p.length; i++) {
+      const lo = p.words[2 * i]!;
+      const hi = p.words[2 * i + 1]!;
+      if (hi === 0) out[i] = lo;
+      else if (hi === 0xffffffff && lo >= 0x80000000) out[i] = lo | 0;
+      else out[i] = BigInt.asIntN(64, (BigInt(hi) << 32n) | BigInt(lo));
+    }
+    return out;
+  }
 }
 
 export const DEFAULT_LIMITS: MsgpackLimits = { maxDepth: 32, maxBytes: 64 * 1024 * 1024 };
@@ -77,6 +104,7 @@ class Reader {
     private readonly b: Uint8Array,
     private readonly maxDepth: number,
     private readonly packMin: number,
+    private readonly pairs: boolean,
   ) {
     this.view = new DataView(b.buffer, b.byteOffset, b.byteLength);
   }
@@ -101,12 +129,16 @@ class Reader {
     return v;
   }
 
-  private array(n: number, depth: number): unknown[] | Uint32Array {
+  private array(n: number, depth: number): unknown[] | Uint32Array | U64Pairs {
     // Every element takes at least one byte: the count is bounded by what is left.
     this.need(n);
     if (depth >= this.maxDepth) throw new MsgpackRejected(`nesting deeper than ${this.maxDepth}`, this.pos);
     if (this.packMin > 0 && n >= this.packMin) {
       const packed = this.packedU32(n);
+      if (packed !== null) return packed;
+    }
+    if (this.pairs && n > 0) {
+      const packed = this.packedU64(n);
       if (packed !== null) return packed;
     }
     const out = new Array<unknown>(n);
@@ -150,6 +182,61 @@ class Reader {
     }
     this.pos = p;
     return out;
+  }
+
+  /** The next n values as U64Pairs if all are int encodings, else null with the position unchanged. */
+  private packedU64(n: number): U64Pairs | null {
+    const b = this.b;
+    const end = b.length;
+    let p = this.pos;
+    const h0 = b[p]!;
+    if (!(h0 <= 0x7f || h0 >= 0xe0 || (h0 >= 0xcc && h0 <= 0xcf) || (h0 >= 0xd0 && h0 <= 0xd3))) return null;
+    const out = new Uint32Array(2 * n);
+    for (let i = 0; i < n; i++) {
+      if (p >= end) return null;
+      const h = b[p]!;
+      let lo: number;
+      let hi = 0;
+      if (h <= 0x7f) {
+        lo = h;
+        p += 1;
+      } else if (h >= 0xe0) {
+        lo = (h - 0x100) >>> 0;
+        hi = 0xffffffff;
+        p += 1;
+      } else if (h === 0xcf || h === 0xd3) {
+        if (p + 9 > end) return null;
+        hi = ((b[p + 1]! << 24) | (b[p + 2]! << 16) | (b[p + 3]! << 8) | b[p + 4]!) >>> 0;
+        lo = ((b[p + 5]! << 24) | (b[p + 6]! << 16) | (b[p + 7]! << 8) | b[p + 8]!) >>> 0;
+        p += 9;
+      } else if (h === 0xce || h === 0xd2) {
+        if (p + 5 > end) return null;
+        const x = (b[p + 1]! << 24) | (b[p + 2]! << 16) | (b[p + 3]! << 8) | b[p + 4]!;
+        lo = x >>> 0;
+        if (h === 0xd2 && x < 0) hi = 0xffffffff;
+        p += 5;
+      } else if (h === 0xcd || h === 0xd1) {
+        if (p + 3 > end) return null;
+        const x = (b[p + 1]! << 8) | b[p + 2]!;
+        const v = h === 0xd1 && x >= 0x8000 ? x - 0x10000 : x;
+        lo = v >>> 0;
+        if (v < 0) hi = 0xffffffff;
+        p += 3;
+      } else if (h === 0xcc || h === 0xd0) {
+        if (p + 2 > end) return null;
+        const x = b[p + 1]!;
+        const v = h === 0xd0 && x >= 0x80 ? x - 0x100 : x;
+        lo = v >>> 0;
+        if (v < 0) hi = 0xffffffff;
+        p += 2;
+      } else {
+        return null;
+      }
+      out[2 * i] = lo;
+      out[2 * i + 1] = hi;
+    }
+    this.pos = p;
+    return new U64Pairs(out, n);
   }
 
   private map(n: number, depth: number): Record<string, unknown> {
@@ -270,7 +357,7 @@ class Reader {
 /** Decode exactly one msgpack value filling `bytes`. Throws MsgpackRejected. */
 export function readMsgpack(bytes: Uint8Array, limits: MsgpackLimits = DEFAULT_LIMITS, opts: ReadOptions = {}): unknown {
   if (bytes.length > limits.maxBytes) throw new MsgpackRejected(`payload of ${bytes.length} bytes exceeds ${limits.maxBytes}`, 0);
-  const r = new Reader(bytes, limits.maxDepth, opts.packUint32MinLength ?? 0);
+  const r = new Reader(bytes, limits.maxDepth, opts.packUint32MinLength ?? 0, opts.u64Pairs === true);
   const v = r.value(0);
   if (r.pos !== bytes.length) throw new MsgpackRejected(`${bytes.length - r.pos} trailing bytes`, r.pos);
   return v;

@@ -73,14 +73,44 @@ export function readerSource(reader: ReadableStreamDefaultReader<Uint8Array>): C
   };
 }
 
-/** A fetch Response as a leg's answer head and body (any Upstream that speaks HTTP). */
-export function legReply(res: Response): LegReply<Uint8Array> {
+/**
+ * A whole small body as a ChunkSource: one native read (Response.bytes()), then the end. No
+ * ReadableStream reader, which costs more than the proxying itself for a small JSON answer.
+ */
+export function wholeSource(res: Response): ChunkSource<Uint8Array> {
+  let read = false;
+  return {
+    read(cb: (r: ReadResult<Uint8Array>) => void) {
+      if (read) return cb({ done: true });
+      read = true;
+      res.bytes().then(
+        (value) => cb(value.byteLength > 0 ? { done: false, value } : { done: true }),
+        (error: unknown) => cb({ done: false, error }),
+      );
+    },
+    cancel() {
+      if (!read && !res.bodyUsed) void res.body?.cancel().catch(() => {});
+    },
+  };
+}
+
+/** Non-streaming answers up to this declared size are read with one native call (wholeSource). */
+export const WHOLE_READ_MAX_BYTES = 1 << 20;
+
+/**
+ * A fetch Response as a leg's answer head and body (any Upstream that speaks HTTP). `whole`: the
+ * leg is not streamed, so a body with a small declared length is read in one call.
+ */
+export function legReply(res: Response, whole = false): LegReply<Uint8Array> {
   const declared = res.headers.get("content-length");
+  const contentLength = declared === null ? null : Number(declared);
+  const small = whole && contentLength !== null && contentLength <= WHOLE_READ_MAX_BYTES;
   return {
     status: res.status,
     contentType: res.headers.get("content-type"),
-    contentLength: declared === null ? null : Number(declared),
-    body: res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
+    contentLength,
+    // (res.body is not touched on the small path: creating the stream would slow bytes() down)
+    body: small ? wholeSource(res) : res.body ? readerSource(res.body.getReader() as ReadableStreamDefaultReader<Uint8Array>) : null,
   };
 }
 
@@ -122,7 +152,7 @@ export class HttpUpstream implements Upstream<Uint8Array> {
       body: leg.body,
       signal,
     }).then(
-      (res) => reply(legReply(res)),
+      (res) => reply(legReply(res, !leg.stream)),
       (error: unknown) => reply({ error }),
     );
   }

@@ -86,7 +86,7 @@ export class DirMedium implements Medium {
       const fd = openSync(join(this.root, loc), constants.O_RDONLY | constants.O_DIRECT);
       try {
         if (fstatSync(fd).size !== size) return undefined;
-        const b = alignedBuffer(this.charge(size));
+        const b = this.readBuffer(this.charge(size));
         for (let off = 0; off < size; ) {
           const n = readSync(fd, b, off, b.length - off, off);
           if (n <= 0) return undefined;
@@ -99,6 +99,20 @@ export class DirMedium implements Medium {
     } catch {
       return undefined;
     }
+  }
+
+  /**
+   * The aligned buffer O_DIRECT reads into, reused: a fresh 16 MiB buffer per read costs 4,096 first
+   * touches of new pages, which on this VM took longer than the read itself (bench/kv-tier.ts, SSD
+   * row). A read's result is therefore valid until the next read, within the tier's contract (get
+   * may return a view valid until the next call on the tier, src/tier/README.md "Invariants").
+   * Objects over REUSE_MAX_BYTES get their own buffer, so the medium never holds more than that.
+   */
+  private scratch: Uint8Array | null = null;
+  private readBuffer(n: number): Uint8Array {
+    if (n > REUSE_MAX_BYTES) return alignedBuffer(n);
+    if (this.scratch === null || this.scratch.length < n) this.scratch = alignedBuffer(n);
+    return this.scratch.subarray(0, n);
   }
 
   free(loc: string, size: number): void {
@@ -158,6 +172,9 @@ function writeAll(fd: number, data: Uint8Array, position: number): void {
 }
 
 /** A page-aligned, not zero-filled buffer of n bytes (O_DIRECT needs aligned memory). */
+/** Largest read served from the reused buffer (DirMedium.readBuffer). */
+const REUSE_MAX_BYTES = 64 * 1024 * 1024;
+
 function alignedBuffer(n: number): Uint8Array {
   const raw = Buffer.allocUnsafeSlow(n + BLOCK_BYTES);
   const off = (BLOCK_BYTES - (ptr(raw) % BLOCK_BYTES)) % BLOCK_BYTES;
