@@ -35,6 +35,22 @@ export function toJsonl(requests: Iterable<BenchRequest>): string {
   return out;
 }
 
+/** Each non-blank line of `text` as parsed JSON with its `source:line`; bad JSON names its line. */
+function* jsonLines(text: string, source: string): Generator<{ v: unknown; where: string; line: number }> {
+  const lines = text.split("\n");
+  for (let i = 0; i < lines.length; i++) {
+    const raw = lines[i]!.trim();
+    if (raw === "") continue;
+    const where = `${source}:${i + 1}`;
+    try {
+      yield { v: JSON.parse(raw), where, line: i + 1 };
+    } catch (e) {
+      if (!(e instanceof SyntaxError)) throw e;
+      throw new BenchInputError(`${where}: not JSON (${e.message})`);
+    }
+  }
+}
+
 /**
  * Parse a JSONL trace (herd or Mooncake lines; blank lines skipped). Requests come back sorted by
  * time (stable). Throws BenchInputError naming the line on bad input.
@@ -42,19 +58,9 @@ export function toJsonl(requests: Iterable<BenchRequest>): string {
 export function parseTrace(text: string, source = "trace"): BenchRequest[] {
   const blocks = new BlockText();
   const out: BenchRequest[] = [];
-  const lines = text.split("\n");
-  for (let i = 0; i < lines.length; i++) {
-    const raw = lines[i]!.trim();
-    if (raw === "") continue;
-    const where = `${source}:${i + 1}`;
-    let v: unknown;
-    try {
-      v = JSON.parse(raw);
-    } catch (e) {
-      throw new BenchInputError(`${where}: not JSON (${(e as Error).message})`);
-    }
+  for (const { v, where, line } of jsonLines(text, source)) {
     if (!isObj(v)) throw new BenchInputError(`${where}: each line must be a JSON object`);
-    out.push("hash_ids" in v || "input_length" in v ? mooncakeLine(v, where, i + 1, blocks) : herdLine(v, where, i + 1));
+    out.push("hash_ids" in v || "input_length" in v ? mooncakeLine(v, where, line, blocks) : herdLine(v, where, line));
   }
   // Stable sort: equal timestamps keep file order.
   return out.map((r, i) => [r, i] as const).sort((a, b) => a[0].at_s - b[0].at_s || a[1] - b[1]).map(([r]) => r);
@@ -76,17 +82,7 @@ export function parseDecisionLog(files: readonly { text: string; source: string 
   const rows: { v: Record<string, unknown>; where: string; line: number }[] = [];
   let lineNo = 0;
   for (const { text, source } of files) {
-    const lines = text.split("\n");
-    for (let i = 0; i < lines.length; i++) {
-      const raw = lines[i]!.trim();
-      if (raw === "") continue;
-      const where = `${source}:${i + 1}`;
-      let v: unknown;
-      try {
-        v = JSON.parse(raw);
-      } catch (e) {
-        throw new BenchInputError(`${where}: not JSON (${(e as Error).message})`);
-      }
+    for (const { v, where } of jsonLines(text, source)) {
       if (!isObj(v) || typeof v.timestamp !== "number" || typeof v.input_length !== "number") throw new BenchInputError(`${where}: not a decision record (timestamp, input_length, …)`);
       lineNo++;
       if (v.outcome === "refused" && CLIENT_ERRORS.has(String(v.error))) continue;
