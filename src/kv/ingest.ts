@@ -16,6 +16,7 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import { decodeKvEventBatch, decodeKvEventBatchPairs } from "../protocol/kv-events.ts";
+import { KvOps, OP_CLEARED, OP_REMOVED, OP_STORED, readKvOps } from "../protocol/kv-events-fast.ts";
 import { parseLiveMessage } from "../protocol/kv-frames.ts";
 import type { KvIndex } from "./indexer.ts";
 import { WorkerBlockMap, type WorkerBlockCounters } from "./worker-blocks.ts";
@@ -60,6 +61,11 @@ export interface KvStreamOptions {
    * growing it (rehash copies + first-touch page faults). Clamped to MAX_RESERVED_BLOCKS.
    */
   capacityBlocks?: number;
+  /**
+   * Read batches with the fast path (protocol/kv-events-fast.ts) when it takes them (default);
+   * false decodes every batch with decodeKvEventBatchPairs (the reference; differential tests).
+   */
+  fastPath?: boolean;
   /** Called after the worker's blocks were cleared (resync, restart, AllBlocksCleared). */
   onCleared?: () => void;
   logger?: Logger;
@@ -133,6 +139,7 @@ export class KvEventStream implements KvEventSink {
   private readonly log: Logger | undefined;
   private capacity: number;
   private readonly onCleared: (() => void) | undefined;
+  private readonly fastPath: boolean;
 
   constructor(
     readonly worker: string,
@@ -148,6 +155,7 @@ export class KvEventStream implements KvEventSink {
     this.log = opts.logger;
     this.capacity = clampCapacity(opts.capacityBlocks);
     this.onCleared = opts.onCleared;
+    this.fastPath = opts.fastPath ?? true;
     if (this.capacity > 0) this.blocks.reserve(this.capacity);
   }
 
@@ -264,8 +272,15 @@ export class KvEventStream implements KvEventSink {
     }
   }
 
+  /** The fast path's columns for one batch (reused). */
+  private ops: KvOps | null = null;
+
   private applyPayload(seq: bigint, payload: Uint8Array): void {
     this.last = seq;
+    if (this.fastPath) {
+      const ops = (this.ops ??= new KvOps());
+      if (readKvOps(payload, ops)) return this.applyOps(ops);
+    }
     let batch;
     try {
       batch = decodeKvEventBatchPairs(payload);
@@ -287,6 +302,33 @@ export class KvEventStream implements KvEventSink {
     this.counters.eventsApplied += batch.events.length;
     this.counters.unknownSkipped += batch.unknownEvents + batch.unknownFields;
     this.counters.invalidEvents += batch.invalidEvents;
+  }
+
+  /**
+   * A batch read by the fast path (kv-events-fast.ts): the same calls, in the same order, as
+   * applying decodeKvEventBatchPairs' events would make, without an object per event.
+   */
+  private applyOps(o: KvOps): void {
+    const blocks = this.blocks;
+    for (let e = 0; e < o.n; e++) {
+      const k = o.kind[e]!;
+      if (k === OP_REMOVED) {
+        blocks.removedFrom(o.group[e]!, o.locality[e]!, o.medium[e]!, o.hashes, o.hStart[e]!, o.hCount[e]!);
+      } else if (k === OP_STORED) {
+        blocks.flush();
+        const t0 = o.tStart[e]!;
+        const tokens = o.tokens.subarray(t0, t0 + o.tCount[e]!);
+        blocks.storedFrom(o.group[e]!, o.specKind[e]!, o.locality[e]!, o.medium[e]!, tokens, o.blockSize[e]!, o.hasParent[e] === 1, o.parentLo[e]!, o.parentHi[e]!, null, o.lora[e]!, o.hashes, o.hStart[e]!, o.hCount[e]!);
+      } else if (k === OP_CLEARED) {
+        blocks.flush();
+        blocks.clear();
+        this.cleared();
+      }
+    }
+    blocks.flush();
+    this.lastTs = o.ts;
+    this.counters.batchesApplied++;
+    this.counters.eventsApplied += o.n;
   }
 
   private requestReplay(start: bigint): void {

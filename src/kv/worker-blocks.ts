@@ -155,42 +155,86 @@ export class WorkerBlockMap {
   private goneCount = 0;
   private goneMedium: Medium = "gpu";
 
+  /** Event hashes as u32 pairs when they came as bigints (apply() with decodeKvEventBatch). */
+  private evPairs = new Uint32Array(64);
+
+  private pairsOf(hashes: readonly bigint[]): Uint32Array {
+    if (this.evPairs.length < 2 * hashes.length) this.evPairs = new Uint32Array(2 * hashes.length);
+    const out = this.evPairs;
+    for (let i = 0; i < hashes.length; i++) {
+      out[2 * i] = lo32(hashes[i]!);
+      out[2 * i + 1] = hi32();
+    }
+    return out;
+  }
+
   private stored(ev: BlockStored): void {
-    if (!this.accepted(ev.groupIdx, ev.kvCacheSpecKind, ev.locality)) return void this.counters.filtered++;
-    const medium = normalizeMedium(ev.medium);
-    if (medium === null) return void this.counters.unknownMedium++;
-    if (ev.tokenIds.length === 0 && ev.parentBlockHash === null && ev.blockHashes.length > 0) return this.storedByHash(ev, medium);
-    if (this.blockSize === null) this.blockSize = ev.blockSize;
-    // Prompts are hashed with the worker's block size; blocks of another size can never match.
-    if (ev.blockSize !== this.blockSize) return void this.counters.filtered++;
+    const hp = ev.hashPairs ?? this.pairsOf(ev.blockHashes);
+    const count = ev.hashPairs !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
     let hasParent = false;
     let plo = 0;
     let phi = 0;
     if (ev.parentBlockHash !== null) {
       // (a parent is one BigInt per event, not per block: lo32 is fine here)
-      const ps = this.map.find(lo32(ev.parentBlockHash), hi32());
+      hasParent = true;
+      plo = lo32(ev.parentBlockHash);
+      phi = hi32();
+    }
+    this.storedFrom(ev.groupIdx, ev.kvCacheSpecKind, ev.locality, ev.medium, ev.tokenIds, ev.blockSize, hasParent, plo, phi, ev.cacheSalt, ev.loraName, hp, 0, count);
+  }
+
+  /**
+   * A BlockStored given field by field (ingest's fast path, kv-events-fast.ts, calls this with the
+   * batch's columns): `count` engine hashes at `hp[2·hStart …]`, the parent's engine hash as u32
+   * halves when `hasParent`.
+   */
+  storedFrom(
+    groupIdx: number | null,
+    kind: string | null,
+    locality: string | null,
+    mediumName: string | null,
+    tokenIds: ArrayLike<number>,
+    blockSize: number,
+    hasParentHash: boolean,
+    parentLo: number,
+    parentHi: number,
+    cacheSalt: string | null,
+    loraName: string | null,
+    hp: Uint32Array,
+    hStart: number,
+    count: number,
+  ): void {
+    if (!this.accepted(groupIdx, kind, locality)) return void this.counters.filtered++;
+    const medium = normalizeMedium(mediumName);
+    if (medium === null) return void this.counters.unknownMedium++;
+    if (tokenIds.length === 0 && !hasParentHash && count > 0) return this.storedByHash(blockSize, medium, hp, hStart, count);
+    if (this.blockSize === null) this.blockSize = blockSize;
+    // Prompts are hashed with the worker's block size; blocks of another size can never match.
+    if (blockSize !== this.blockSize) return void this.counters.filtered++;
+    let hasParent = false;
+    let plo = 0;
+    let phi = 0;
+    if (hasParentHash) {
+      const ps = this.map.find(parentLo, parentHi);
       if (ps < 0) return void this.counters.parentMissing++;
       hasParent = true;
       plo = this.map.data[this.map.at(ps) + W_LO]!;
       phi = this.map.data[this.map.at(ps) + W_HI]!;
-    } else if (ev.cacheSalt) {
+    } else if (cacheSalt) {
       // A salted request's block 0: the salt is its virtual parent (kv/hash.ts), as routing hashes it.
-      const root = saltRoot(ev.cacheSalt)!;
+      const root = saltRoot(cacheSalt)!;
       hasParent = true;
       plo = Number(root & 0xffffffffn);
       phi = Number(root >> 32n);
     }
-    // Hashes as u32 halves when decoded for ingest (decodeKvEventBatchPairs), else from bigints.
-    const hp = ev.hashPairs;
-    const count = hp !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
-    const want = Math.min(Math.floor(ev.tokenIds.length / ev.blockSize), count);
+    const want = Math.min(Math.floor(tokenIds.length / blockSize), count);
     if (this.ours.length < 2 * want) {
       this.ours = new Uint32Array(2 * want);
       this.added = new Uint32Array(2 * want);
     }
     const ours = this.ours;
     const added = this.added;
-    const n = chainHashesU32(ev.tokenIds, ev.blockSize, hasParent, plo, phi, ev.loraName, want, ours);
+    const n = chainHashesU32(tokenIds, blockSize, hasParent, plo, phi, loraName, want, ours);
     this.counters.truncatedBlocks += count - n;
     const mi = MEDIUM_INDEX[medium];
     const mbit = 1 << mi;
@@ -198,15 +242,8 @@ export class WorkerBlockMap {
     for (let i = 0; i < n; i++) {
       const olo = ours[2 * i]!;
       const ohi = ours[2 * i + 1]!;
-      let lo: number;
-      let hi: number;
-      if (hp !== undefined) {
-        lo = hp[2 * i]!;
-        hi = hp[2 * i + 1]!;
-      } else {
-        lo = lo32(ev.blockHashes[i]!);
-        hi = hi32();
-      }
+      const lo = hp[2 * (hStart + i)]!;
+      const hi = hp[2 * (hStart + i) + 1]!;
       let slot = this.map.insert(lo, hi);
       if (!this.map.inserted) {
         const at = this.map.at(slot);
@@ -241,14 +278,14 @@ export class WorkerBlockMap {
    * An offloaded block of k > 1 GPU blocks names only its last one (the other k − 1 are not
    * identified): such events are filtered. `block_size` 0 (newer vLLM) is taken as the GPU's.
    */
-  private storedByHash(ev: BlockStored, medium: Medium): void {
-    if (ev.blockSize !== 0 && this.blockSize !== null && ev.blockSize !== this.blockSize) return void this.counters.filtered++;
-    if (this.added.length < 2 * ev.blockHashes.length) this.added = new Uint32Array(2 * ev.blockHashes.length);
+  private storedByHash(blockSize: number, medium: Medium, hp: Uint32Array, hStart: number, count: number): void {
+    if (blockSize !== 0 && this.blockSize !== null && blockSize !== this.blockSize) return void this.counters.filtered++;
+    if (this.added.length < 2 * count) this.added = new Uint32Array(2 * count);
     const added = this.added;
     const mbit = 1 << MEDIUM_INDEX[medium];
     let nAdded = 0;
-    for (const eh of ev.blockHashes) {
-      const slot = this.map.find(lo32(eh), hi32());
+    for (let i = 0; i < count; i++) {
+      const slot = this.map.find(hp[2 * (hStart + i)]!, hp[2 * (hStart + i) + 1]!);
       if (slot < 0) {
         this.counters.unresolvedBlocks++;
         continue;
@@ -289,12 +326,20 @@ export class WorkerBlockMap {
   }
 
   private removed(ev: BlockRemoved): void {
-    if (!this.accepted(ev.groupIdx, null, ev.locality)) return void this.counters.filtered++;
-    const medium = normalizeMedium(ev.medium);
+    const hp = ev.hashPairs ?? this.pairsOf(ev.blockHashes);
+    const count = ev.hashPairs !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
+    this.removedFrom(ev.groupIdx, ev.locality, ev.medium, hp, 0, count);
+  }
+
+  /**
+   * A BlockRemoved given field by field (deferred like applyDeferred: call flush() after the
+   * batch): `count` engine hashes at `hp[2·hStart …]`.
+   */
+  removedFrom(groupIdx: number | null, locality: string | null, mediumName: string | null, hp: Uint32Array, hStart: number, count: number): void {
+    if (!this.accepted(groupIdx, null, locality)) return void this.counters.filtered++;
+    const medium = normalizeMedium(mediumName);
     if (medium === null) return void this.counters.unknownMedium++;
     const mi = MEDIUM_INDEX[medium];
-    const hp = ev.hashPairs;
-    const count = hp !== undefined ? hp.length >>> 1 : ev.blockHashes.length;
     if (this.goneCount > 0 && medium !== this.goneMedium) this.flush();
     this.goneMedium = medium;
     let nGone = this.goneCount;
@@ -305,16 +350,7 @@ export class WorkerBlockMap {
     }
     const gone = this.gone;
     for (let i = 0; i < count; i++) {
-      let lo: number;
-      let hi: number;
-      if (hp !== undefined) {
-        lo = hp[2 * i]!;
-        hi = hp[2 * i + 1]!;
-      } else {
-        lo = lo32(ev.blockHashes[i]!);
-        hi = hi32();
-      }
-      const slot = this.map.find(lo, hi);
+      const slot = this.map.find(hp[2 * (hStart + i)]!, hp[2 * (hStart + i) + 1]!);
       if (slot < 0 || (this.map.data[this.map.at(slot) + W_MEDIA]! & (1 << mi)) === 0) {
         this.counters.unknownRemovals++;
         continue;

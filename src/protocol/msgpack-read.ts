@@ -76,6 +76,11 @@ const CACHE_SIZE = 1024;
 const cacheBytes: (Uint8Array | null)[] = new Array(CACHE_SIZE).fill(null);
 const cacheStrings: string[] = new Array(CACHE_SIZE).fill("");
 
+/** A str's bytes as a string: cached for short strings (≤ 24 bytes), decoded otherwise. */
+export function strAt(b: Uint8Array, start: number, n: number): string {
+  return n <= SHORT ? shortString(b, start, n) : utf8.decode(b.subarray(start, start + n));
+}
+
 function shortString(b: Uint8Array, start: number, n: number): string {
   let h = n;
   for (let i = start; i < start + n; i++) h = Math.imul(h ^ b[i]!, 0x01000193);

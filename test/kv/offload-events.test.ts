@@ -7,10 +7,13 @@
 // through the real decoder and the per-worker ingest; the index must credit them as medium cpu.
 import { describe, expect, test } from "bun:test";
 import { Encoder } from "@msgpack/msgpack";
+import { VirtualClock } from "../../src/core/clock.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
+import { KvEventStream } from "../../src/kv/ingest.ts";
 import { blockHashes } from "../../src/kv/hash.ts";
 import { WorkerBlockMap } from "../../src/kv/worker-blocks.ts";
 import { decodeKvEventBatch } from "../../src/protocol/kv-events.ts";
+import { seqFrame } from "../../src/protocol/kv-frames.ts";
 
 const BS = 16;
 const tokens = Array.from({ length: 4 * BS }, (_, i) => 7000 + i);
@@ -84,4 +87,22 @@ describe("vLLM OffloadingConnector events credit the CPU tier", () => {
     const bad = decodeKvEventBatch(batch([{ ...gpuStored(0, 1), block_size: 0 }]));
     expect(bad.invalidEvents).toBe(1);
   });
+});
+
+describe("through KvEventStream (the daemon's ingest path)", () => {
+  // The stream decodes hashes as u32 pairs (fast path or decodeKvEventBatchPairs); the by-hash
+  // store used to be recognised only when hashes came as bigints, so the live path never credited
+  // the CPU tier (the blocks were counted as truncated instead).
+  for (const fastPath of [true, false]) {
+    test(`a CPU store by hash alone is credited (fast path ${fastPath ? "on" : "off"})`, () => {
+      const index = new BlockIndex();
+      const s = new KvEventStream("w0", index, { clock: new VirtualClock(), blockSize: BS, fastPath });
+      const f = (seq: number, events: unknown[]) => [new Uint8Array(0), seqFrame(BigInt(seq)), batch(events)];
+      s.message(f(0, [gpuStored(0, 4)]));
+      s.message(f(1, [cpuStored([0, 1, 2, 3], 0)]));
+      s.message(f(2, [removed([2, 3], "GPU")]));
+      expect(index.findMatches(ours).get("w0")).toEqual({ gpu: 2, cpu: 2, disk: 0 });
+      expect(s.status().blocks.truncatedBlocks).toBe(0);
+    });
+  }
 });
