@@ -10,8 +10,9 @@ import { clampCapacity, KvEventStream, MAX_RESERVED_BLOCKS, type KvEventSource, 
 // it, and the shared index is sized for the sum over live workers (distinct blocks cannot exceed
 // it on GPU), so a fresh index ingests at the reserved rate instead of paying for growth. The
 // sum of all workers' reservations is capped at MAX_RESERVED_BLOCKS (a worker beyond the budget
-// gets what is left, possibly nothing, and grows as before). Reserving costs ~27 B per block per
-// table (20-byte slots at 75 % load; index slots grow by 12 B per 32 workers), allocated lazily.
+// gets what is left, possibly nothing, and grows as before). Reserving costs ~33 B per block per
+// table (20-byte slots at 60 % load, u64-table.ts RESERVE_LOAD; index slots grow by 12 B per 32
+// workers), allocated lazily.
 
 export interface AddWorkerOptions {
   blockSize?: number;

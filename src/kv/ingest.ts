@@ -72,8 +72,8 @@ export interface KvStreamOptions {
 }
 
 /**
- * Upper bound of any capacity hint (and, in KvIngest, of all hints together): at most ~107 MB of
- * engine-hash maps, and an index of 20 B + 12 B per 32 workers per slot at 75 % load (~107 MB for
+ * Upper bound of any capacity hint (and, in KvIngest, of all hints together): at most ~133 MB of
+ * engine-hash maps, and an index of 20 B + 12 B per 32 workers per slot at 60 % load (~133 MB for
  * up to 32 workers). Untouched pages of a reservation are not resident.
  */
 export const MAX_RESERVED_BLOCKS = 4_000_000;

@@ -32,6 +32,12 @@ const ZERO_HI = 0x9e3779b9;
 // Linear probing: deletions shift the rest of a cluster back, and clusters grow fast past ~0.75.
 const MAX_LOAD = 0.75;
 const MIN_CAP = 16;
+// reserve() sizes for this load: a table sized for an engine's capacity sits there for good once
+// the engine is full, and at 0.75 a linear-probing miss scans ~8.5 slots (each removal's backward
+// shift walks its cluster, hashing every key in it). 0.6 (~3.6) gave +15–20 % steady-state ingest
+// (stores + removals at capacity) over 0.75 and beat 0.5 (more cache misses) in alternating runs
+// (docs/benchmarks.md, issue 25); ~33 B per reserved slot-entry of a 5-word table instead of ~27.
+const RESERVE_LOAD = 0.6;
 
 function mix(lo: number, hi: number): number {
   const h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca77);
@@ -181,9 +187,9 @@ export class U64Table {
     }
   }
 
-  /** Make room for `entries` keys without growing on the way (one rebuild now, if any). */
+  /** Make room for `entries` keys without growing on the way (one rebuild now, if any), at RESERVE_LOAD. */
   reserve(entries: number): void {
-    if (entries > this.cap * MAX_LOAD) this.resize(Math.ceil(entries / MAX_LOAD) + 1);
+    if (entries > this.cap * MAX_LOAD) this.resize(Math.ceil(entries / RESERVE_LOAD) + 1);
   }
 
   /** Shrink when mostly empty after deletions (keeps memory proportional to live entries). */
