@@ -310,6 +310,8 @@ export class KvEventStream implements KvEventSink {
    */
   private applyOps(o: KvOps): void {
     const blocks = this.blocks;
+    // Every engine hash of the batch is looked up in the worker's map: touch them all first.
+    blocks.prefetch(o.hashes, 0, o.nHashes);
     for (let e = 0; e < o.n; e++) {
       const k = o.kind[e]!;
       if (k === OP_REMOVED) {
