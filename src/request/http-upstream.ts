@@ -1,7 +1,5 @@
 // The production Upstream: one HTTP POST per leg to the worker's OpenAI server (vLLM, SGLang,
-// TRT-LLM serve the same paths), over herd's pooled HTTP/1.1 client for http:// workers
-// (h1-client.ts: ~half of fetch's CPU per leg) and over `fetch` for https:// ones, when the pool of
-// an origin is at its bound, or when `fetch` is injected (tests answer without sockets).
+// TRT-LLM serve the same paths). `fetch` is injectable so tests can answer without sockets.
 // Error messages from the runtime (e.g. Bun's "pass `verbose: true` …" hint) stay inside the
 // error object: the lifecycle logs them and sends the client herd's own text (issue 10).
 //
@@ -11,8 +9,7 @@
 // one: `{ error, kind: "head_timeout" }`, which ejects the worker and is retried elsewhere. fetch
 // does not expose the connect phase, so this one deadline bounds connect + head. Non-streaming
 // answers carry their head at the end of generation and get only the lifecycle's bounds.
-import { type Clock, RealClock } from "../core/clock.ts";
-import { H1Pool } from "./h1-client.ts";
+import type { Clock } from "../core/clock.ts";
 import { SseScanner, UsageTail, sseErrorEvent } from "./sse.ts";
 import type { ChunkScanner, ChunkSource, LegError, LegReply, LegRequest, ReadResult, StreamFormat, Upstream } from "./upstream.ts";
 
@@ -121,35 +118,14 @@ export interface HttpUpstreamOptions {
   clock: Clock;
   /** A stream's response head must arrive within this (frontend.engine_first_byte_timeout_ms). */
   firstByteTimeoutMs: () => number;
-  /** `fetch` only (no pooled client): the baseline of bench/frontend-overhead.ts's HERD_ENGINE_CLIENT. */
-  client?: "pooled" | "fetch";
 }
-
-/** A worker URL taken apart once: the pooled client's origin and the head's fixed part. */
-interface Target {
-  host: string;
-  port: number;
-  /** `host:` header value. */
-  authority: string;
-}
-
-const UNSAFE_HEADER = /[\r\n\0]/;
 
 export class HttpUpstream implements Upstream<Uint8Array> {
   readonly format = BYTES_FORMAT;
-  private readonly fetchFn: FetchFn;
-  private readonly pool: H1Pool | null;
-  private readonly targets = new Map<string, Target | null>();
-  constructor(fetchFn?: FetchFn, private readonly opts: HttpUpstreamOptions | null = null) {
-    this.fetchFn = fetchFn ?? ((url, init) => fetch(url, init));
-    const pooled = fetchFn === undefined && (opts?.client ?? process.env.HERD_ENGINE_CLIENT ?? "pooled") !== "fetch";
-    this.pool = pooled ? new H1Pool({ clock: opts?.clock ?? new RealClock() }) : null;
-  }
-
-  /** Close the pooled client's idle connections. */
-  close(): void {
-    this.pool?.close();
-  }
+  constructor(
+    private readonly fetchFn: FetchFn = (url, init) => fetch(url, init),
+    private readonly opts: HttpUpstreamOptions | null = null,
+  ) {}
 
   send(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | LegError) => void): void {
     const limitMs = leg.stream && this.opts ? this.opts.firstByteTimeoutMs() : 0;
@@ -165,15 +141,6 @@ export class HttpUpstream implements Upstream<Uint8Array> {
   }
 
   private post(leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<Uint8Array> | LegError) => void): void {
-    const t = this.pool ? this.target(leg.workerUrl) : null;
-    if (t && !UNSAFE_HEADER.test(leg.requestId) && !(leg.traceparent && UNSAFE_HEADER.test(leg.traceparent))) {
-      const head =
-        `POST ${UPSTREAM_PATH[leg.endpoint]} HTTP/1.1\r\nhost: ${t.authority}\r\ncontent-type: application/json\r\n` +
-        `accept: ${leg.stream ? "text/event-stream" : "application/json"}\r\nx-request-id: ${leg.requestId}\r\n` +
-        (leg.traceparent ? `traceparent: ${leg.traceparent}\r\n` : "");
-      const req = { host: t.host, port: t.port, head, body: leg.body, wholeMaxBytes: leg.stream ? -1 : WHOLE_READ_MAX_BYTES };
-      if (this.pool!.request(req, signal, reply)) return;
-    }
     this.fetchFn(leg.workerUrl + UPSTREAM_PATH[leg.endpoint], {
       method: "POST",
       headers: {
@@ -188,23 +155,5 @@ export class HttpUpstream implements Upstream<Uint8Array> {
       (res) => reply(legReply(res, !leg.stream)),
       (error: unknown) => reply({ error }),
     );
-  }
-
-  /** The pooled client's origin for a plain-http worker URL without a path; null: use fetch. */
-  private target(workerUrl: string): Target | null {
-    let t = this.targets.get(workerUrl);
-    if (t !== undefined) return t;
-    t = null;
-    try {
-      const u = new URL(workerUrl);
-      if (u.protocol === "http:" && (u.pathname === "/" || u.pathname === "") && !u.search && !u.username) {
-        const host = u.hostname.startsWith("[") ? u.hostname.slice(1, -1) : u.hostname;
-        t = { host, port: u.port ? Number(u.port) : 80, authority: u.host };
-      }
-    } catch {
-      t = null;
-    }
-    if (this.targets.size < 4096) this.targets.set(workerUrl, t);
-    return t;
   }
 }
