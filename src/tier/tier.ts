@@ -57,7 +57,7 @@ export const crc32 = (b: Uint8Array): number => Bun.hash.crc32(b) >>> 0;
  * working set a put cycles through). */
 export const GROUP_COMMIT_ROWS = 64;
 export const GROUP_COMMIT_MS = 10;
-export const GROUP_COMMIT_FREED_BYTES = 8 * 1024 * 1024;
+export const GROUP_COMMIT_FREED_BYTES = 2 * 1024 * 1024;
 
 /** Key bytes that ride in an object's allocation overhead; beyond them a key is charged to its tier
  * (issue 22 row 9: keys cost catalog memory, so 1 KiB keys on 64-byte values must not be free). */
