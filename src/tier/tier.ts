@@ -10,7 +10,7 @@
 // location first, the catalog commit makes it live, and only then is the old location freed. A crash
 // between steps leaves an orphan (reclaimed on open) and never a row pointing at partial data.
 // Group commit: catalog writes go into one open transaction, committed every GROUP_COMMIT_ROWS
-// changes or GROUP_COMMIT_MS after the first (one SQLite commit was ~30 µs, as much as copying 1 MiB);
+// changes or GROUP_COMMIT_MS after the first (a commit per row cost one to several copies of 1 MiB: docs/benchmarks.md);
 // locations freed meanwhile are released only after that commit, so the committed catalog never names
 // a reused location. A crash loses at most the last group's changes: objects become misses (a cache).
 
