@@ -1,7 +1,7 @@
 // KV tier benchmark (issue 14 "Benchmarks"): ratios against baselines measured in the same run.
 //   1. SET/GET of 1 MiB and 16 MiB values: herd's RESP server vs a real redis-server (both separate
 //      processes on loopback, same client); targets: ahead of redis-server for large values.
-//   2. The CPU tier in-process (KvTier put/get incl. CRC-32) vs a plain buffer copy; target ≥ 50 %.
+//   2. The CPU tier in-process (KvTier put/get with its catalog rows) vs a plain buffer copy; target ≥ 0.8× (issue 25).
 //   3. SSD tier write/read MB/s vs `dd` with direct I/O on the same file system.
 //   4. Catalog lookups/s and eviction cost with N objects (KV_TIER_BENCH_OBJECTS, default 1M; 10M was
 //      measured with KV_TIER_BENCH_ONLY=catalog KV_TIER_BENCH_OBJECTS=10000000).
@@ -93,7 +93,7 @@ async function resp(): Promise<void> {
 }
 
 function inProcess(): void {
-  console.log("2. CPU tier in process (KvTier put/get incl. CRC-32) vs buffer copy (MiB/s; tier ÷ copy)");
+  console.log("2. CPU tier in process (KvTier put/get: catalog row, no CRC-32 of shared memory, src/tier/README.md) vs buffer copy (MiB/s; tier ÷ copy)");
   const tier = KvTier.open({ catalogPath: join(disk, "inproc.sqlite"), cpu: { path: join(shm, "inproc"), capacityBytes: 512 * MiB }, clock: new RealClock(), bootId: "bench" });
   for (const [size, n] of [[MiB, 400], [16 * MiB, 40]] as const) {
     const v = value(size);
@@ -101,7 +101,9 @@ function inProcess(): void {
     // plus the one being replaced, so both pay the same cache misses.
     const dsts = Array.from({ length: 9 }, () => new Uint8Array(size).fill(1));
     const best = { copy: 0, put: 0, get: 0 };
-    for (let round = 0; round < 3; round++) {
+    // Best of 7 rounds, each timing copy, put and get one after the other: on a box whose memory
+    // bandwidth other processes share, one round's copy ran at 4.5–26 GB/s (issue 25 runs).
+    for (let round = 0; round < 7; round++) {
       let t = now();
       for (let i = 0; i < n; i++) dsts[i % 9]!.set(v);
       best.copy = Math.max(best.copy, mbps(size * n, now() - t));

@@ -2,7 +2,8 @@
 // listing every object: key, tier, location, size, charged bytes, CRC-32, created, last access, hits,
 // model. Committed rows survive kill -9 (WAL frames are in the page cache); the data they point at
 // was written before the commit, so a row never points at a partial object. Times are the tier's
-// logical milliseconds (see tier.ts), monotonic across restarts.
+// logical milliseconds (see tier.ts), monotonic across restarts. The tier groups its writes into one
+// open transaction (`begin`/`commit`, group commit: tier.ts); reads on this connection see them.
 
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import type { Candidate } from "./policy.ts";
@@ -14,6 +15,7 @@ export interface Row {
   loc: string;
   size: number;
   charged: number;
+  /** CRC-32 of the bytes, or CRC_UNKNOWN for a CPU object not yet checksummed (tier.ts, README "Invariants"). */
   crc: number;
   created_ms: number;
   access_ms: number;
@@ -34,13 +36,17 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 
 const TOUCH_BATCH = 256;
 
+/** `crc` of an object whose CRC-32 was never computed: CPU objects get one only when their bytes
+ * leave shared memory (demotion to SSD, a peer fetch). CRC-32 values are 0..2^32-1. */
+export const CRC_UNKNOWN = -1;
+
 export class Catalog {
   readonly db: Database;
   private readonly touches = new Map<string, { at: number; hits: number }>();
   private readonly q: {
     get: Statement<Row, [string]>;
     put: Statement<unknown, SQLQueryBindings[]>;
-    move: Statement<unknown, [string, string, number, string]>;
+    move: Statement<unknown, [string, string, number, number, string]>;
     touch: Statement<unknown, [number, number, string]>;
     del: Statement<unknown, [string]>;
     cold: Statement<Row, [string, number]>;
@@ -65,7 +71,7 @@ export class Catalog {
       put: p(
         "INSERT OR REPLACE INTO objects (key, tier, loc, size, charged, crc, created_ms, access_ms, hits, model) VALUES (?,?,?,?,?,?,?,?,?,?)",
       ),
-      move: p("UPDATE objects SET tier = ?, loc = ?, charged = ? WHERE key = ?"),
+      move: p("UPDATE objects SET tier = ?, loc = ?, charged = ?, crc = ? WHERE key = ?"),
       touch: p("UPDATE objects SET access_ms = ?, hits = hits + ? WHERE key = ?"),
       del: p("DELETE FROM objects WHERE key = ?"),
       cold: p("SELECT * FROM objects WHERE tier = ? ORDER BY access_ms LIMIT ?"),
@@ -87,8 +93,8 @@ export class Catalog {
     this.q.put.run(r.key, r.tier, r.loc, r.size, r.charged, r.crc, r.created_ms, r.access_ms, r.hits, r.model);
   }
 
-  move(key: string, tier: TierName, loc: string, charged: number): void {
-    this.q.move.run(tier, loc, charged, key);
+  move(key: string, tier: TierName, loc: string, charged: number, crc: number): void {
+    this.q.move.run(tier, loc, charged, crc, key);
   }
 
   /**
@@ -154,12 +160,30 @@ export class Catalog {
     this.q.metaSet.run(k, v);
   }
 
+  /** Inside an open transaction, `tx` nests as a savepoint (bun:sqlite) and nothing is durable until `commit`. */
   tx<T>(fn: () => T): T {
     return this.db.transaction(fn)();
   }
 
+  /** Open the group-commit transaction (tier.ts); a no-op when one is open. */
+  begin(): void {
+    if (!this.db.inTransaction) this.db.exec("BEGIN IMMEDIATE");
+  }
+
+  get inTransaction(): boolean {
+    return this.db.inTransaction;
+  }
+
+  /** Commit the open transaction, if any (with the deferred touches). */
+  commit(): void {
+    if (!this.db.inTransaction) return;
+    this.flushTouches();
+    this.db.exec("COMMIT");
+  }
+
   close(): void {
     this.flushTouches();
+    this.commit();
     this.db.close();
   }
 }

@@ -3,10 +3,11 @@
 //    boot id is unchanged; otherwise (reboot, /dev/shm wiped, size changed) the segments are created
 //    empty and every CPU row is dropped, so the catalog says the CPU tier is empty.
 // 2. Every row must claim a valid, non-overlapping location of the right size and, with
-//    verify "full", match its CRC-32; rows that fail are dropped (counted in the report).
+//    verify "full", match its CRC-32 (CPU rows never checksummed, CRC_UNKNOWN, are checked for size
+//    and location only); rows that fail are dropped (counted in the report).
 // 3. Data no surviving row refers to is reclaimed (SSD orphan files; unclaimed shm extents are free).
 
-import type { Catalog, Row } from "./catalog.ts";
+import { CRC_UNKNOWN, type Catalog, type Row } from "./catalog.ts";
 import { DirMedium } from "./dir-medium.ts";
 import type { Medium, TierName } from "./medium.ts";
 import { ShmMedium } from "./shm-medium.ts";
@@ -42,7 +43,7 @@ export function recover(cat: Catalog, opts: TierOptions): { media: Partial<Recor
       drop.push(row);
       continue;
     }
-    if (opts.verifyOnOpen !== "size") {
+    if (opts.verifyOnOpen !== "size" && row.crc !== CRC_UNKNOWN) {
       const data = m.read(row.loc, row.size);
       if (!data || crc(data) !== row.crc) {
         m.free(row.loc, row.size);

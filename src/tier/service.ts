@@ -16,7 +16,7 @@ import { type KvTierFigures, registerTierMetrics } from "./metrics.ts";
 import { type RemoteTierSource, RespServer } from "./resp/server.ts";
 import { SharedDir } from "./shared-dir.ts";
 import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
-import { KvTier, crc32 } from "./tier.ts";
+import { KvTier } from "./tier.ts";
 import type { TierChange } from "./index-feed.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
 import type { Logger } from "../core/log.ts";
@@ -144,13 +144,14 @@ export class TierService {
     this.lockPath = undefined;
   }
 
-  /** An object for another node (the peer API's GET /cluster/v1/tier/<key>): a copy and its stored CRC-32, or null. */
+  /** An object for another node (the peer API's GET /cluster/v1/tier/<key>): a copy and its CRC-32
+   * (the stored one, or computed over the copy for a CPU object: it is about to cross the network), or null. */
   peerGet(key: string): PeerHit | null | Promise<PeerHit | null> {
     if (this.thread) return this.thread.peerGet(key);
     const data = this.tier?.get(key);
     if (!data) return null;
     const copy = data.slice(); // get() may return a view into shared memory, valid until the next call
-    return { data: copy, crc32: this.tier!.describe(key)?.crc ?? crc32(copy) };
+    return { data: copy, crc32: this.tier!.crcOf(key, copy) };
   }
 
   /** Store an object fetched from another node unless one was stored here meanwhile (a local SET is

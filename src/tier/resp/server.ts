@@ -308,7 +308,7 @@ export class RespServer {
 
   private reply(s: Socket<Conn>, r: Reply): void {
     const c = s.data;
-    for (const chunk of r.chunks) c.out.push(s, chunk);
+    c.out.pushReply(s, r.chunks);
     this.peaks(c);
     if (c.out.bytes > this.hard) {
       this.stats.output_overflow_closed++;
