@@ -21,7 +21,7 @@ import { BlockIndex } from "../../kv/block-index.ts";
 import type { KvIndex } from "../../kv/indexer.ts";
 import { KvConsumer } from "../../kv/consumer.ts";
 import { WorkerBlockMap } from "../../kv/worker-blocks.ts";
-import type { Upstream } from "../../request/upstream.ts";
+import type { LegError, LegReply, LegRequest, ReadResult, Upstream } from "../../request/upstream.ts";
 import type { Logger } from "../../core/log.ts";
 import { SimUpstream, TOKEN_FRAMES } from "../sim-upstream.ts";
 import { toWireEvent } from "../kv.ts";
@@ -46,6 +46,8 @@ export interface DataOptions {
   replayBufferSteps: number;
   detectMs: number;
   startMs: number;
+  /** frontend.engine_first_byte_timeout_ms: a stream's answer head must come within this. */
+  headTimeoutMs: number;
   tierBlocks: number;
   router: RouterConfig;
   bugs: DataBugs;
@@ -57,6 +59,9 @@ interface EngineProc {
   truthMap: WorkerBlockMap;
   legs: Set<string>;
   alive: boolean;
+  /** Hung (pause_engine): replies and chunks wait in `held`. */
+  paused: boolean;
+  held: (() => void)[];
 }
 
 export interface EngineSlot {
@@ -111,7 +116,7 @@ export class DataPlane {
         const p = this.slot(leg.workerId).proc;
         if (p === null || !p.alive) return reply({ error: new Error("connect ECONNREFUSED"), kind: "connect" });
         p.legs.add(leg.id);
-        sim.send(leg, signal, reply);
+        this.hangable(p, sim, leg, signal, reply);
       },
     };
     for (let i = 0; i < o.engines; i++) {
@@ -119,10 +124,63 @@ export class DataPlane {
       this.slots.push({ id, proc: null, restarts: 0, lives: 0 });
       this.seen.set(id, new Set());
       this.registry.upsert(this.worker(id, "starting", 0));
-      this.consumer.add({ id, model: MODEL, blockSize: BLOCK_SIZE, endpoint: `sim://${id}`, replayEndpoint: `sim://${id}/replay`, topic: "" });
       this.spawn(this.slots[i]!);
+      this.consumer.add({ id, model: MODEL, blockSize: BLOCK_SIZE, endpoint: `sim://${id}`, replayEndpoint: `sim://${id}/replay`, topic: "" });
       this.setState(this.slots[i]!, "ready");
     }
+  }
+
+  /**
+   * One leg on an engine that may hang: while it is paused its answer head and chunks wait. An
+   * abort (first-token or idle deadline, client gone) still ends the leg at once with an error, as
+   * fetch() rejects an aborted request whether or not the server ever answers.
+   */
+  private hangable(p: EngineProc, sim: SimUpstream<number>, leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<number> | LegError) => void): void {
+    let headHeld = false;
+    let readHeld: ((r: ReadResult<number>) => void) | null = null;
+    let dead = false;
+    signal.addEventListener("abort", () => {
+      if (dead) return;
+      if (headHeld) {
+        dead = true;
+        reply({ error: signal.reason ?? new Error("aborted") });
+      } else if (readHeld) {
+        const cb = readHeld;
+        readHeld = null;
+        dead = true;
+        cb({ done: false, error: new Error("aborted") });
+      }
+    }, { once: true });
+    // HttpUpstream's own deadline on a stream's response head (frontend.engine_first_byte_timeout_ms).
+    const headTimer = this.clock.setTimer(this.o.headTimeoutMs, () => {
+      if (!headHeld || dead) return;
+      dead = true;
+      reply({ error: new Error(`no response head within ${this.o.headTimeoutMs} ms`), kind: "head_timeout" });
+    });
+    sim.send(leg, signal, (r) => {
+      const head = () => {
+        headHeld = false;
+        headTimer.cancel();
+        if (dead) return;
+        if ("error" in r || r.body === null) return reply(r);
+        const body = r.body;
+        const read = (cb: (x: ReadResult<number>) => void) =>
+          body.read((x) => {
+            if (!p.paused) return cb(x);
+            readHeld = cb;
+            p.held.push(() => {
+              if (readHeld !== cb) return;
+              readHeld = null;
+              if (!dead) cb(x);
+            });
+          });
+        reply({ ...r, body: { read, cancel: () => body.cancel() } });
+      };
+      if (!p.paused) return head();
+      // sim.send answers at once; only a hung engine holds the head
+      headHeld = true;
+      p.held.push(head);
+    });
   }
 
   slot(id: string): EngineSlot {
@@ -162,7 +220,7 @@ export class DataPlane {
       stats: () => this.truth.stats(),
     };
     const truthMap = new WorkerBlockMap(s.id, truthIndex, { blockSize: BLOCK_SIZE });
-    const proc: EngineProc = { sched: null as unknown as SimScheduler, link, truthMap, legs: new Set(), alive: true };
+    const proc: EngineProc = { sched: null as unknown as SimScheduler, link, truthMap, legs: new Set(), alive: true, paused: false, held: [] };
     const onEvents = (events: SimKvEvent[]) => {
       if (!proc.alive) return;
       for (const e of events) truthMap.apply(toWireEvent(e));
@@ -198,6 +256,20 @@ export class DataPlane {
     return this.slot(id).proc?.alive === true;
   }
 
+  /** The engine hangs (a stuck kernel, a wedged process): it answers nothing until resumed. */
+  pause(id: string, on: boolean): void {
+    const p = this.slot(id).proc;
+    if (!p || !p.alive) return;
+    p.paused = on;
+    if (!on) this.flush(p);
+  }
+
+  private flush(p: EngineProc): void {
+    const held = p.held;
+    p.held = [];
+    for (const fn of held) fn();
+  }
+
   /** The engine process dies: its legs end, calls are refused; the supervisor notices after detectMs. */
   kill(id: string): void {
     const s = this.slot(id);
@@ -205,6 +277,9 @@ export class DataPlane {
     if (!p || !p.alive) return;
     p.alive = false;
     p.link.alive = false;
+    // Its connections reset: whatever a hung engine held reaches its readers now.
+    p.paused = false;
+    this.flush(p);
     this.truth.removeWorker(id);
     for (const leg of [...p.legs]) p.sched.abort(leg);
     this.clock.setTimer(this.o.detectMs, () => {

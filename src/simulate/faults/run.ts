@@ -60,7 +60,7 @@ export async function runFaultSeed(seed: number, o: FaultRunOptions): Promise<Fa
     nodes: o.nodes, timing: { heartbeat_ms: 250, dead_after_ms: 1500 }, election: { heartbeat_ms: 100, election_ms: 600 }, assignEveryMs: 250, bugs,
   }, log, check);
   const router: RouterConfig = { ...o.router, metrics_scrape_interval_ms: 0, outlier: { ...o.router.outlier, base_ejection_ms: 500, max_ejection_ms: 4000 } };
-  const data = new DataPlane(clock, rng("data"), { engines: o.engines, kvBlocks: 48, replayBufferSteps: 6, detectMs: 300, startMs: 400, tierBlocks: 32, router, bugs }, log);
+  const data = new DataPlane(clock, rng("data"), { engines: o.engines, kvBlocks: 48, replayBufferSteps: 6, detectMs: 300, startMs: 400, headTimeoutMs: 1000, tierBlocks: 32, router, bugs }, log);
   const workload = new Workload(clock, rng("workload"), data, {
     requests: o.requests, spanMs: o.spanMs, firstTokenTimeoutMs: FIRST_TOKEN_TIMEOUT_MS, idleTimeoutMs: IDLE_TIMEOUT_MS, maxInFlight: 64, retryAttempts: router.retry.attempts,
   }, check, log);

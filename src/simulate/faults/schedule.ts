@@ -3,6 +3,7 @@
 // within the span, so the run's tail is quiet and the invariants that need quiet (all requests
 // ended, streams caught up) can be asserted. Kinds:
 //   kill_engine   an engine process dies; the supervisor restarts it after the duration
+//   pause_engine  an engine hangs: no answer head, no token, until it resumes
 //   kill_node     a node's process dies (its engines with it); restarted after the duration
 //   pause_node    a node stops (SIGSTOP, GC): no timer fires, messages to it wait
 //   partition     one node cut off from all others, or one link cut (the asymmetric case)
@@ -12,7 +13,7 @@
 //   duplicate     assignments are delivered twice (retransmissions)
 import type { Rng } from "../../core/rng.ts";
 
-export const FAULT_KINDS = ["kill_engine", "kill_node", "pause_node", "partition", "slow_link", "lost_kv", "disk_full", "duplicate"] as const;
+export const FAULT_KINDS = ["kill_engine", "pause_engine", "kill_node", "pause_node", "partition", "slow_link", "lost_kv", "disk_full", "duplicate"] as const;
 export type FaultKind = (typeof FAULT_KINDS)[number];
 
 export interface Fault {
@@ -45,7 +46,7 @@ export function drawSchedule(rng: Rng, o: ScheduleOptions): Fault[] {
     const atMs = rng.int(Math.max(1, o.spanMs - 500));
     const maxDur = Math.max(100, o.spanMs - atMs);
     const durationMs = Math.min(maxDur, 100 + rng.int(kind === "pause_node" ? 4000 : 2500));
-    const isEngine = kind === "kill_engine";
+    const isEngine = kind === "kill_engine" || kind === "pause_engine";
     const target = rng.int(isEngine ? o.engines : o.nodes);
     let peer: number | null = null;
     if ((kind === "partition" && rng.float() < 0.5) || kind === "slow_link") peer = (target + 1 + rng.int(o.nodes - 1)) % o.nodes;
@@ -57,7 +58,7 @@ export function drawSchedule(rng: Rng, o: ScheduleOptions): Fault[] {
 
 export function describeFault(f: Fault): string {
   const global = f.kind === "lost_kv" || f.kind === "disk_full" || f.kind === "duplicate";
-  const who = global ? "all" : f.kind === "kill_engine" ? `e${f.target}` : `n${f.target}${f.peer !== null ? `<->n${f.peer}` : ""}`;
+  const who = global ? "all" : f.kind === "kill_engine" || f.kind === "pause_engine" ? `e${f.target}` : `n${f.target}${f.peer !== null ? `<->n${f.peer}` : ""}`;
   const amt = f.kind === "lost_kv" ? ` share ${f.amount.toFixed(2)}${f.replayDown ? " replay down" : ""}` : f.kind === "slow_link" ? ` +${f.amount} ms` : f.kind === "duplicate" ? ` share ${f.amount.toFixed(2)}` : "";
   return `${f.kind} ${who} for ${f.durationMs} ms${amt}`;
 }

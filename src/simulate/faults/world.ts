@@ -10,10 +10,11 @@ import type { VirtualNet } from "./net.ts";
 import { describeFault, type Fault, type FaultKind } from "./schedule.ts";
 
 export class FaultInjector {
-  readonly injected: Record<FaultKind, number> = { kill_engine: 0, kill_node: 0, pause_node: 0, partition: 0, slow_link: 0, lost_kv: 0, disk_full: 0, duplicate: 0 };
+  readonly injected: Record<FaultKind, number> = { kill_engine: 0, pause_engine: 0, kill_node: 0, pause_node: 0, partition: 0, slow_link: 0, lost_kv: 0, disk_full: 0, duplicate: 0 };
   private readonly cuts = new Map<string, number>();
   private readonly slows = new Map<string, number[]>();
   private readonly pauses = new Map<number, number>();
+  private readonly stalls = new Map<number, number>();
   private lost: Fault[] = [];
   private dups: number[] = [];
   private full = 0;
@@ -76,6 +77,9 @@ export class FaultInjector {
     switch (f.kind) {
       case "kill_engine":
         return this.data.kill(`e${f.target}`);
+      case "pause_engine":
+        this.stalls.set(f.target, (this.stalls.get(f.target) ?? 0) + 1);
+        return this.data.pause(`e${f.target}`, true);
       case "kill_node":
         this.control.kill(this.addr(f.target));
         for (const e of this.enginesOf(f.target)) this.data.kill(e);
@@ -113,6 +117,12 @@ export class FaultInjector {
         // An engine whose host is down comes back with the host.
         if (this.control.isUp(this.addr(f.target % this.control.addresses.length))) this.data.restart(`e${f.target}`);
         return;
+      case "pause_engine": {
+        const n = (this.stalls.get(f.target) ?? 1) - 1;
+        this.stalls.set(f.target, n);
+        if (n === 0) this.data.pause(`e${f.target}`, false);
+        return;
+      }
       case "kill_node":
         this.control.restart(this.addr(f.target));
         for (const e of this.enginesOf(f.target)) this.data.restart(e);
