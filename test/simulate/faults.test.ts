@@ -7,8 +7,8 @@ import { defaultConfig } from "../../src/config/index.ts";
 import { runFaultSeed, type FaultRunOptions } from "../../src/simulate/faults/run.ts";
 import { FAULT_KINDS } from "../../src/simulate/faults/schedule.ts";
 
-const router = defaultConfig({ hostname: "sim", dataDir: "/tmp/herd-faults-test" }).router;
-const CI: FaultRunOptions = { nodes: 3, engines: 3, requests: 20, faults: 8, spanMs: 6000, router };
+const config = defaultConfig({ hostname: "sim", dataDir: "/tmp/herd-faults-test" });
+const CI: FaultRunOptions = { nodes: 3, engines: 3, requests: 20, faults: 8, spanMs: 6000, config };
 
 /** The first seed in 1..max whose run breaks an invariant, or null. */
 async function firstFailing(o: FaultRunOptions, max: number): Promise<number | null> {
@@ -34,6 +34,19 @@ describe("seeded fault simulation", () => {
     expect(requests).toBe(200 * CI.requests);
     expect(checks).toBeGreaterThan(200 * CI.requests);
   }, 180_000);
+
+  test("50 seeds of P/D plans (runPd over VirtualPd, 2 prefill + 2 decode engines): every invariant holds", async () => {
+    const o: FaultRunOptions = { ...CI, engines: 4, pd: true };
+    const failing: string[] = [];
+    let transfers = 0;
+    for (let s = 1; s <= 50; s++) {
+      const r = await runFaultSeed(s, o);
+      if (!r.ok) failing.push(`seed ${s}: ${r.violations.map((v) => `${v.invariant} ${v.detail}`).join("; ")}`);
+      transfers += r.pd.transfers;
+    }
+    expect(failing).toEqual([]);
+    expect(transfers).toBeGreaterThan(50 * 10);
+  }, 120_000);
 
   test("same seed → byte-identical event log; another seed → another run", async () => {
     const a = await runFaultSeed(7, CI);

@@ -10,7 +10,7 @@
 // once, never dropped (what the engines really hold), and every hash any engine ever stored.
 import type { VirtualClock } from "../../core/clock.ts";
 import type { Rng } from "../../core/rng.ts";
-import type { RouterConfig } from "../../config/types.ts";
+import type { Role, RouterConfig } from "../../config/types.ts";
 import { WorkerRegistry } from "../../workers/registry.ts";
 import { emptyLoad, type Worker } from "../../workers/worker.ts";
 import { SimScheduler } from "../../engine/sim/scheduler.ts";
@@ -23,7 +23,7 @@ import { KvConsumer } from "../../kv/consumer.ts";
 import { WorkerBlockMap } from "../../kv/worker-blocks.ts";
 import type { LegError, LegReply, LegRequest, ReadResult, Upstream } from "../../request/upstream.ts";
 import type { Logger } from "../../core/log.ts";
-import { SimUpstream, TOKEN_FRAMES } from "../sim-upstream.ts";
+import { VirtualPd, type PdChunk } from "../pd-upstream.ts";
 import { toWireEvent } from "../kv.ts";
 import { VirtualTier } from "../virtual-tier.ts";
 import { VirtualKvLink, type KvLinkCounters, type KvLinkFaults } from "./kv-link.ts";
@@ -49,6 +49,8 @@ export interface DataOptions {
   /** frontend.engine_first_byte_timeout_ms: a stream's answer head must come within this. */
   headTimeoutMs: number;
   tierBlocks: number;
+  /** Each engine's role (P/D: prefill and decode pools); absent = all aggregated. */
+  roles?: readonly Role[];
   router: RouterConfig;
   bugs: DataBugs;
 }
@@ -89,7 +91,9 @@ export class DataPlane {
   readonly tierHeld = new Set<bigint>();
   tierFull = false;
   tierWrongLoads = 0;
-  readonly upstream: Upstream<number>;
+  readonly upstream: Upstream<PdChunk>;
+  /** The P/D legs' upstream (aggregated legs pass through it unchanged). */
+  readonly pd: VirtualPd;
 
   constructor(
     private readonly clock: VirtualClock,
@@ -105,11 +109,11 @@ export class DataPlane {
       if (kind === "stored") this.tierHeld.add(h);
       else this.tierHeld.delete(h);
     });
-    const sim = new SimUpstream<number>({
-      frames: TOKEN_FRAMES,
+    // VirtualPd answers aggregated legs as SimUpstream does and P/D legs as NixlConnector engines.
+    const sim = (this.pd = new VirtualPd({
+      clock, blockSize: BLOCK_SIZE, kvBytesPerToken: 144 * 1024, linkBytesPerS: 25e9, transferMs: 2,
       scheduler: (id) => this.slot(id).proc!.sched,
-      ignoreEos: true,
-    });
+    }));
     this.upstream = {
       format: sim.format,
       send: (leg, signal, reply) => {
@@ -135,9 +139,9 @@ export class DataPlane {
    * abort (first-token or idle deadline, client gone) still ends the leg at once with an error, as
    * fetch() rejects an aborted request whether or not the server ever answers.
    */
-  private hangable(p: EngineProc, sim: SimUpstream<number>, leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<number> | LegError) => void): void {
+  private hangable(p: EngineProc, sim: Upstream<PdChunk>, leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<PdChunk> | LegError) => void): void {
     let headHeld = false;
-    let readHeld: ((r: ReadResult<number>) => void) | null = null;
+    let readHeld: ((r: ReadResult<PdChunk>) => void) | null = null;
     let dead = false;
     signal.addEventListener("abort", () => {
       if (dead) return;
@@ -164,7 +168,7 @@ export class DataPlane {
         if (dead) return;
         if ("error" in r || r.body === null) return reply(r);
         const body = r.body;
-        const read = (cb: (x: ReadResult<number>) => void) =>
+        const read = (cb: (x: ReadResult<PdChunk>) => void) =>
           body.read((x) => {
             if (!p.paused) return cb(x);
             readHeld = cb;
@@ -188,7 +192,8 @@ export class DataPlane {
   }
 
   private worker(id: string, state: Worker["state"], restarts: number): Worker {
-    return { id, node: "n", model: MODEL, role: "aggregated", kind: "sim", url: `sim://${id}`, state, load: emptyLoad(), restarts };
+    const role = this.o.roles?.[Number(id.slice(1))] ?? "aggregated";
+    return { id, node: "n", model: MODEL, role, kind: "sim", url: `sim://${id}`, state, load: emptyLoad(), restarts };
   }
 
   private setState(s: EngineSlot, state: Worker["state"]): void {

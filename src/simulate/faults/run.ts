@@ -8,7 +8,10 @@
 import { VirtualClock } from "../../core/clock.ts";
 import { SeededRng } from "../../core/rng.ts";
 import { seedFor } from "../../core/seed.ts";
-import type { RouterConfig } from "../../config/types.ts";
+import type { Config, Role, RouterConfig } from "../../config/types.ts";
+import type { Logger } from "../../core/log.ts";
+import { aggregatedPlan } from "../../request/plan.ts";
+import { pdPlanBuilder } from "../../pd/plan.ts";
 import { Checker, type Violation } from "./check.ts";
 import { ControlPlane, type ControlBugs } from "./control.ts";
 import { DataPlane, type DataBugs } from "./data.ts";
@@ -25,7 +28,10 @@ export interface FaultRunOptions {
   faults: number;
   spanMs: number;
   kinds?: readonly FaultKind[];
-  router: RouterConfig;
+  /** herd's config: the router and P/D sections are used. */
+  config: Config;
+  /** Engines alternate prefill / decode and requests run as P/D plans (runPd over VirtualPd). */
+  pd?: boolean;
   bugs?: ControlBugs & DataBugs;
 }
 
@@ -40,11 +46,14 @@ export interface FaultRunResult {
   terms: number;
   actuations: number;
   kv: { published: number; dropped: number; replays: number; resyncs: number };
+  /** P/D: KV transfers completed, and decode legs that found no held blocks (prefilled locally). */
+  pd: { transfers: number; loadFailures: number };
   virtualMs: number;
   /** Distinct instants run (each followed by the invariants). */
   instants: number;
 }
 
+const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
 const FIRST_TOKEN_TIMEOUT_MS = 1500;
 const IDLE_TIMEOUT_MS = 400;
 const MAX_TOKENS = 25;
@@ -59,10 +68,15 @@ export async function runFaultSeed(seed: number, o: FaultRunOptions): Promise<Fa
   const control = new ControlPlane(clock, net, rng("control"), {
     nodes: o.nodes, timing: { heartbeat_ms: 250, dead_after_ms: 1500 }, election: { heartbeat_ms: 100, election_ms: 600 }, assignEveryMs: 250, bugs,
   }, log, check);
-  const router: RouterConfig = { ...o.router, metrics_scrape_interval_ms: 0, outlier: { ...o.router.outlier, base_ejection_ms: 500, max_ejection_ms: 4000 } };
-  const data = new DataPlane(clock, rng("data"), { engines: o.engines, kvBlocks: 48, replayBufferSteps: 6, detectMs: 300, startMs: 400, headTimeoutMs: 1000, tierBlocks: 32, router, bugs }, log);
+  const router: RouterConfig = { ...o.config.router, metrics_scrape_interval_ms: 0, outlier: { ...o.config.router.outlier, base_ejection_ms: 500, max_ejection_ms: 4000 } };
+  const data = new DataPlane(clock, rng("data"), { engines: o.engines, kvBlocks: 48, replayBufferSteps: 6, detectMs: 300, startMs: 400, headTimeoutMs: 1000, tierBlocks: 32, router, bugs,
+    ...(o.pd ? { roles: Array.from({ length: o.engines }, (_, i) => (i % 2 === 0 ? "prefill" : "decode") as Role) } : {}) }, log);
+  const config: Config = { ...o.config, router, pd: { ...o.config.pd, min_prefill_tokens: 16 } };
+  const plans = o.pd
+    ? pdPlanBuilder({ config: () => config, registry: data.registry, router: () => data.router, clock, rng: rng("pd"), log: QUIET })
+    : aggregatedPlan;
   const workload = new Workload(clock, rng("workload"), data, {
-    requests: o.requests, spanMs: o.spanMs, firstTokenTimeoutMs: FIRST_TOKEN_TIMEOUT_MS, idleTimeoutMs: IDLE_TIMEOUT_MS, maxInFlight: 64, retryAttempts: router.retry.attempts,
+    requests: o.requests, spanMs: o.spanMs, firstTokenTimeoutMs: FIRST_TOKEN_TIMEOUT_MS, idleTimeoutMs: IDLE_TIMEOUT_MS, maxInFlight: 64, retryAttempts: router.retry.attempts, plans, legsPerRequest: o.pd ? 2 : 1,
   }, check, log);
   const injector = new FaultInjector(clock, net, control, data, log);
   const schedule = drawSchedule(rng("schedule"), { count: o.faults, spanMs: o.spanMs, nodes: o.nodes, engines: o.engines, ...(o.kinds ? { kinds: o.kinds } : {}) });
@@ -72,7 +86,7 @@ export async function runFaultSeed(seed: number, o: FaultRunOptions): Promise<Fa
   control.start();
   workload.start();
 
-  const endMs = o.spanMs + (router.retry.attempts + 1) * FIRST_TOKEN_TIMEOUT_MS + MAX_TOKENS * IDLE_TIMEOUT_MS + 2000;
+  const endMs = o.spanMs + (o.pd ? 2 : 1) * (router.retry.attempts + 1) * FIRST_TOKEN_TIMEOUT_MS + MAX_TOKENS * IDLE_TIMEOUT_MS + 2000;
   const lastSeq = new Map<string, string | null>();
   // The tail ends once every request has ended and the KV streams had a second to catch up (or at
   // the latest deadline any request can have).
@@ -96,7 +110,7 @@ export async function runFaultSeed(seed: number, o: FaultRunOptions): Promise<Fa
   return {
     seed, ok: check.violations.length === 0, violations: check.violations, log: log.text(), injected: injector.injected, checks: check.checks,
     requests: workload.counters, terms: check.terms, actuations: check.actuations,
-    kv: { ...data.kvCounters, resyncs }, virtualMs: clock.now(), instants,
+    kv: { ...data.kvCounters, resyncs }, pd: { transfers: data.pd.counters.transfers, loadFailures: data.pd.counters.loadFailures }, virtualMs: clock.now(), instants,
   };
 }
 

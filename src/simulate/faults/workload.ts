@@ -4,17 +4,18 @@
 // the router's outlier ejection fed by each attempt's evidence (src/request/evidence.ts). Prompts
 // share a few system prefixes, so the `kv` policy routes on the index the faults disturb.
 // Each request carries a deadline: (retry attempts + 1) × first_token_timeout_ms + max_tokens ×
-// idle_timeout_ms + 1 s; the checker's I4 holds every request to it and to a visible end.
+// idle_timeout_ms + 1 s (× 2 legs for P/D); the checker's I4 holds every request to it and to a visible end.
 import type { VirtualClock } from "../../core/clock.ts";
 import { HerdError } from "../../core/errors.ts";
 import type { Logger } from "../../core/log.ts";
 import type { Rng } from "../../core/rng.ts";
 import { blockHashes } from "../../kv/hash.ts";
 import { runRequest, refusal, type LifecycleDeps } from "../../request/lifecycle.ts";
-import { aggregatedPlan } from "../../request/plan.ts";
 import { evidenceRecorder } from "../../request/evidence.ts";
 import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../../request/ticket.ts";
 import type { ReadResult } from "../../request/upstream.ts";
+import type { PdChunk } from "../pd-upstream.ts";
+import type { PlanBuilder } from "../../request/plan.ts";
 import { BLOCK_SIZE, MODEL, type DataPlane } from "./data.ts";
 import type { Checker } from "./check.ts";
 import type { EventLog } from "./event-log.ts";
@@ -30,6 +31,10 @@ export interface WorkloadOptions {
   maxInFlight: number;
   /** router.retry.attempts: extra attempts after a failure before the first byte. */
   retryAttempts: number;
+  /** How a request becomes a plan: aggregated, or P/D (src/pd pdPlanBuilder → runPd). */
+  plans: PlanBuilder;
+  /** Legs a request may run in sequence before its answer (1; P/D: 2, a prefill then a decode). */
+  legsPerRequest: number;
 }
 
 interface Client {
@@ -55,7 +60,7 @@ export class Workload {
   private readonly live = new Map<Ticket, Client>();
   private readonly clients: Client[] = [];
   private readonly admission: Admission;
-  private readonly deps: LifecycleDeps<number>;
+  private readonly deps: LifecycleDeps<PdChunk>;
   private readonly prefixes: number[][];
 
   constructor(
@@ -89,7 +94,7 @@ export class Workload {
       const prompt = [...this.prefixes[this.rng.int(this.prefixes.length)]!, ...this.tokens(1 + this.rng.int(3 * BLOCK_SIZE))];
       const maxTokens = 2 + this.rng.int(24);
       const id = `r${i}`;
-      this.clock.setTimer(at, () => this.send(id, prompt, maxTokens, at + attempts * this.o.firstTokenTimeoutMs + maxTokens * this.o.idleTimeoutMs + 1000));
+      this.clock.setTimer(at, () => this.send(id, prompt, maxTokens, at + this.o.legsPerRequest * attempts * this.o.firstTokenTimeoutMs + maxTokens * this.o.idleTimeoutMs + 1000));
     }
   }
 
@@ -102,13 +107,14 @@ export class Workload {
     if (!t.admit()) return t.release({ kind: "refused", status: 429, reason: "overloaded" });
     const tokens = Uint32Array.from(prompt);
     const route = { model: MODEL, sessionId: null, promptTokens: tokens.length, blockHashes: blockHashes(tokens, BLOCK_SIZE), blockSize: BLOCK_SIZE };
-    const plan = aggregatedPlan({ endpoint: "chat", body: "", stream: true, route, promptTokens: tokens, maxTokens, json: {} });
+    const json = { model: MODEL, messages: [{ role: "user", content: id }], max_tokens: maxTokens, stream: true };
+    const plan = this.o.plans({ endpoint: "chat", body: JSON.stringify(json), stream: true, route, promptTokens: tokens, maxTokens, json });
     try {
       runRequest(this.deps, t, plan, id, (a) => {
         if (a.kind !== "stream") return;
-        const read = (r: ReadResult<number>): void => {
+        const read = (r: ReadResult<PdChunk>): void => {
           if (r.done) return;
-          if ("error" in r || r.value < 0) return void (c.sawError = true);
+          if ("error" in r || typeof r.value !== "number" || r.value < 0) return void (c.sawError = true);
           c.tokens++;
           a.body.read(read);
         };
