@@ -21,7 +21,8 @@ import { BlockIndex } from "../../kv/block-index.ts";
 import type { KvIndex } from "../../kv/indexer.ts";
 import { KvConsumer } from "../../kv/consumer.ts";
 import { WorkerBlockMap } from "../../kv/worker-blocks.ts";
-import type { LegError, LegReply, LegRequest, ReadResult, Upstream } from "../../request/upstream.ts";
+import type { Upstream } from "../../request/upstream.ts";
+import { sendHangable } from "./hang.ts";
 import type { Logger } from "../../core/log.ts";
 import { VirtualPd, type PdChunk } from "../pd-upstream.ts";
 import { toWireEvent } from "../kv.ts";
@@ -120,7 +121,7 @@ export class DataPlane {
         const p = this.slot(leg.workerId).proc;
         if (p === null || !p.alive) return reply({ error: new Error("connect ECONNREFUSED"), kind: "connect" });
         p.legs.add(leg.id);
-        this.hangable(p, sim, leg, signal, reply);
+        sendHangable(p, this.clock, this.o.headTimeoutMs, sim, leg, signal, reply);
       },
     };
     for (let i = 0; i < o.engines; i++) {
@@ -132,59 +133,6 @@ export class DataPlane {
       this.consumer.add({ id, model: MODEL, blockSize: BLOCK_SIZE, endpoint: `sim://${id}`, replayEndpoint: `sim://${id}/replay`, topic: "" });
       this.setState(this.slots[i]!, "ready");
     }
-  }
-
-  /**
-   * One leg on an engine that may hang: while it is paused its answer head and chunks wait. An
-   * abort (first-token or idle deadline, client gone) still ends the leg at once with an error, as
-   * fetch() rejects an aborted request whether or not the server ever answers.
-   */
-  private hangable(p: EngineProc, sim: Upstream<PdChunk>, leg: LegRequest, signal: AbortSignal, reply: (r: LegReply<PdChunk> | LegError) => void): void {
-    let headHeld = false;
-    let readHeld: ((r: ReadResult<PdChunk>) => void) | null = null;
-    let dead = false;
-    signal.addEventListener("abort", () => {
-      if (dead) return;
-      if (headHeld) {
-        dead = true;
-        reply({ error: signal.reason ?? new Error("aborted") });
-      } else if (readHeld) {
-        const cb = readHeld;
-        readHeld = null;
-        dead = true;
-        cb({ done: false, error: new Error("aborted") });
-      }
-    }, { once: true });
-    // HttpUpstream's own deadline on a stream's response head (frontend.engine_first_byte_timeout_ms).
-    const headTimer = this.clock.setTimer(this.o.headTimeoutMs, () => {
-      if (!headHeld || dead) return;
-      dead = true;
-      reply({ error: new Error(`no response head within ${this.o.headTimeoutMs} ms`), kind: "head_timeout" });
-    });
-    sim.send(leg, signal, (r) => {
-      const head = () => {
-        headHeld = false;
-        headTimer.cancel();
-        if (dead) return;
-        if ("error" in r || r.body === null) return reply(r);
-        const body = r.body;
-        const read = (cb: (x: ReadResult<PdChunk>) => void) =>
-          body.read((x) => {
-            if (!p.paused) return cb(x);
-            readHeld = cb;
-            p.held.push(() => {
-              if (readHeld !== cb) return;
-              readHeld = null;
-              if (!dead) cb(x);
-            });
-          });
-        reply({ ...r, body: { read, cancel: () => body.cancel() } });
-      };
-      if (!p.paused) return head();
-      // sim.send answers at once; only a hung engine holds the head
-      headHeld = true;
-      p.held.push(head);
-    });
   }
 
   slot(id: string): EngineSlot {
