@@ -65,7 +65,7 @@ for (let s = from; s < from + seeds; s++) {
   virtualMs += r.virtualMs;
   terms += r.terms;
   actuations += r.actuations;
-  if (!r.ok) failures.push({ seed: s, violations: r.violations.slice(0, 3).map((v) => `${v.atMs} ms ${v.invariant}: ${v.detail}`) });
+  if (!r.ok) failures.push({ seed: s, violations: r.violations.slice(0, 3).map((v) => `${Math.round(v.atMs)} ms ${v.invariant}: ${v.detail}`) });
 }
 const wallS = (performance.now() - t0) / 1000;
 const summary = {
