@@ -25,13 +25,26 @@ export interface DurableState {
   votedFor: string | null;
 }
 
+/**
+ * Where state.json lives: the disk (tmp + fsync + rename) by default; the fault simulation
+ * (src/simulate/faults) passes an in-memory disk that survives a simulated node restart.
+ */
+export interface StateFiles {
+  read(path: string): unknown;
+  write(path: string, data: string): void;
+}
+const DISK: StateFiles = { read: (p) => readJson(p), write: (p, d) => writeDurable(p, d) };
+
 export class StateStore {
   private state: DurableState;
   readonly path: string;
 
-  constructor(dataDir: string) {
+  constructor(
+    dataDir: string,
+    private readonly files: StateFiles = DISK,
+  ) {
     this.path = join(dataDir, "cluster", "state.json");
-    const s = readJson<Partial<DurableState>>(this.path) ?? {};
+    const s = (files.read(this.path) as Partial<DurableState> | undefined) ?? {};
     this.state = {
       incarnation: bounded(this.path, "incarnation", s.incarnation),
       term: bounded(this.path, "term", s.term),
@@ -53,7 +66,7 @@ export class StateStore {
   save(next: DurableState): void {
     bounded(this.path, "term", next.term); // never persist a term the next start would refuse
     bounded(this.path, "incarnation", next.incarnation);
-    writeDurable(this.path, JSON.stringify(next));
+    this.files.write(this.path, JSON.stringify(next));
     this.state = { ...next };
   }
 }
