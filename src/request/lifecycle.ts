@@ -150,11 +150,13 @@ export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: stri
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
   // generation-sized bound of bounds.ts.
-  const boundMs = x.pinned?.commitTimeoutMs ?? (leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
-  const what = leg.stream ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
+  // A collected leg (collect.ts) is a stream to the engine but keeps the client's non-streaming bound.
+  const streamBound = leg.stream && !x.collect;
+  const boundMs = x.pinned?.commitTimeoutMs ?? (streamBound ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
+  const what = streamBound ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
   const headersTimer = d.clock.setTimer(boundMs, () => ac.abort(new AbortCause("first_token_timeout", what)));
   const span = attemptSpan(t.span, leg, x.id, workerId);
-  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb, span };
+  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, boundMs, settled: false, cb, span };
   const traceparent = span.traceparent; // the engine's (or the peer node's) spans continue this attempt's
   d.upstream.send(
     { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
@@ -170,6 +172,8 @@ interface AttemptState<C> {
   ac: AbortController;
   headersTimer: TimerHandle;
   startedAtMs: number;
+  /** The bound until the commit point (a collected leg's first token keeps it). */
+  boundMs: number;
   settled: boolean;
   cb: (r: AttemptEnd<C>) => void;
   /** This attempt's span: ends when it settles, or with the relay for a committed stream. */
@@ -203,8 +207,12 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
     });
   }
   if (!r.body) return failed(s, new Error("empty response body"), "eof");
-  // An engine that answered a collected leg with JSON after all (it ignored `stream`): relayed as it is.
-  if (x.collect && !/event-stream/i.test(r.contentType ?? "")) return readWhole(s, r.body, r.contentType);
+  if (x.collect && !/event-stream/i.test(r.contentType ?? "")) {
+    // An engine that answered a collected leg with JSON after all (it ignored `stream`): an
+    // ordinary non-streamed answer from here on, relayed as it is.
+    x.collect = false;
+    x.leg = { ...x.leg, stream: false };
+  }
   if (x.leg.stream && x.toClient) return x.pinned ? readFirstToken(s, r.body, r.contentType) : readFirst(s, r.body, r.contentType);
   if (!x.toClient || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
   commit(s, r.body, null, r.contentType);
@@ -416,7 +424,7 @@ function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C 
     sse: true,
     ac: mig?.handle ?? s.ac,
     clock: d.clock,
-    firstTokenDeadlineMs: s.startedAtMs + d.firstTokenTimeoutMs,
+    firstTokenDeadlineMs: s.startedAtMs + s.boundMs,
     idleTimeoutMs: d.idleTimeoutMs,
     onFirstToken: () => t.firstToken(s.ac),
     onEnd: (e) => (end = e),
