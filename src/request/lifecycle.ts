@@ -228,11 +228,12 @@ function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, 
     // A pinned leg's timeout goes back to its plan, which retries it elsewhere (P/D rules).
     return settle(s, { kind: "failed", reason: cause.kind, message: cause.message, status: null });
   }
-  if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down") {
+  if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down" && cause.kind !== "drain") {
     const answer = finalAbort<C>(t, s.workerId, cause);
     return settle(s, { kind: "committed", answer });
   }
-  if (cause instanceof AbortCause) return settle(s, { kind: "failed", reason: "worker_down", message: cause.message, status: null });
+  // The worker went away, or reached its drain deadline, before the commit point: retry elsewhere.
+  if (cause instanceof AbortCause) return settle(s, { kind: "failed", reason: cause.kind === "drain" ? "drain" : "worker_down", message: cause.message, status: null });
   if (cause2 !== undefined && cause2 !== null) d.log.debug("reading an error answer failed", { err: errorMessage(cause2) });
   settle(s, { kind: "failed", reason: fallback, message: errorMessage(e), status: status ?? null });
 }
