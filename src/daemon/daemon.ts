@@ -169,8 +169,12 @@ function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals,
       // are aborted as `drain`: streams migrate, attempts before their first byte are retried
       // elsewhere. The frontend and the cluster keep running (services stop after this), so the
       // moved streams are relayed from their new worker for up to migration_grace_ms.
-      for (const w of node.registry.list()) if (w.node === node.running.node.name) node.registry.cordon(w.id, true);
-      const moved = frontend.migrateAway();
+      // Only attempts on this node's workers move: a stream already relayed from a peer's worker
+      // keeps going as it is.
+      const own = node.registry.list().filter((w) => w.node === node.running.node.name);
+      for (const w of own) node.registry.cordon(w.id, true);
+      let moved = 0;
+      for (const w of own) moved += frontend.migrateAway(w.id);
       log.info("drain bound reached; migrating open requests to other nodes", { in_flight: moved, migration_grace_ms: migrateMs });
       const migratedIdle = await Promise.race([frontend.waitIdle(migrateMs), forced]);
       if (migratedIdle) return;
