@@ -427,7 +427,7 @@ function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C 
     clock: d.clock,
     firstTokenDeadlineMs: s.startedAtMs + s.boundMs,
     idleTimeoutMs: d.idleTimeoutMs,
-    onFirstToken: () => t.firstToken(s.ac),
+    onFirstToken: () => t.engineFirstToken(s.ac), // the client gets no token before the whole answer
     onEnd: (e) => (end = e),
   });
   const worker = () => mig?.workerId ?? s.workerId;

@@ -269,6 +269,14 @@ export class Ticket {
     this.adm.recorder.firstToken(this);
   }
 
+  /**
+   * The engine's first token of a request the client gets whole (collect.ts): the lease learns it
+   * (prefill over), but the client saw no token, so no TTFT is recorded.
+   */
+  engineFirstToken(ac: AbortController): void {
+    this.attempts.get(ac)?.lease.firstToken();
+  }
+
   upstreamFailed(workerId: string, reason: UpstreamErrorKind): void {
     this.adm.recorder.upstreamError(workerId, reason);
   }
