@@ -10,7 +10,9 @@
 // `data: {"error": …}` and the stream closes — never a bare close, which the openai client would
 // take for a normal end (docs/references.md#reliability-1.1). A timeout before the commit point is a 504 and
 // is not retried (a slow prefill or decode would just be repeated elsewhere). Non-streaming bounds:
-// bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged.
+// bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged. A
+// non-streamed chat request migration can replay runs as a collected stream (collect.ts): its
+// commit point is internal, and the client gets one JSON answer or a clean error.
 import { wallClockMs, type Clock, type TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage, invariant } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
