@@ -103,6 +103,8 @@ export interface FrontendConfig {
   migration_limit: number;
   /** No migration past this many tokens sent. */
   migration_max_tokens: number;
+  /** On SIGTERM: requests migrated at the drain deadline are relayed this much longer before exit. */
+  migration_grace_ms: number;
   /** A local engine's stream must send its response head within this (src/request/http-upstream.ts). */
   engine_first_byte_timeout_ms: number;
 }

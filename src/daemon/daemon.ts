@@ -162,7 +162,24 @@ function stopper(node: HerdNode, services: ServiceGroup, signals: DaemonSignals,
     notify.send(["STATUS=draining"]);
     log.info("draining", { in_flight: frontend.inFlightCount, drain_timeout_ms: drainMs });
     const idle = force ? false : await Promise.race([frontend.waitIdle(drainMs), forced]);
-    if (!idle && frontend.inFlightCount > 0) {
+    const migrateMs = node.running.frontend.migration_grace_ms;
+    if (!idle && frontend.inFlightCount > 0 && !force && !forcedLater && migrateMs > 0 && node.running.frontend.migration_limit > 0) {
+      // Issue 21: what still runs at the deadline moves to other nodes' workers instead of being
+      // cut. This node's own workers leave routing first (they stop with herd), then the requests
+      // are aborted as `drain`: streams migrate, attempts before their first byte are retried
+      // elsewhere. The frontend and the cluster keep running (services stop after this), so the
+      // moved streams are relayed from their new worker for up to migration_grace_ms.
+      // Only attempts on this node's workers move: a stream already relayed from a peer's worker
+      // keeps going as it is.
+      const own = node.registry.list().filter((w) => w.node === node.running.node.name);
+      for (const w of own) node.registry.cordon(w.id, true);
+      let moved = 0;
+      for (const w of own) moved += frontend.migrateAway(w.id);
+      log.info("drain bound reached; migrating open requests to other nodes", { in_flight: moved, migration_grace_ms: migrateMs });
+      const migratedIdle = await Promise.race([frontend.waitIdle(migrateMs), forced]);
+      if (migratedIdle) return;
+    }
+    if (frontend.inFlightCount > 0) {
       log.warn("drain bound reached; ending open requests", { in_flight: frontend.inFlightCount });
       frontend.abortAll(force || forcedLater ? "herd is stopping now" : `herd is shutting down (drain bound ${drainMs} ms reached)`);
       await frontend.waitIdle(1000); // let the error events reach the clients

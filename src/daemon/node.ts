@@ -140,6 +140,8 @@ export class HerdNode {
     this.nixl = config.pd.nixl_metadata === "herd" && hasPdRoles(config) ? new NixlMetadataThread({ host: config.pd.nixl_metadata_host, port: 0, idleTimeoutMs: config.pd.nixl_metadata_idle_timeout_ms, clock, log: log.child("nixl-metadata") }) : null;
     this.supervisor = new Supervisor({
       config, clock, logger: log, inFlight: (id) => this.registry.inFlightOf(id), onChange: (w) => this.registry.upsert(w),
+      // At an engine's drain deadline its requests migrate to other workers before it stops (issue 21).
+      migrateAway: (id) => void this.frontend?.migrateAway(id),
       plan: { finish: (plans, portFree) => this.finishPlans(plans, portFree) },
     });
     // What the tier holds is credited in the index to this node's workers of the block's model.

@@ -6,7 +6,7 @@
 // Live: the frontend's admission, bounds and timeouts, which are read per request:
 //   frontend.api_keys, frontend.admin_token, frontend.max_in_flight, frontend.max_body_bytes (up to
 //   the listener's fixed backstop), frontend.first_token_timeout_ms, frontend.idle_timeout_ms
-//   (both for requests admitted after the reload), frontend.drain_timeout_ms, body_timeout_ms,
+//   (both for requests admitted after the reload), frontend.drain_timeout_ms, migration_grace_ms, body_timeout_ms,
 //   max_messages, max_prompt_chars, max_json_values, max_body_bytes_in_flight, metrics, queue
 //   (tenants' limit buckets start full again when api_keys change);
 //   and the whole `router` section: the daemon builds a new Router (policy, pipeline, knobs) over
@@ -28,6 +28,7 @@ export const LIVE_KEYS: readonly string[] = [
   "frontend.first_token_timeout_ms",
   "frontend.idle_timeout_ms",
   "frontend.drain_timeout_ms",
+  "frontend.migration_grace_ms",
   "frontend.body_timeout_ms",
   "frontend.max_messages",
   "frontend.max_prompt_chars",

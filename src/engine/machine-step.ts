@@ -4,6 +4,12 @@ import type { AfterKill, Effect, MachineEvent, MachinePolicy, MachineState, Time
 
 /** How often a draining worker's in-flight count is re-read. */
 export const DRAIN_POLL_MS = 50;
+/**
+ * After the drain deadline's migration, how long the engine keeps running for the moved requests
+ * to leave it (their aborted reads end within milliseconds; a forwarded leg of another node ends
+ * when the engine stops, and that node migrates it then).
+ */
+export const DRAIN_MIGRATE_SETTLE_MS = 2000;
 
 /** Delay before restart number `crashes` (1-based): initial · 2^(n-1), capped at the maximum. */
 export function backoffMs(p: Pick<MachinePolicy, "restart_backoff_initial_ms" | "restart_backoff_max_ms">, crashes: number): number {
@@ -132,6 +138,15 @@ export class Step {
     const { s, nowMs } = this;
     if (s.phase !== "draining") return;
     if (inFlight <= 0 || nowMs >= (s.drainDeadlineMs ?? nowMs)) {
+      if (inFlight > 0 && this.p.migrateAtDrainDeadline && !s.drainMigrated) {
+        // Streams still running at the deadline continue elsewhere instead of being cut (issue 21).
+        s.drainMigrated = true;
+        s.drainDeadlineMs = nowMs + DRAIN_MIGRATE_SETTLE_MS;
+        this.log("info", "drain deadline reached: migrating the requests in flight", { in_flight: inFlight });
+        this.fx.push({ t: "migrate" });
+        this.fx.push({ t: "timer", name: "drain", ms: DRAIN_POLL_MS });
+        return;
+      }
       if (inFlight > 0) this.log("warn", "drain timeout, stopping with requests in flight", { in_flight: inFlight });
       if (this.p.managed) this.kill("stop", "stopping");
       else this.stopped("stopped");
@@ -169,6 +184,7 @@ export class Step {
       s.phase = "draining";
       s.reason = "draining";
       s.drainDeadlineMs = this.nowMs + Math.max(0, drainMs);
+      s.drainMigrated = drainMs <= 0; // a stop without a drain (herd's own exit) moves nothing
       this.fx.push({ t: "timer", name: "drain", ms: 0 });
     } else if (s.phase === "killing") s.afterKill = "stop";
     else if (s.phase !== "draining") this.stopped("stopped");

@@ -7,7 +7,7 @@ import type { SupervisorConfig } from "../config/types.ts";
 import type { WorkerState } from "../workers/worker.ts";
 import { Step } from "./machine-step.ts";
 
-export { backoffMs, DRAIN_POLL_MS } from "./machine-step.ts";
+export { backoffMs, DRAIN_MIGRATE_SETTLE_MS, DRAIN_POLL_MS } from "./machine-step.ts";
 
 export type MachinePolicy = Pick<
   SupervisorConfig,
@@ -22,6 +22,12 @@ export type MachinePolicy = Pick<
 > & {
   /** false for `external`: health probing only, never a process. */
   managed: boolean;
+  /**
+   * At the drain deadline, requests still in flight are first moved to other workers (the `migrate`
+   * effect: herd's request migration) and the engine stops once they are gone, at most
+   * DRAIN_MIGRATE_SETTLE_MS later; without it they are cut by the stop.
+   */
+  migrateAtDrainDeadline?: boolean;
 };
 
 /**
@@ -47,6 +53,8 @@ export interface MachineState {
   probing: boolean;
   readySinceMs: number | null;
   drainDeadlineMs: number | null;
+  /** The drain deadline passed once and in-flight requests were sent elsewhere (`migrate`). */
+  drainMigrated: boolean;
   /** Why the worker is in its phase, for status and logs. */
   reason: string;
   /**
@@ -72,6 +80,8 @@ export type Effect =
   | { t: "probe"; gen: number }
   | { t: "timer"; name: TimerName; ms: number }
   | { t: "cancel"; name: TimerName }
+  /** Move the requests still in flight on this worker to other workers (the drain deadline passed). */
+  | { t: "migrate" }
   | { t: "log"; level: "info" | "warn" | "error"; msg: string; fields?: Record<string, unknown> };
 
 export function initialState(): MachineState {
@@ -85,6 +95,7 @@ export function initialState(): MachineState {
     probing: false,
     readySinceMs: null,
     drainDeadlineMs: null,
+    drainMigrated: false,
     reason: "not started",
     lastError: null,
   };

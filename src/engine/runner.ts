@@ -19,6 +19,8 @@ export interface RunnerPorts {
   probe(): Promise<ProbeResult>;
   /** Requests in flight on this worker (read while draining). */
   inFlight(): number;
+  /** Move this worker's requests in flight to other workers (the drain deadline passed). */
+  migrate?(): void;
   log(level: "info" | "warn" | "error", msg: string, fields?: Record<string, unknown>): void;
   /** Called after every event that was processed, with the states before and after. */
   changed(prev: MachineState, next: MachineState): void;
@@ -103,6 +105,13 @@ export class MachineRunner {
         this.timers.get(fx.name)?.cancel();
         this.timers.delete(fx.name);
         return;
+      case "migrate":
+        try {
+          this.ports.migrate?.();
+        } catch (e) {
+          this.ports.log("warn", "migrating requests at the drain deadline failed", { error: errorMessage(e) });
+        }
+        break;
       case "log":
         this.ports.log(fx.level, fx.msg, fx.fields);
         return;

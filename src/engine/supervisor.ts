@@ -39,6 +39,11 @@ export interface SupervisorOptions {
   onChange?: (worker: Worker) => void;
   /** Requests in flight on a worker, read while draining (the frontend's accounting). */
   inFlight?: (workerId: string) => number;
+  /**
+   * At a drain's deadline, move the worker's requests in flight to other workers (the frontend's
+   * request migration) before the engine stops; absent = they are cut by the stop.
+   */
+  migrateAway?: (workerId: string) => void;
   /** Health probe; defaults to HTTP GET expecting 200. */
   probe?: Probe;
   plan?: PlanOptions;
@@ -415,11 +420,13 @@ export class Supervisor {
       cordoned: false,
       runner: undefined as unknown as MachineRunner,
     };
-    slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null }, clock, {
+    const migrateAway = this.opts.migrateAway;
+    slot.runner = new MachineRunner({ ...sup, managed: plan.spec !== null, migrateAtDrainDeadline: migrateAway !== undefined }, clock, {
       spawn: () => this.spawn(slot),
       signal: (sig) => slot.proc?.signal(sig),
       probe: () => probe(plan.url + plan.healthPath, sup.health_timeout_ms, healthy),
       inFlight: () => this.opts.inFlight?.(plan.id) ?? 0,
+      migrate: () => migrateAway?.(plan.id),
       log: (level, msg, fields) => log[level](msg, { worker: plan.id, ...fields }),
       changed: (prev, next) => this.changed(slot, prev, next),
     });

@@ -218,6 +218,20 @@ export class Frontend {
     this.deps.migration = { limit: config.frontend.migration_limit, maxTokens: config.frontend.migration_max_tokens };
   }
 
+  /**
+   * A drain deadline passed (an engine's removal, or this node's shutdown): the requests on
+   * `workerId` (every worker when absent) are aborted as `drain` — a committed chat stream or a
+   * collected answer migrates to another worker (src/request/migrate.ts), an attempt before its
+   * commit point is retried elsewhere, anything else ends as a failure would. Returns how many.
+   */
+  migrateAway(workerId?: string): number {
+    const cause = new AbortCause("drain", workerId ? `worker ${workerId} reached its drain deadline` : "this node reached its drain deadline");
+    if (workerId !== undefined) return this.admission.abortWorker(workerId, cause);
+    const n = this.admission.size;
+    this.admission.abortAll(cause);
+    return n;
+  }
+
   /** End every open upstream request (streams get an error event): the drain bound has passed. */
   abortAll(message = "herd is shutting down"): void {
     this.admission.abortAll(new AbortCause("shutdown", message));

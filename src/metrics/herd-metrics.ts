@@ -9,7 +9,7 @@ import { METRIC } from "./names.ts";
 
 export type ClientAbortPhase = "before_first_token" | "streaming";
 /** `peer_unreachable`: the peer node owning the worker did not answer (src/cluster/forward.ts); `head_timeout`: the engine sent no response head in time. */
-export type UpstreamErrorKind = "connect" | "peer_unreachable" | "head_timeout" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown";
+export type UpstreamErrorKind = "connect" | "peer_unreachable" | "head_timeout" | "status_5xx" | "reset" | "eof" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown" | "drain";
 export type RejectReason = "overloaded" | "draining" | "unauthorized" | "too_large" | "invalid" | "no_worker" | "not_found" | "body_timeout";
 /** Stages of a routing decision: tokenize (chat template + encoding), hash (block hashes), match (cache overlap), score (filters, scorers, pick). */
 export type RoutingStage = "tokenize" | "hash" | "match" | "score";

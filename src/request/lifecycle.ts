@@ -10,8 +10,10 @@
 // `data: {"error": …}` and the stream closes — never a bare close, which the openai client would
 // take for a normal end (docs/references.md#reliability-1.1). A timeout before the commit point is a 504 and
 // is not retried (a slow prefill or decode would just be repeated elsewhere). Non-streaming bounds:
-// bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged.
-import type { Clock, TimerHandle } from "../core/clock.ts";
+// bounds.ts. Text sent to the client is herd's; the runtime's error text is only logged. A
+// non-streamed chat request migration can replay runs as a collected stream (collect.ts): its
+// commit point is internal, and the client gets one JSON answer or a clean error.
+import { wallClockMs, type Clock, type TimerHandle } from "../core/clock.ts";
 import { HerdError, errorMessage, invariant } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
 import type { Span } from "../core/trace.ts";
@@ -25,6 +27,7 @@ import { runOrchestrated } from "./orchestrated.ts";
 import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
+import { ChatAssembler, collectable, streamedLeg } from "./collect.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -63,8 +66,11 @@ export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, reques
 }
 
 /** A routed leg: route, attempt, retry on another worker within router.allowRetry, answer the client. */
-function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: string, done: (a: Answer<C>) => void): void {
+function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: string, done: (a: Answer<C>) => void): void {
   const exclude = new Set<string>();
+  // A non-streamed chat request runs as a stream herd assembles, so it can migrate (collect.ts).
+  const collect = d.migration !== undefined && d.migration.limit > 0 && d.upstream.format.sseBytes === true && collectable(asked);
+  const leg = collect ? streamedLeg(asked) : asked;
   let lastFailure: LastFailure | null = null;
   const attempt = (n: number): void => {
     let routed;
@@ -78,7 +84,7 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, leg: Leg, requestId: strin
     }
     const { worker, lease } = routed;
     t.decision = routed.decision;
-    const ctx: AttemptCtx<C> = { d, t, leg, toClient: true, id: legId(requestId, leg, n), requestId };
+    const ctx: AttemptCtx<C> = { d, t, leg, toClient: true, id: legId(requestId, leg, n), requestId, ...(collect ? { collect } : {}) };
     attemptOn(ctx, worker.id, worker.url, lease, routed.decision.predictedCachedTokens ?? null, (r) => {
       if (r.kind === "committed") return done(r.answer);
       invariant(r.kind === "failed", `routed leg ${leg.name} ended ${r.kind}: a routed leg answers the client`);
@@ -127,6 +133,8 @@ export interface AttemptCtx<C> {
   toClient: boolean;
   id: string;
   requestId: string;
+  /** The client asked for one JSON answer; herd streams from the engine and assembles it (collect.ts). */
+  collect?: boolean;
 }
 
 /** One attempt of one leg on one worker; `cb` is called exactly once. */
@@ -144,11 +152,13 @@ export function attemptOn<C>(x: AttemptCtx<C>, workerId: string, workerUrl: stri
   // Before the commit point a stream must show its first chunk within first_token_timeout_ms; a
   // non-streaming answer carries its tokens in the final response, so its headers get the
   // generation-sized bound of bounds.ts.
-  const boundMs = x.pinned?.commitTimeoutMs ?? (leg.stream ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
-  const what = leg.stream ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
+  // A collected leg (collect.ts) is a stream to the engine but keeps the client's non-streaming bound.
+  const streamBound = leg.stream && !x.collect;
+  const boundMs = x.pinned?.commitTimeoutMs ?? (streamBound ? d.firstTokenTimeoutMs : nonStreamingHeadersBoundMs(d.firstTokenTimeoutMs, leg.maxTokens ?? null));
+  const what = streamBound ? `no first token within ${boundMs} ms` : `no response within ${boundMs} ms (non-streaming bound)`;
   const headersTimer = d.clock.setTimer(boundMs, () => ac.abort(new AbortCause("first_token_timeout", what)));
   const span = attemptSpan(t.span, leg, x.id, workerId);
-  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, settled: false, cb, span };
+  const s: AttemptState<C> = { x, workerId, ac, headersTimer, startedAtMs, boundMs, settled: false, cb, span };
   const traceparent = span.traceparent; // the engine's (or the peer node's) spans continue this attempt's
   d.upstream.send(
     { id: x.id, requestId: x.requestId, workerId, workerUrl, endpoint: leg.endpoint, body: leg.body, stream: leg.stream,
@@ -164,6 +174,8 @@ interface AttemptState<C> {
   ac: AbortController;
   headersTimer: TimerHandle;
   startedAtMs: number;
+  /** The bound until the commit point (a collected leg's first token keeps it). */
+  boundMs: number;
   settled: boolean;
   cb: (r: AttemptEnd<C>) => void;
   /** This attempt's span: ends when it settles, or with the relay for a committed stream. */
@@ -197,6 +209,12 @@ function onReply<C>(s: AttemptState<C>, r: LegReply<C>): void {
     });
   }
   if (!r.body) return failed(s, new Error("empty response body"), "eof");
+  if (x.collect && !/event-stream/i.test(r.contentType ?? "")) {
+    // An engine that answered a collected leg with JSON after all (it ignored `stream`): an
+    // ordinary non-streamed answer from here on, relayed as it is.
+    x.collect = false;
+    x.leg = { ...x.leg, stream: false };
+  }
   if (x.leg.stream && x.toClient) return x.pinned ? readFirstToken(s, r.body, r.contentType) : readFirst(s, r.body, r.contentType);
   if (!x.toClient || !((r.contentLength ?? NaN) > SMALL_ANSWER_BYTES)) return readWhole(s, r.body, r.contentType);
   commit(s, r.body, null, r.contentType);
@@ -212,11 +230,12 @@ function failed<C>(s: AttemptState<C>, e: unknown, fallback: UpstreamErrorKind, 
     // A pinned leg's timeout goes back to its plan, which retries it elsewhere (P/D rules).
     return settle(s, { kind: "failed", reason: cause.kind, message: cause.message, status: null });
   }
-  if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down") {
+  if (s.ac.signal.aborted && cause instanceof AbortCause && cause.kind !== "worker_down" && cause.kind !== "drain") {
     const answer = finalAbort<C>(t, s.workerId, cause);
     return settle(s, { kind: "committed", answer });
   }
-  if (cause instanceof AbortCause) return settle(s, { kind: "failed", reason: "worker_down", message: cause.message, status: null });
+  // The worker went away, or reached its drain deadline, before the commit point: retry elsewhere.
+  if (cause instanceof AbortCause) return settle(s, { kind: "failed", reason: cause.kind === "drain" ? "drain" : "worker_down", message: cause.message, status: null });
   if (cause2 !== undefined && cause2 !== null) d.log.debug("reading an error answer failed", { err: errorMessage(cause2) });
   settle(s, { kind: "failed", reason: fallback, message: errorMessage(e), status: status ?? null });
 }
@@ -359,6 +378,7 @@ function commit<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, co
   const mig = d.migration && d.migration.limit > 0 && !s.x.pinned && s.x.toClient && d.upstream.format.sseBytes && notReplayable(leg) === null
     ? new MigratingSource(d as unknown as LifecycleDeps<Uint8Array>, t, leg, s.x.requestId, d.migration, { workerId: s.workerId, ac: s.ac, body: body as unknown as ChunkSource<Uint8Array> })
     : null;
+  if (s.x.collect) return collectCommitted(s, body, first, mig);
   const source = relay({
     source: (mig as unknown as ChunkSource<C> | null) ?? body,
     format: d.upstream.format,
@@ -388,4 +408,64 @@ function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
   t.upstreamFailed(s.workerId, end.reason);
   d.log.warn("upstream failed mid-stream", { worker: s.workerId, reason: end.reason, err: end.message });
   t.release({ kind: "broken", reason: end.reason });
+}
+
+/**
+ * A collected leg past its first chunk: the relay (deadlines, migration through `mig`) is read
+ * here, not by the client, and its events assembled into one chat.completion (collect.ts). A
+ * failure the migration could not cover is an ordinary error answer (502, a timeout 504): nothing
+ * has reached the client.
+ */
+function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, mig: MigratingSource | null): void {
+  const { d, t } = s.x;
+  const asm = new ChatAssembler();
+  let end: RelayEnd | null = null;
+  const source = relay({
+    source: (mig as unknown as ChunkSource<C> | null) ?? body,
+    format: d.upstream.format,
+    first: mig ? (mig.first(first as unknown as Uint8Array | null) as unknown as C | null) : first,
+    sse: true,
+    ac: mig?.handle ?? s.ac,
+    clock: d.clock,
+    firstTokenDeadlineMs: s.startedAtMs + s.boundMs,
+    idleTimeoutMs: d.idleTimeoutMs,
+    onFirstToken: () => t.engineFirstToken(s.ac), // the client gets no token before the whole answer
+    onEnd: (e) => (end = e),
+  });
+  const worker = () => mig?.workerId ?? s.workerId;
+  const finish = (): void => {
+    const e = end ?? { kind: "failed" as const, reason: "eof" as const, message: "the engine closed the stream before it finished" };
+    if (s.span.recording) s.span.set({ "herd.relay_end": e.kind });
+    if (asm.tooBig) {
+      t.upstreamFailed(worker(), "status_5xx");
+      return settle(s, { kind: "committed", answer: upstreamFailure<C>(t, { reason: "status_5xx", message: "answer too long to assemble", worker: worker() }) });
+    }
+    if (e.kind === "client_closed" || e.kind === "client_stalled") return settle(s, { kind: "committed", answer: finalAbort<C>(t, worker(), new AbortCause("client", "client disconnected")) });
+    if (e.kind === "failed") {
+      d.log.warn("upstream failed mid-generation (non-streaming)", { worker: worker(), reason: e.reason, err: e.message });
+      const answer: Answer<C> = e.reason === "first_token_timeout" || e.reason === "idle_timeout" || e.reason === "shutdown"
+        ? finalAbort<C>(t, worker(), new AbortCause(e.reason, e.message))
+        : (t.upstreamFailed(worker(), e.reason), upstreamFailure<C>(t, { reason: e.reason, message: e.message, worker: worker() }));
+      return settle(s, { kind: "committed", answer });
+    }
+    if (asm.error !== null) {
+      d.log.warn("engine ended a non-streamed answer with an error event", { worker: worker(), err: JSON.stringify(asm.error).slice(0, 200) });
+      t.upstreamFailed(worker(), "status_5xx");
+      return settle(s, { kind: "committed", answer: upstreamFailure<C>(t, { reason: "status_5xx", message: "the engine ended with an error event", worker: worker() }) });
+    }
+    t.release({ kind: "complete", status: 200, cachedTokens: e.cachedTokens, outputTokens: e.outputTokens ?? null });
+    const json = JSON.stringify(asm.result(Math.floor(wallClockMs() / 1000)));
+    settle(s, { kind: "committed", answer: { kind: "whole", workerId: worker(), status: 200, contentType: "application/json", body: json } });
+  };
+  const next = (): void =>
+    source.read((r) => {
+      if ("error" in r || r.done) return finish();
+      asm.push(r.value as unknown as Uint8Array);
+      if (asm.tooBig) {
+        source.cancel();
+        return finish();
+      }
+      next();
+    });
+  next();
 }

@@ -10,7 +10,9 @@
 // would turn into an error event (reset, EOF before [DONE], idle timeout, worker down) it routes a
 // continuation instead, at most `limit` times and never past `maxTokens` tokens sent. Off for what
 // cannot be replayed exactly (not chat, n > 1, logprobs, guided decoding / response_format, tools,
-// echo, a request that already continues a message). The relay's abort handle follows the current
+// echo, a request that already continues a message); a non-streamed chat request reaches it as a
+// stream herd collects (collect.ts). An abort as `drain` (a drain deadline: Frontend.migrateAway)
+// migrates like a failure. The relay's abort handle follows the current
 // attempt, so its idle deadline and the client's disconnect reach whichever worker is streaming.
 // Counted in herd_migrations_total{reason, result}.
 import { errorMessage } from "../core/errors.ts";

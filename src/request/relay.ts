@@ -55,6 +55,8 @@ export function clientText(reason: UpstreamErrorKind): string {
       return "the engine serving this request went down";
     case "shutdown":
       return "herd is shutting down";
+    case "drain":
+      return "the engine serving this request was stopped at its drain deadline";
     case "connect":
       return "could not connect to the engine";
     case "peer_unreachable":

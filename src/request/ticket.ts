@@ -14,8 +14,12 @@ import type { WorkerRegistry } from "../workers/registry.ts";
 /** Why an attempt was aborted; carried as its AbortSignal's reason. */
 export class AbortCause {
   constructor(
-    /** `plan`: an orchestrated plan cancelled the leg (SGLang: its pair's prefill failed). */
-    readonly kind: "client" | "client_stalled" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown" | "plan",
+    /**
+     * `plan`: an orchestrated plan cancelled the leg (SGLang: its pair's prefill failed). `drain`:
+     * its worker (or this node) reached its drain deadline — a committed stream migrates, an attempt
+     * before its commit point is retried elsewhere (issue 21).
+     */
+    readonly kind: "client" | "client_stalled" | "first_token_timeout" | "idle_timeout" | "worker_down" | "shutdown" | "plan" | "drain",
     readonly message: string,
   ) {}
 }
@@ -263,6 +267,14 @@ export class Ticket {
     this.firstTokenAtMs ??= this.adm.clock.now();
     for (const [k, a] of this.attempts) if (ac === undefined || k === ac) a.lease.firstToken();
     this.adm.recorder.firstToken(this);
+  }
+
+  /**
+   * The engine's first token of a request the client gets whole (collect.ts): the lease learns it
+   * (prefill over), but the client saw no token, so no TTFT is recorded.
+   */
+  engineFirstToken(ac: AbortController): void {
+    this.attempts.get(ac)?.lease.firstToken();
   }
 
   upstreamFailed(workerId: string, reason: UpstreamErrorKind): void {

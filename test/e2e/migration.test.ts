@@ -3,6 +3,8 @@
 // Every stream must complete with exactly max_tokens tokens, no error event, one id, and the very
 // text an uninterrupted stream of the same prompt produces (the sim's output is a deterministic walk
 // per prompt, and it continues a `continue_final_message` answer where it stopped: greedy decoding).
+// The same kill under 32 non-streamed requests: each answer is one chat.completion with all the
+// tokens (herd streams from the engine internally and migrates; src/request/collect.ts).
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
@@ -116,4 +118,53 @@ test(`kill -9 of an engine under ${STREAMS} concurrent streams: every stream com
   const migrated = [...metrics.matchAll(/herd_migrations_total\{model="mig-sim",reason="[^"]+",result="migrated"\} (\d+)/g)].reduce((s, m) => s + Number(m[1]), 0);
   console.log(`[migration] ${STREAMS} streams, ${onVictim} on the killed engine, ${migrated} migrated, 0 errors`);
   expect(migrated).toBeGreaterThanOrEqual(1);
+}, 120_000);
+
+/** One non-streamed request (the client asks for one JSON document; herd streams it internally). */
+async function whole(i: number): Promise<{ status: number; body: any; worker: string }> {
+  const res = await fetch(`${herd!.url}/v1/chat/completions`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true }),
+  });
+  return { status: res.status, body: await res.json(), worker: res.headers.get("x-herd-worker") ?? "" };
+}
+
+const migrations = async (): Promise<number> => {
+  const metrics = await (await fetch(`${herd!.url}/metrics`)).text();
+  return [...metrics.matchAll(/herd_migrations_total\{model="mig-sim",reason="[^"]+",result="migrated"\} (\d+)/g)].reduce((s, m) => s + Number(m[1]), 0);
+};
+
+const generated = async (url: string): Promise<number> => {
+  try {
+    const m = /^vllm:generation_tokens_total\{[^}]*\} ([\d.e+]+)$/m.exec(await (await fetch(`${url}/metrics`)).text());
+    return m ? Number(m[1]) : 0;
+  } catch {
+    return 0;
+  }
+};
+
+test(`kill -9 of an engine under ${STREAMS} concurrent non-streamed requests: every answer has exactly max_tokens, contiguous, no 5xx`, async () => {
+  // The first test's victim is back (the supervisor restarts it).
+  await waitFor("both workers ready again", async () => (await cluster()).workers.filter((w: any) => w.state === "ready").length === 2);
+  const victim = (await cluster()).workers[1];
+  const before = await generated(victim.url);
+  const migratedBefore = await migrations();
+  const pending = Promise.all(Array.from({ length: STREAMS }, (_, i) => whole(i)));
+  // Kill once the victim has generated about a third of its share: its requests are mid-generation.
+  await waitFor("victim mid-generation", async () => (await generated(victim.url)) - before >= (STREAMS / 2) * (MAX_TOKENS / 3), 30_000);
+  process.kill(victim.pid, "SIGKILL");
+  const answers = await pending;
+  for (const a of answers) {
+    expect(a.status).toBe(200);
+    expect(a.body.object).toBe("chat.completion");
+    expect(a.body.usage.completion_tokens).toBe(MAX_TOKENS);
+    expect(a.body.choices[0].finish_reason).toBe("length");
+  }
+  // Contiguous: each answer is what an uninterrupted stream of the same prompt says.
+  for (const i of [0, 1, 2, 3, 4, 5]) expect(answers[i]!.body.choices[0].message.content).toBe((await stream(i)).text);
+  const migrated = (await migrations()) - migratedBefore;
+  console.log(`[migration] ${STREAMS} non-streamed requests, one engine killed mid-generation: ${migrated} migrated, all ${answers.length} answered 200 with ${MAX_TOKENS} tokens`);
+  expect(migrated).toBeGreaterThanOrEqual(1);
+  expect(answers.every((a) => a.worker !== victim.id)).toBe(true); // the migrated ones name the worker that finished them
 }, 120_000);

@@ -1,7 +1,7 @@
 // The supervisor's pure lifecycle, run through the runner on a VirtualClock with fake processes.
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
-import { backoffMs, workerState } from "../../src/engine/machine.ts";
+import { backoffMs, DRAIN_MIGRATE_SETTLE_MS, workerState } from "../../src/engine/machine.ts";
 import type { MachinePolicy, MachineState } from "../../src/engine/machine.ts";
 import { MachineRunner } from "../../src/engine/runner.ts";
 import type { ProbeResult } from "../../src/engine/runner.ts";
@@ -33,6 +33,9 @@ function harness(p: MachinePolicy = policy) {
     crashAfterMs: null as number | null,
     states: [] as string[],
     logs: [] as string[],
+    /** Clock times the drain deadline's migration ran; what is left in flight after it. */
+    migrations: [] as number[],
+    leftAfterMigration: 0,
     runner: undefined as unknown as MachineRunner,
   };
   h.runner = new MachineRunner(p, clock, {
@@ -47,6 +50,10 @@ function harness(p: MachinePolicy = policy) {
     },
     probe: () => Promise.resolve<ProbeResult>(h.alive && h.healthy ? { ok: true } : { ok: false, detail: "refused" }),
     inFlight: () => h.inFlight,
+    migrate() {
+      h.migrations.push(clock.now());
+      h.inFlight = h.leftAfterMigration;
+    },
     log: (_l, msg) => void h.logs.push(msg),
     changed(prev: MachineState, next: MachineState) {
       if (workerState(prev) !== workerState(next) || h.states.length === 0) h.states.push(workerState(next));
@@ -207,6 +214,34 @@ describe("stop", () => {
     h.runner.dispatch({ type: "stop", drainMs: 2_000 });
     while (h.signals.length === 0) await run(h, 10, 10);
     expect(h.clock.now() - t0).toBe(2_000);
+  });
+
+  test("at the drain deadline the requests in flight migrate first; the engine stops once they left, or after the settle bound", async () => {
+    for (const left of [0, 3]) {
+      const h = harness({ ...policy, migrateAtDrainDeadline: true });
+      h.healthy = true;
+      h.runner.dispatch({ type: "start" });
+      await run(h, 1_100);
+      h.inFlight = 5;
+      h.leftAfterMigration = left;
+      const t0 = h.clock.now();
+      h.runner.dispatch({ type: "stop", drainMs: 2_000 });
+      while (h.signals.length === 0) await run(h, 10, 10);
+      expect(h.migrations).toEqual([t0 + 2_000]);
+      // Moved at once: the stop follows within a poll; some never leave: the settle bound ends the wait.
+      if (left === 0) expect(h.clock.now() - t0).toBeLessThanOrEqual(2_000 + 100);
+      else expect(h.clock.now() - t0).toBe(2_000 + DRAIN_MIGRATE_SETTLE_MS);
+    }
+    // A stop without a drain (herd's own exit after its frontend drained) moves nothing.
+    const h = harness({ ...policy, migrateAtDrainDeadline: true });
+    h.healthy = true;
+    h.runner.dispatch({ type: "start" });
+    await run(h, 1_100);
+    h.inFlight = 1;
+    h.runner.dispatch({ type: "stop", drainMs: 0 });
+    await run(h, 100, 10);
+    expect(h.migrations).toEqual([]);
+    expect(h.signals).toEqual(["SIGTERM"]);
   });
 
   test("stop during backoff stops at once; an external worker stops without signals", async () => {

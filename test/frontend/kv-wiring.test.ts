@@ -143,7 +143,8 @@ describe("frontend with the kv policy", () => {
     expect(r2.headers.get("x-herd-worker")).toBe(w);
     await r2.text();
     // A non-streaming answer: usage read from the JSON body.
-    const r3 = await post(`${h.url}/v1/chat/completions`, body("How many vacation days?"));
+    // (logprobs: not replayable, so not collected as a stream — collect.ts — and sent as is)
+    const r3 = await post(`${h.url}/v1/chat/completions`, body("How many vacation days?", { logprobs: true }));
     expect(r3.status).toBe(200);
     await r3.text();
     await until(() => h.frontend.inFlightCount === 0, 3000, "all done");

@@ -29,6 +29,7 @@ describe("classifyChanges", () => {
       c.frontend.first_token_timeout_ms = 1;
       c.frontend.idle_timeout_ms = 2;
       c.frontend.drain_timeout_ms = 3;
+      c.frontend.migration_grace_ms = 7;
       c.frontend.body_timeout_ms = 4;
       c.frontend.max_messages = 5;
       c.frontend.max_prompt_chars = 6;
