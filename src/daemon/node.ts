@@ -346,6 +346,7 @@ export class HerdNode {
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
       records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
+      sharedBudgets: cluster.quota.leases,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).

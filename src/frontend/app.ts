@@ -38,7 +38,7 @@ import { ModelNames, checkEndpoint, isGeneration, maxTokensOf, modelNotFound, mo
 import { ResponsesStore, type PreparedResponses } from "./responses.ts";
 import { ResponsesUpstream } from "./responses-upstream.ts";
 import { answerLocally, type LocalTokenizers } from "./tokens.ts";
-import { Tenants } from "./tenants.ts";
+import { Tenants, type SharedBudgets } from "./tenants.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { admitTenant } from "./tenant-admission.ts";
 import { TenantMetrics } from "../metrics/tenant-metrics.ts";
@@ -81,6 +81,8 @@ export interface FrontendOptions {
   tokenizers?: LocalTokenizers;
   /** Where each finished request's decision record goes (src/request/record.ts). */
   records?: RecordSink;
+  /** Tenant budgets counted cluster-wide (src/cluster/quota.ts); absent: each node counts its own. */
+  sharedBudgets?: SharedBudgets;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -123,7 +125,7 @@ export class Frontend {
     this.names = new ModelNames(o.config);
     this.refusedLog = new LogLimiter(o.clock, PREP_WARN_EVERY_MS);
     this.responses = new ResponsesStore(o.config.frontend.responses_store_bytes);
-    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock);
+    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock, undefined, o.sharedBudgets);
     this.tenantMetrics = TenantMetrics.for(o.metrics);
     this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
     this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
@@ -211,7 +213,7 @@ export class Frontend {
   applyConfig(config: Config): void {
     this.o.config = config;
     this.names = new ModelNames(config);
-    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock);
+    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock, undefined, this.o.sharedBudgets);
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
