@@ -121,7 +121,9 @@ export class ClusterNode {
       self: o.config.node.name, boot, clock: o.clock, log: o.log.child("quota"),
       leadership: () => this.leadership(),
       addressOf: (name) => this.svc?.members().find((m) => m.name === name && m.state !== "dead" && m.address !== "")?.address ?? null,
-      nodes: () => new Set([this.self, ...(this.svc?.members() ?? []).filter((m) => m.state !== "dead").map((m) => m.name)]).size,
+      // With peers discovery the seeds are the cluster's voters: never divide by fewer (a node that
+      // starts or is cut off alone does not take the whole limit, docs/tenants.md).
+      nodes: () => Math.max(o.config.cluster.discovery === "peers" ? o.config.cluster.peers.seeds.length : 1, new Set([this.self, ...(this.svc?.members() ?? []).filter((m) => m.state !== "dead").map((m) => m.name)]).size),
       client: () => this.peerClient(),
     });
   }

@@ -207,6 +207,10 @@ export class QuotaLeases {
       h.unleasedAcked = Math.max(h.unleasedAcked, r.unleased);
       h.validUntilMs = sentAtMs + QUOTA_LEASE_MS;
       h.needMax = 0;
+      // The fallback share is set while connected: a partitioned node, which soon sees the others
+      // as dead, keeps dividing by the cluster it last knew instead of claiming the whole limit.
+      h.fallback.perMinute = this.localShare(h.perMinute);
+      h.fallback.level = Math.min(h.fallback.level, h.fallback.perMinute);
     }
   }
 

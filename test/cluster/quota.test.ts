@@ -3,6 +3,9 @@
 import { describe, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { QUOTA_LEASE_MS, QuotaLedger, QuotaLeases, parseQuotaAsk, quotaKey } from "../../src/cluster/quota.ts";
+import { QuotaSync } from "../../src/cluster/quota-sync.ts";
+import type { PeerClient } from "../../src/cluster/peers.ts";
+import { createLogger } from "../../src/core/log.ts";
 import { Tenants, type SharedBudgets } from "../../src/frontend/tenants.ts";
 
 const KEY = quotaKey("team", "requests");
@@ -110,6 +113,20 @@ describe("cluster quota core", () => {
     expect(ledger.level(KEY, clock.now())).toBeGreaterThan(before - 31 - 15 - 1);
   });
 
+  test("the local share divides by the cluster last seen while connected, not by who looks alive later", () => {
+    const clock = new VirtualClock(0);
+    const ledger = new QuotaLedger("l/1/x");
+    let live = 2;
+    const b = new QuotaLeases("b", "b", () => live);
+    b.configure([{ key: KEY, perMinute: 60 }], 0);
+    b.onReply(ledger.handle(b.ask(), 0), 0);
+    clock.advance(QUOTA_LEASE_MS);
+    live = 1; // cut off, b soon sees the leader as dead
+    let local = 0;
+    while (spend(b, clock)) local++;
+    expect(local).toBe(30);
+  });
+
   test("a new ledger (leader change) voids the old lease at its first reply", () => {
     const clock = new VirtualClock(0);
     const { nodes, sync } = cluster(2, 40, clock);
@@ -141,5 +158,75 @@ describe("cluster quota core", () => {
     expect(parseQuotaAsk({ node: "a", boot: "b", keys: [{ key: "k", per_minute: -1, want: 1, spent: 0, unleased: 0, unleased_acked: 0 }] })).toBeNull();
     expect(parseQuotaAsk({ node: "a", boot: "b", keys: [{ key: "k", per_minute: 1, want: "x", spent: 0, unleased: 0, unleased_acked: 0 }] })).toBeNull();
     expect(parseQuotaAsk({ node: "a", boot: "b", keys: [{ key: "k", per_minute: 1, want: 1, spent: 0, unleased: 0, unleased_acked: 0 }] })?.keys.length).toBe(1);
+  });
+});
+
+describe("quota sync (the asks over a fake peer API, virtual clock)", () => {
+  const log = createLogger("test", { sink: { write: () => {} } });
+  function pair(clock: VirtualClock) {
+    const cut = { on: false };
+    let leaderSync: QuotaSync;
+    const client: PeerClient = {
+      post: async <T>(_address: string, path: string, body: unknown): Promise<T> => {
+        if (cut.on) throw new Error("partitioned");
+        expect(path).toBe("quota");
+        return leaderSync.answer(JSON.parse(JSON.stringify(body))) as T;
+      },
+    };
+    const opts = (self: string, leads: boolean) => ({
+      self, boot: "x", clock, log, nodes: () => 2, client: () => client,
+      leadership: () => ({ leader: "a", term: 3, self: leads }),
+      addressOf: (n: string) => (n === "a" ? "a:1" : null),
+    });
+    leaderSync = new QuotaSync(opts("a", true));
+    const follower = new QuotaSync(opts("b", false));
+    for (const s of [leaderSync, follower]) s.leases.configure([{ key: KEY, perMinute: 60 }], 0);
+    return { leader: leaderSync, follower, cut };
+  }
+  const flush = () => new Promise<void>((ok) => setImmediate(ok));
+
+  test("the follower's lease comes from the leader; cut off, it falls back to its share; healed, it is debited", async () => {
+    const clock = new VirtualClock(0);
+    const { leader, follower, cut } = pair(clock);
+    leader.start();
+    follower.start();
+    await flush();
+    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("leased");
+    expect(leader.answer({ nonsense: true })).toBe("bad");
+    let admitted = 0;
+    for (let i = 0; i < 200; i++) {
+      clock.advance(10);
+      await flush();
+      for (const s of [leader, follower]) if (spend(s.leases, clock)) admitted++;
+    }
+    expect(admitted).toBeLessThanOrEqual(60 + 2); // one bucket of 60, 2 s of refill
+    expect(admitted).toBeGreaterThanOrEqual(55);
+    cut.on = true;
+    for (let t = 0; t <= QUOTA_LEASE_MS; t += 250) {
+      clock.advance(250);
+      await flush();
+    }
+    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("local");
+    let local = 0;
+    while (spend(follower.leases, clock)) local++;
+    expect(local).toBeGreaterThan(0);
+    expect(local).toBeLessThanOrEqual(30);
+    expect(follower.stats.failed).toBeGreaterThan(0);
+    cut.on = false;
+    clock.advance(250);
+    await flush();
+    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("leased");
+    // what the follower spent alone came out of the shared bucket: the leader's own lease is all there is
+    let more = 0;
+    while (spend(leader.leases, clock)) more++;
+    expect(more).toBeLessThanOrEqual(2);
+    leader.stop();
+    follower.stop();
+  });
+
+  test("a node that does not lead answers a peer's ask with null (409 on the wire)", () => {
+    const clock = new VirtualClock(0);
+    const { follower } = pair(clock);
+    expect(follower.answer({ node: "c", boot: "y", keys: [] })).toBeNull();
   });
 });
