@@ -158,12 +158,13 @@ export class QuotaLeases {
   ) {}
 
   /** The limits in force (after a config load): keys no longer configured are forgotten. */
-  configure(limits: readonly { key: string; perMinute: number }[], nowMs: number): void {
+  configure(limits: readonly { tenant: string; kind: QuotaKind; perMinute: number }[], nowMs: number): void {
     const next = new Map<string, Held>();
     for (const l of limits) {
-      const old = this.held.get(l.key);
-      if (old && old.perMinute === l.perMinute) next.set(l.key, old);
-      else next.set(l.key, { key: l.key, perMinute: l.perMinute, spent: 0, unleased: 0, unleasedAcked: 0, needMax: 0, ledger: "", granted: 0, base: 0, leaderLevel: 0, validUntilMs: -Infinity, fallback: new Refill(this.localShare(l.perMinute), nowMs) });
+      const key = quotaKey(l.tenant, l.kind);
+      const old = this.held.get(key);
+      if (old && old.perMinute === l.perMinute) next.set(key, old);
+      else next.set(key, { key, perMinute: l.perMinute, spent: 0, unleased: 0, unleasedAcked: 0, needMax: 0, ledger: "", granted: 0, base: 0, leaderLevel: 0, validUntilMs: -Infinity, fallback: new Refill(this.localShare(l.perMinute), nowMs) });
     }
     this.held = next;
   }
@@ -215,8 +216,8 @@ export class QuotaLeases {
   }
 
   /** The budget of one key for the frontend's admission (src/frontend/tenants.ts `Budget`). */
-  budget(key: string): QuotaBudget | null {
-    const h = this.held.get(key);
+  budget(tenant: string, kind: QuotaKind): QuotaBudget | null {
+    const h = this.held.get(quotaKey(tenant, kind));
     if (!h) return null;
     return {
       canTake: (nowMs, n) => {

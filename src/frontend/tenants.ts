@@ -16,7 +16,6 @@ import type { Clock } from "../core/clock.ts";
 import { HerdError } from "../core/errors.ts";
 import type { ApiKeyEntry } from "../config/types.ts";
 import { bearer } from "../http/auth.ts";
-import { quotaKey } from "../cluster/quota.ts";
 
 export interface Tenant {
   name: string;
@@ -42,18 +41,18 @@ export interface Budget {
 
 /** Budgets counted cluster-wide (src/cluster/quota.ts QuotaLeases): told the limits on every rebuild. */
 export interface SharedBudgets {
-  configure(limits: readonly { key: string; perMinute: number }[], nowMs: number): void;
-  budget(key: string): Budget | null;
+  configure(limits: readonly { tenant: string; kind: "requests" | "tokens"; perMinute: number }[], nowMs: number): void;
+  budget(tenant: string, kind: "requests" | "tokens"): Budget | null;
 }
 
 /** A key's limit in the shared budgets, looked up at each use (a reload reconfigures them). */
-function sharedBudget(shared: SharedBudgets, key: string): Budget {
+function sharedBudget(shared: SharedBudgets, tenant: string, kind: "requests" | "tokens"): Budget {
   return {
-    canTake: (t, n) => shared.budget(key)?.canTake(t, n) ?? false,
-    take: (t, n) => shared.budget(key)?.take(t, n),
-    remaining: (t) => shared.budget(key)?.remaining(t) ?? 0,
-    waitMs: (t, n) => shared.budget(key)?.waitMs(t, n) ?? 1000,
-    resetMs: (t) => shared.budget(key)?.resetMs(t) ?? 0,
+    canTake: (t, n) => shared.budget(tenant, kind)?.canTake(t, n) ?? false,
+    take: (t, n) => shared.budget(tenant, kind)?.take(t, n),
+    remaining: (t) => shared.budget(tenant, kind)?.remaining(t) ?? 0,
+    waitMs: (t, n) => shared.budget(tenant, kind)?.waitMs(t, n) ?? 1000,
+    resetMs: (t) => shared.budget(tenant, kind)?.resetMs(t) ?? 0,
   };
 }
 
@@ -131,13 +130,12 @@ export class Tenants {
     readFile: (path: string) => string = (p) => readFileSync(p, "utf8"),
     shared?: SharedBudgets,
   ) {
-    const limits: { key: string; perMinute: number }[] = [];
+    const limits: { tenant: string; kind: "requests" | "tokens"; perMinute: number }[] = [];
     const budget = (name: string, kind: "requests" | "tokens", perMinute: number, now: number): Budget | null => {
       if (perMinute <= 0) return null;
       if (!shared) return new Bucket(perMinute, now);
-      const key = quotaKey(name, kind);
-      limits.push({ key, perMinute });
-      return sharedBudget(shared, key);
+      limits.push({ tenant: name, kind, perMinute });
+      return sharedBudget(shared, name, kind);
     };
     entries.forEach((e, i) => {
       const t: ApiKeyEntry = typeof e === "string" ? { key: e, key_file: "", name: "", rpm: 0, tpm: 0, concurrency: 0, priority: 0 } : e;

@@ -14,13 +14,13 @@ function cluster(n: number, perMinute: number, clock: VirtualClock) {
   const ledger = new QuotaLedger("leader/1/x");
   const nodes = Array.from({ length: n }, (_, i) => new QuotaLeases(`n${i}`, "b", () => n));
   const sync = (l: QuotaLeases) => l.onReply(ledger.handle(l.ask(), clock.now()), clock.now());
-  for (const l of nodes) l.configure([{ key: KEY, perMinute }], clock.now());
+  for (const l of nodes) l.configure([{ tenant: "team", kind: "requests", perMinute }], clock.now());
   return { ledger, nodes, sync };
 }
 
 /** Spend one unit at node l if its budget allows; true when admitted. */
 function spend(l: QuotaLeases, clock: VirtualClock, n = 1): boolean {
-  const b = l.budget(KEY)!;
+  const b = l.budget("team", "requests")!;
   if (!b.canTake(clock.now(), n)) return false;
   b.take(clock.now(), n);
   return true;
@@ -98,9 +98,9 @@ describe("cluster quota core", () => {
     const { ledger, nodes, sync } = cluster(2, 60, clock);
     const b = nodes[1]!;
     nodes.forEach(sync);
-    expect(b.budget(KEY)!.mode(clock.now())).toBe("leased");
+    expect(b.budget("team", "requests")!.mode(clock.now())).toBe("leased");
     clock.advance(QUOTA_LEASE_MS); // b hears nothing from the leader for a lease period
-    expect(b.budget(KEY)!.mode(clock.now())).toBe("local");
+    expect(b.budget("team", "requests")!.mode(clock.now())).toBe("local");
     let local = 0;
     while (spend(b, clock)) local++;
     expect(local).toBe(30); // 60 / 2 nodes: a share, not the whole limit and not nothing
@@ -118,7 +118,7 @@ describe("cluster quota core", () => {
     const ledger = new QuotaLedger("l/1/x");
     let live = 2;
     const b = new QuotaLeases("b", "b", () => live);
-    b.configure([{ key: KEY, perMinute: 60 }], 0);
+    b.configure([{ tenant: "team", kind: "requests", perMinute: 60 }], 0);
     b.onReply(ledger.handle(b.ask(), 0), 0);
     clock.advance(QUOTA_LEASE_MS);
     live = 1; // cut off, b soon sees the leader as dead
@@ -145,9 +145,9 @@ describe("cluster quota core", () => {
     const ledger = new QuotaLedger("l/1/x");
     const key = quotaKey("team", "tokens");
     const a = new QuotaLeases("a", "b", () => 2);
-    a.configure([{ key, perMinute: 1000 }], 0);
+    a.configure([{ tenant: "team", kind: "tokens", perMinute: 1000 }], 0);
     a.onReply(ledger.handle(a.ask(), 0), 0);
-    const bud = a.budget(key)!;
+    const bud = a.budget("team", "tokens")!;
     expect(bud.canTake(0, 600)).toBe(false); // holds 250
     a.onReply(ledger.handle(a.ask(), 0), 0);
     expect(bud.canTake(0, 600)).toBe(true);
@@ -180,7 +180,7 @@ describe("quota sync (the asks over a fake peer API, virtual clock)", () => {
     });
     leaderSync = new QuotaSync(opts("a", true));
     const follower = new QuotaSync(opts("b", false));
-    for (const s of [leaderSync, follower]) s.leases.configure([{ key: KEY, perMinute: 60 }], 0);
+    for (const s of [leaderSync, follower]) s.leases.configure([{ tenant: "team", kind: "requests", perMinute: 60 }], 0);
     return { leader: leaderSync, follower, cut };
   }
   const flush = () => new Promise<void>((ok) => setImmediate(ok));
@@ -191,7 +191,7 @@ describe("quota sync (the asks over a fake peer API, virtual clock)", () => {
     leader.start();
     follower.start();
     await flush();
-    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("leased");
+    expect(follower.leases.budget("team", "requests")!.mode(clock.now())).toBe("leased");
     expect(leader.answer({ nonsense: true })).toBe("bad");
     let admitted = 0;
     for (let i = 0; i < 200; i++) {
@@ -206,7 +206,7 @@ describe("quota sync (the asks over a fake peer API, virtual clock)", () => {
       clock.advance(250);
       await flush();
     }
-    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("local");
+    expect(follower.leases.budget("team", "requests")!.mode(clock.now())).toBe("local");
     let local = 0;
     while (spend(follower.leases, clock)) local++;
     expect(local).toBeGreaterThan(0);
@@ -215,7 +215,7 @@ describe("quota sync (the asks over a fake peer API, virtual clock)", () => {
     cut.on = false;
     clock.advance(250);
     await flush();
-    expect(follower.leases.budget(KEY)!.mode(clock.now())).toBe("leased");
+    expect(follower.leases.budget("team", "requests")!.mode(clock.now())).toBe("leased");
     // what the follower spent alone came out of the shared bucket: the leader's own lease is all there is
     let more = 0;
     while (spend(leader.leases, clock)) more++;
