@@ -205,7 +205,10 @@ console.log(`steady ${steadyRps} req/s, flood ${steadyRps * FLOOD_FACTOR} req/s;
 console.log("| run | steady TTFT p50 ms | steady TTFT p95 ms | p95 vs alone | flood served | flood refused |");
 console.log("|---|---:|---:|---:|---:|---:|");
 let alone = NaN;
-for (const r of runs) {
+// RUNS=0,4 runs only those rows (the first is the baseline the ratios divide by): for sweeps.
+const only = process.env.RUNS ? new Set(process.env.RUNS.split(",").map(Number)) : null;
+for (const [i, r] of runs.entries()) {
+  if (only && !only.has(i)) continue;
   const x = await run(r);
   const p95 = pct(x.steadyTtftMs, 95);
   if (Number.isNaN(alone)) alone = p95;
