@@ -198,6 +198,7 @@ const runs: Run[] = [
   { label: `+ flood, fair queue + headroom ${headroomSlots}/worker`, flood: true, queue: headroom, steadyPriority: 0 },
   { label: "+ flood, fair queue + engine priority", flood: true, queue: fair, steadyPriority: 0, enginePriority: true },
   { label: `+ flood, fair queue + headroom ${headroomSlots} + engine priority`, flood: true, queue: headroom, steadyPriority: 0, enginePriority: true },
+  { label: "+ flood, herd queue off, steady priority 1 + engine priority", flood: true, queue: off, steadyPriority: 1, enginePriority: true },
 ];
 
 console.log(`tenant fairness: ${workers} sim workers (H100 cost model), ${seconds}s virtual, prompt ${PROMPT_TOKENS} / output 32..224 (mean ${OUTPUT_TOKENS}) tokens,`);
