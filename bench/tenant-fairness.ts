@@ -3,8 +3,11 @@
 // on SimSchedulers with the sim engine's H100 cost model. Tenant "steady" sends its share; tenant
 // "flood" sends 10× as much, more than the fleet can serve. Printed: steady's TTFT p50/p95 alone,
 // then beside the flood with herd's queue off (engines queue FCFS), with the fair queue (VTC, equal
-// priority), and with steady in a higher priority class; flood's served/refused counts.
-// Usage: bun bench/tenant-fairness.ts [seconds=20] [workers=2] [steady_rps=2] [worker_slots=16]
+// priority), and with steady in a higher priority class; then the two levers of docs/benchmarks.md:
+// slots held back for tenants under their fair share (`headroom_slots`), the engine taking the rank
+// too (vLLM's --scheduling-policy priority in the sim scheduler, herd's per-leg `priority`), and both;
+// flood's served/refused counts.
+// Usage: bun bench/tenant-fairness.ts [seconds=20] [workers=2] [steady_rps=2] [worker_slots=16] [headroom_slots=4]
 import { execSync } from "node:child_process";
 import { VirtualClock } from "../src/core/clock.ts";
 import { memoryLogger } from "../test/helpers/log.ts";
@@ -23,6 +26,7 @@ const seconds = Number(process.argv[2] ?? 20);
 const workers = Number(process.argv[3] ?? 2);
 const steadyRps = Number(process.argv[4] ?? 2);
 const workerSlots = Number(process.argv[5] ?? 16);
+const headroomSlots = Number(process.argv[6] ?? 4);
 const FLOOD_FACTOR = 10;
 const PROMPT_TOKENS = 1024;
 /** Mean output length; each request asks for 32..224 tokens (seeded), so completions do not come in lockstep. */
@@ -35,6 +39,8 @@ interface Run {
   flood: boolean;
   queue: QueueConfig;
   steadyPriority: number;
+  /** Engines run --scheduling-policy priority and herd sends each leg its rank. */
+  enginePriority?: boolean;
 }
 
 interface Result {
@@ -107,14 +113,14 @@ async function run(r: Run): Promise<Result> {
   for (let i = 0; i < workers; i++) {
     const id = `sim-${i}`;
     registry.upsert({ id, node: "bench", model: MODEL, role: "aggregated", kind: "sim", url: `sim://${id}`, state: "ready", load: emptyLoad(), restarts: 0 });
-    schedulers.set(id, new SimScheduler({ blockSize: 16, numBlocks: 24_700, maxNumSeqs: 1024, maxNumBatchedTokens: 8192, maxWaiting: 100_000, maxModelLen: 40_960, cost: DEFAULT_COST, timeScale: 1, hashSeed: BigInt(i + 1) }, clock));
+    schedulers.set(id, new SimScheduler({ blockSize: 16, numBlocks: 24_700, maxNumSeqs: 1024, maxNumBatchedTokens: 8192, maxWaiting: 100_000, maxModelLen: 40_960, cost: DEFAULT_COST, timeScale: 1, hashSeed: BigInt(i + 1), policy: r.enginePriority ? "priority" : "fcfs" }, clock));
   }
   const log = memoryLogger();
   const router = new Router({ config: config.router, registry, clock, log });
   const metrics = new HerdMetrics([MODEL], () => registry.list());
   const prompts = new Map<string, Uint32Array>();
   const upstream = new SimUpstream({ frames: SSE_FRAMES, scheduler: (id) => schedulers.get(id)!, promptOf: (leg) => prompts.get(leg.requestId)! });
-  const frontend = new Frontend({ config, registry, router, metrics, clock, log, upstream });
+  const frontend = new Frontend({ config, registry, router, metrics, clock, log, upstream, ...(r.enginePriority ? { enginePriority: () => true } : {}) });
   const res: Result = { steadyTtftMs: [], floodServed: 0, floodRefused: 0, steadyRefused: 0 };
   const durationMs = seconds * 1000;
   let n = 0;
@@ -181,21 +187,29 @@ const pct = (xs: number[], p: number) => {
   return s[Math.min(s.length - 1, Math.ceil((p / 100) * s.length) - 1)]!;
 };
 
-const off: QueueConfig = { worker_slots: 0, max_waiting: 4096, timeout_ms: 30_000, aging_ms: 0 };
-const fair: QueueConfig = { worker_slots: workerSlots, max_waiting: 4096, timeout_ms: 30_000, aging_ms: 10_000 };
+const off: QueueConfig = { worker_slots: 0, max_waiting: 4096, timeout_ms: 30_000, aging_ms: 0, headroom_slots: 0 };
+const fair: QueueConfig = { worker_slots: workerSlots, max_waiting: 4096, timeout_ms: 30_000, aging_ms: 10_000, headroom_slots: 0 };
+const headroom: QueueConfig = { ...fair, headroom_slots: headroomSlots };
 const runs: Run[] = [
   { label: "steady alone", flood: false, queue: off, steadyPriority: 0 },
   { label: "+ flood, herd queue off (engine FCFS)", flood: true, queue: off, steadyPriority: 0 },
   { label: "+ flood, fair queue (VTC, equal priority)", flood: true, queue: fair, steadyPriority: 0 },
   { label: "+ flood, fair queue, steady priority 1", flood: true, queue: fair, steadyPriority: 1 },
+  { label: `+ flood, fair queue + headroom ${headroomSlots}/worker`, flood: true, queue: headroom, steadyPriority: 0 },
+  { label: "+ flood, fair queue + engine priority", flood: true, queue: fair, steadyPriority: 0, enginePriority: true },
+  { label: `+ flood, fair queue + headroom ${headroomSlots} + engine priority`, flood: true, queue: headroom, steadyPriority: 0, enginePriority: true },
+  { label: "+ flood, herd queue off, steady priority 1 + engine priority", flood: true, queue: off, steadyPriority: 1, enginePriority: true },
 ];
 
 console.log(`tenant fairness: ${workers} sim workers (H100 cost model), ${seconds}s virtual, prompt ${PROMPT_TOKENS} / output 32..224 (mean ${OUTPUT_TOKENS}) tokens,`);
-console.log(`steady ${steadyRps} req/s, flood ${steadyRps * FLOOD_FACTOR} req/s; fair queue worker_slots ${fair.worker_slots}, timeout ${fair.timeout_ms} ms`);
+console.log(`steady ${steadyRps} req/s, flood ${steadyRps * FLOOD_FACTOR} req/s; fair queue worker_slots ${fair.worker_slots}, timeout ${fair.timeout_ms} ms; headroom_slots ${headroomSlots}`);
 console.log("| run | steady TTFT p50 ms | steady TTFT p95 ms | p95 vs alone | flood served | flood refused |");
 console.log("|---|---:|---:|---:|---:|---:|");
 let alone = NaN;
-for (const r of runs) {
+// RUNS=0,4 runs only those rows (the first is the baseline the ratios divide by): for sweeps.
+const only = process.env.RUNS ? new Set(process.env.RUNS.split(",").map(Number)) : null;
+for (const [i, r] of runs.entries()) {
+  if (only && !only.has(i)) continue;
   const x = await run(r);
   const p95 = pct(x.steadyTtftMs, 95);
   if (Number.isNaN(alone)) alone = p95;

@@ -30,6 +30,7 @@ import type { PeerClient } from "./peers.ts";
 import type { PeerRef, PeerTierSource } from "./peer-tier.ts";
 import { startPeerListener, type PeerListener } from "./peer-listener.ts";
 import { loadPeerTls, peerTransport, plainTransport, type PeerTransport } from "./tls.ts";
+import { QuotaSync, QUOTA_ASK_MAX_BYTES } from "./quota-sync.ts";
 import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
 /** Registry changes within this window become one advert (a restart storm is one heartbeat payload). */
@@ -111,7 +112,21 @@ export class ClusterNode {
   private peerListener: PeerListener | null = null;
   private _transport: PeerTransport = plainTransport();
 
-  constructor(private readonly o: ClusterNodeOptions) {}
+  /** Cluster-wide tenant budgets (quota.ts): leases from the leader, spent by the frontend's admission. */
+  readonly quota: QuotaSync;
+
+  constructor(private readonly o: ClusterNodeOptions) {
+    const boot = `${o.rng.int(2 ** 31).toString(36)}${o.rng.int(2 ** 31).toString(36)}`;
+    this.quota = new QuotaSync({
+      self: o.config.node.name, boot, clock: o.clock, log: o.log.child("quota"),
+      leadership: () => this.leadership(),
+      addressOf: (name) => this.svc?.members().find((m) => m.name === name && m.state !== "dead" && m.address !== "")?.address ?? null,
+      // With peers discovery the seeds are the cluster's voters: never divide by fewer (a node that
+      // starts or is cut off alone does not take the whole limit, docs/tenants.md).
+      nodes: () => Math.max(o.config.cluster.discovery === "peers" ? o.config.cluster.peers.seeds.length : 1, new Set([this.self, ...(this.svc?.members() ?? []).filter((m) => m.state !== "dead").map((m) => m.name)]).size),
+      client: () => this.peerClient(),
+    });
+  }
 
   get service(): ClusterService | null {
     return this.svc;
@@ -145,6 +160,7 @@ export class ClusterNode {
       ...(this.o.tierSource ? { tier: this.o.tierSource } : {}),
       ...(this.o.planner ? { planner: this.o.planner } : {}),
       ...(this.o.kvIndex ? { kv: (c: RelayCursor) => this.o.kvIndex!.since(c.epoch, c.seq) } : {}),
+      quota: { maxBytes: QUOTA_ASK_MAX_BYTES, answer: (body) => this.quota.answer(body) },
     });
     this.unsubs.push(
       registry.onChange((c) => {
@@ -155,12 +171,14 @@ export class ClusterNode {
     this.sync();
     this.refresh();
     if (this.o.kvIndex) this.pollRelay();
+    this.quota.start();
     const l = this.svc.leader();
     log.info("cluster joined", { discovery: config.cluster.discovery, address, tls: tls !== null, leader: l.leader, term: l.term });
   }
 
   async stop(): Promise<void> {
     this.stopped = true;
+    this.quota.stop();
     for (const u of this.unsubs.splice(0)) u();
     this.publishTimer?.cancel();
     this.refreshTimer?.cancel();
@@ -315,15 +333,20 @@ export class ClusterNode {
     registry.updateLoad(w.id, { running: w.load.running, waiting: w.load.waiting, kv_usage: w.load.kv_usage });
   }
 
+  /** One peer client for relay polls and quota asks, so its 401 warnings are rate-limited across rounds. */
+  private peerClient(): PeerClient {
+    const token = this.svc?.peerToken ?? "";
+    if (this.relayClient?.token !== token) {
+      this.relayClient = { token, client: httpPeerClient({ token, log: this.o.log, clock: this.o.clock, fetch: this._transport.fetch, scheme: this._transport.scheme }) };
+    }
+    return this.relayClient.client;
+  }
+
   /** One relay round: ask every other node with pooled workers for its KV updates (one request per node in flight). */
   private pollRelay(): void {
     if (this.stopped || !this.svc) return;
     const index = this.o.kvIndex!;
-    const token = this.svc.peerToken;
-    if (this.relayClient?.token !== token) {
-      this.relayClient = { token, client: httpPeerClient({ token, log: this.o.log, clock: this.o.clock, fetch: this._transport.fetch, scheme: this._transport.scheme }) };
-    }
-    const client = this.relayClient.client;
+    const client = this.peerClient();
     const nodes = new Set(this.remote.values());
     for (const name of [...this.relay.keys()]) if (!nodes.has(name)) this.relay.delete(name);
     for (const m of this.svc.members()) {

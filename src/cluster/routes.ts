@@ -40,6 +40,8 @@ export interface ClusterRouteOptions {
   tier?: PeerTierSource;
   /** POST /cluster/v1/planner/{summary,assign,push,status}: the cluster planner (src/planner/cluster-wire.ts). */
   planner?: () => PeerPlannerRoutes | null;
+  /** POST /cluster/v1/quota: a node's lease ask to the leader (quota.ts); null = not the leader (409), "bad" = 400. */
+  quota?: { maxBytes: number; answer: (body: unknown) => unknown };
 }
 
 /** The planner's peer routes: the leader pulls summaries and sends assignments; a follower pushes its summary. */
@@ -90,6 +92,17 @@ export function clusterRoutes(service: ClusterService, opts: ClusterRouteOptions
         return c.json({ error: { message: "bad key encoding", type: "invalid_request_error" } }, 400);
       }
       return tierAnswer(tier, key);
+    });
+
+  const quota = opts.quota;
+  if (quota)
+    app.post(`${PEER_API_PREFIX}/quota`, async (c) => {
+      const read = await peerJson(c.req.raw, quota.maxBytes);
+      if (read instanceof Response) return read;
+      const reply = quota.answer(read.body);
+      if (reply === null) return c.json({ error: { message: "this node is not the leader", type: "invalid_request_error", code: "not_leader" } }, 409);
+      if (reply === "bad") return c.json({ error: { message: "malformed quota ask", type: "invalid_request_error", code: "bad_quota_ask" } }, 400);
+      return c.json(reply as object);
     });
 
   const planner = opts.planner;

@@ -67,6 +67,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
     max_waiting: int("Requests waiting per node; beyond it 503 + Retry-After.", 1024, { min: 1, max: 1_000_000 }),
     timeout_ms: ms("A request waiting longer gets 503 + Retry-After.", 30_000),
     aging_ms: ms("Waiting this long raises a request's priority by one class (no starvation); 0 = never.", 10_000),
+    headroom_slots: int("Of each worker's worker_slots, this many are held back for tenants under their fair share of the model's slots (a tenant over it queues first); 0 = none.", 0, { min: 0, max: 1_000_000 }),
   }),
   lora: obj("On-demand LoRA adapters (models[].lora_adapters[].on_demand): placement and unloading.", {
     max_per_engine: int("On-demand adapters loaded at once per engine (vLLM --max-loras); a full engine unloads its least recently used idle one first.", 4, { min: 1, max: 1024 }),

@@ -61,6 +61,8 @@ export interface QueueConfig {
   max_waiting: number;
   timeout_ms: number;
   aging_ms: number;
+  /** Per worker: slots held back for tenants under their fair share (src/frontend/fair-queue.ts). */
+  headroom_slots: number;
 }
 
 export interface FrontendConfig {

@@ -19,6 +19,7 @@ import type { Config, Role } from "../config/types.ts";
 import { LiveConfig } from "../config/live.ts";
 import { WorkerRegistry } from "../workers/registry.ts";
 import { Supervisor } from "../engine/supervisor.ts";
+import { driverFor } from "../engine/drivers/registry.ts";
 import { detectGpus } from "../engine/gpus.ts";
 import { MetricsScraper } from "../engine/telemetry/scrape.ts";
 import { HerdMetrics } from "../metrics/herd-metrics.ts";
@@ -348,12 +349,24 @@ export class HerdNode {
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
       records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
+      sharedBudgets: cluster.quota.leases,
+      enginePriority: (id) => this.enginePriority(id),
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
     // is passed as the frontend's Bun.serve shell passes it (src/frontend/server.ts).
     // With cluster.listen (mutual TLS) the peer API is only there: the frontend answers 404.
     if (config.cluster.listen === "") frontend.app.all("/cluster/v1/*", (c) => cluster.handle(c.req.raw, { ip: c.env?.ip ?? null }));
     return frontend;
+  }
+
+  /**
+   * Whether a local worker's engine schedules by the request `priority` (its driver's
+   * `requestPriority` on its engines[] entry's args). Remote workers: no (their adverts do not say).
+   */
+  private enginePriority(id: string): boolean {
+    const plan = this.supervisor.plans().find((p) => p.id === id);
+    const entry = plan ? this.live.current.engines[plan.entryIndex] : undefined;
+    return plan !== undefined && entry !== undefined && (driverFor(plan.kind).requestPriority?.(entry.args) ?? false);
   }
 
   /** Supervisor-backed admin operations; an operator's drain is a cordon in the registry. */

@@ -94,6 +94,11 @@ export interface EngineDriver {
   tier: EngineTierConnector | null;
   /** Whether the launch serves models[].lora_adapters under their own names. */
   lora: boolean;
+  /**
+   * Whether an engine launched with these args schedules by the request's `priority` field (lower
+   * first): herd then sends each leg its tenant's rank (src/frontend/engine-priority.ts). Absent: never.
+   */
+  requestPriority?: (args: readonly string[]) => boolean;
   /** Whether the engine reads models[].path itself (a local path must then exist on this host). */
   loadsModelPath: boolean;
   /** Whether the engine tokenizes with herd's built-in tokenizer (so no tokenizer dir is needed for prefix routing). */

@@ -38,9 +38,10 @@ import { ModelNames, checkEndpoint, isGeneration, maxTokensOf, modelNotFound, mo
 import { ResponsesStore, type PreparedResponses } from "./responses.ts";
 import { ResponsesUpstream } from "./responses-upstream.ts";
 import { answerLocally, type LocalTokenizers } from "./tokens.ts";
-import { Tenants } from "./tenants.ts";
+import { Tenants, type SharedBudgets } from "./tenants.ts";
 import { FairQueue } from "./fair-queue.ts";
 import { admitTenant } from "./tenant-admission.ts";
+import { EnginePriorityUpstream, enginePriority } from "./engine-priority.ts";
 import { TenantMetrics } from "../metrics/tenant-metrics.ts";
 import { OnDemandLora } from "./lora.ts";
 
@@ -81,6 +82,13 @@ export interface FrontendOptions {
   tokenizers?: LocalTokenizers;
   /** Where each finished request's decision record goes (src/request/record.ts). */
   records?: RecordSink;
+  /**
+   * Whether a worker's engine schedules by the request `priority` field (the engine driver's
+   * `requestPriority`); such workers get each leg's rank (engine-priority.ts). Absent: none do.
+   */
+  enginePriority?: (workerId: string) => boolean;
+  /** Tenant budgets counted cluster-wide (src/cluster/quota.ts); absent: each node counts its own. */
+  sharedBudgets?: SharedBudgets;
 }
 
 const REQUEST_ID = /^[\w.:-]{1,128}$/;
@@ -98,6 +106,8 @@ export class Frontend {
   /** herd's queue in front of saturated models (fair-queue.ts). */
   readonly queue: FairQueue;
   private readonly tenantMetrics: TenantMetrics;
+  /** Requests in flight → their model, tenant and class, for the engine priority of their legs (bounded by max_in_flight). */
+  private readonly ranks = new Map<string, { model: string; tenant: string; priority: number }>();
   private readonly unwatchQueue: () => void;
   /** On-demand LoRA adapters: where each is loaded (lora.ts). */
   readonly lora: OnDemandLora;
@@ -123,7 +133,7 @@ export class Frontend {
     this.names = new ModelNames(o.config);
     this.refusedLog = new LogLimiter(o.clock, PREP_WARN_EVERY_MS);
     this.responses = new ResponsesStore(o.config.frontend.responses_store_bytes);
-    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock);
+    this.tenants = new Tenants(o.config.frontend.api_keys, o.clock, undefined, o.sharedBudgets);
     this.tenantMetrics = TenantMetrics.for(o.metrics);
     this.queue = new FairQueue(o.clock, () => this.o.config.frontend.queue, (model) => this.o.registry.list().filter((w) => w.model === model && w.state === "ready").length);
     this.unwatchQueue = o.registry.onChange(() => this.queue.poke());
@@ -135,7 +145,7 @@ export class Frontend {
     this.deps = {
       router: o.router,
       // /v1/responses is translated to chat completions for engines without it (responses-upstream.ts).
-      upstream: new ResponsesUpstream(o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }), (id) => o.registry.get(id)?.kind),
+      upstream: this.withEnginePriority(new ResponsesUpstream(o.upstream ?? new HttpUpstream(undefined, { clock: o.clock, firstByteTimeoutMs: () => this.o.config.frontend.engine_first_byte_timeout_ms }), (id) => o.registry.get(id)?.kind)),
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
@@ -147,6 +157,19 @@ export class Frontend {
     this.hashPrompts = o.prompts !== undefined && policyNeedsPrompt(o.router);
     this.unobserve = this.observe(o.router);
     this.routes();
+  }
+
+  /** Legs to engines that schedule by `priority` carry their request's rank (engine-priority.ts). */
+  private withEnginePriority(up: Upstream<Uint8Array>): Upstream<Uint8Array> {
+    const supports = this.o.enginePriority;
+    if (!supports) return up;
+    return new EnginePriorityUpstream(up, {
+      supports,
+      priorityOf: (id) => {
+        const r = this.ranks.get(id);
+        return r && enginePriority(r.priority, this.queue.overShare(r.model, r.tenant));
+      },
+    });
   }
 
   private observe(router: Router): () => void {
@@ -211,7 +234,7 @@ export class Frontend {
   applyConfig(config: Config): void {
     this.o.config = config;
     this.names = new ModelNames(config);
-    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock);
+    this.tenants = new Tenants(config.frontend.api_keys, this.o.clock, undefined, this.o.sharedBudgets);
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
@@ -478,6 +501,10 @@ export class Frontend {
     const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
     t.onRelease(granted.release);
     this.tenantMetrics.waited(tenant.name, granted.waitedMs / 1000);
+    if (this.o.enginePriority && !this.ranks.has(requestId)) {
+      this.ranks.set(requestId, { model, tenant: tenant.name, priority: tenant.priority });
+      t.onRelease(() => this.ranks.delete(requestId));
+    }
     // An on-demand LoRA adapter: loaded where it should run, and the request pinned there.
     if (named.onDemandPath !== undefined) {
       const placed = await this.lora.place(model, named.lora!, named.onDemandPath);

@@ -11,11 +11,18 @@
 //      waiting again is lifted to the smallest counter among those waiting, so idle time is not
 //      banked into a burst later;
 //   3. then arrival order.
+// `headroom_slots` per worker are held back for tenants under their fair share (their slots <
+// capacity / tenants active on the model in the last SHARE_WINDOW_MS): a tenant over it queues once
+// the model is that close to full, so a light tenant's request passes at once instead of waiting
+// for the next free slot. A tenant alone on the model is never over its share: it uses every slot.
 // worker_slots 0 (the default) turns it off: every request passes at once, uncounted.
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { unavailable } from "../core/errors.ts";
 import type { QueueConfig } from "../config/types.ts";
 import { ClientGone } from "../request/gate.ts";
+
+/** A tenant seen on a model (a slot taken, released, or a wait) this recently counts in the fair share. */
+export const SHARE_WINDOW_MS = 10_000;
 
 interface Entry {
   model: string;
@@ -38,6 +45,10 @@ export interface Granted {
 
 export class FairQueue {
   private readonly inUse = new Map<string, number>();
+  /** Slots held per model and tenant (`${model}\0${tenant}`), for fair shares. */
+  private readonly inUseBy = new Map<string, number>();
+  /** When each tenant was last seen on each model (same keys): the tenants sharing it lately. */
+  private readonly seenAt = new Map<string, number>();
   private readonly waiting: Entry[] = [];
   private readonly vtc = new Map<string, number>();
   private seq = 0;
@@ -71,7 +82,9 @@ export class FairQueue {
     const cfg = this.config();
     const start = this.clock.now();
     if (cfg.worker_slots === 0) return Promise.resolve({ release: () => {}, waitedMs: 0 });
-    if (!this.waiting.some((e) => e.model === model) && (this.inUse.get(model) ?? 0) < this.capacity(model)) {
+    this.seenAt.set(`${model}\0${tenant}`, start);
+    const fits = this.fits(model, tenant);
+    if (fits && !this.waiting.some((e) => e.model === model && this.fits(model, e.tenant))) {
       return Promise.resolve({ release: this.take(model, tenant, cost), waitedMs: 0 });
     }
     if (this.waiting.length >= cfg.max_waiting) return Promise.reject(unavailable(`every worker of ${model} is busy and herd's queue is full (${cfg.max_waiting})`, "queue_full", 1));
@@ -99,6 +112,36 @@ export class FairQueue {
     for (const m of new Set(this.waiting.map((e) => e.model))) this.dispatch(m);
   }
 
+  private held(model: string, tenant: string): number {
+    return this.inUseBy.get(`${model}\0${tenant}`) ?? 0;
+  }
+
+  /**
+   * A tenant is over its fair share of a model when it holds at least capacity / (tenants holding
+   * slots of the model or waiting for it, itself included). Alone it is never over.
+   */
+  overShare(model: string, tenant: string): boolean {
+    if (this.config().worker_slots === 0) return false; // the queue is off: no slots, no shares
+    const active = new Set<string>([tenant]);
+    const now = this.clock.now();
+    for (const [k, at] of this.seenAt) {
+      if (now - at > SHARE_WINDOW_MS && !this.inUseBy.has(k)) this.seenAt.delete(k);
+      else if (k.startsWith(`${model}\0`)) active.add(k.slice(model.length + 1));
+    }
+    for (const e of this.waiting) if (e.model === model) active.add(e.tenant);
+    return this.held(model, tenant) >= this.capacity(model) / active.size;
+  }
+
+  /** Whether one more request of `tenant` may take a slot of `model` now (the headroom is for those under their share). */
+  private fits(model: string, tenant: string): boolean {
+    const used = this.inUse.get(model) ?? 0;
+    const cap = this.capacity(model);
+    if (used >= cap) return false;
+    const cfg = this.config();
+    const headroom = Math.min(cfg.headroom_slots, cfg.worker_slots - 1) * this.readyWorkers(model);
+    return headroom <= 0 || used < cap - headroom || !this.overShare(model, tenant);
+  }
+
   /** VTC's counter lift: a tenant that starts waiting does not bring credit from its idle time. */
   private lift(model: string, tenant: string): void {
     let min = Infinity;
@@ -112,12 +155,18 @@ export class FairQueue {
 
   private take(model: string, tenant: string, cost: number): () => void {
     this.inUse.set(model, (this.inUse.get(model) ?? 0) + 1);
+    const by = `${model}\0${tenant}`;
+    this.inUseBy.set(by, (this.inUseBy.get(by) ?? 0) + 1);
     this.vtc.set(tenant, this.counter(tenant) + cost);
     let done = false;
     return () => {
       if (done) return;
       done = true;
       this.inUse.set(model, (this.inUse.get(model) ?? 1) - 1);
+      this.seenAt.set(by, this.clock.now());
+      const left = (this.inUseBy.get(by) ?? 1) - 1;
+      if (left > 0) this.inUseBy.set(by, left);
+      else this.inUseBy.delete(by);
       this.dispatch(model);
     };
   }
@@ -127,8 +176,14 @@ export class FairQueue {
     return aging > 0 ? Math.min(top, e.priority + Math.floor((now - e.atMs) / aging)) : e.priority;
   }
 
-  /** The next entry of a model to release: priority (aged), then least counter, then arrival. */
+  /** The next entry of a model to release: priority (aged), then least counter, then arrival; only tenants that fit. */
   private best(model: string): number {
+    const fit = new Map<string, boolean>();
+    const fits = (t: string) => {
+      let f = fit.get(t);
+      if (f === undefined) fit.set(t, (f = this.fits(model, t)));
+      return f;
+    };
     const now = this.clock.now();
     let top = -Infinity;
     for (const e of this.waiting) if (e.model === model && e.priority > top) top = e.priority;
@@ -137,7 +192,7 @@ export class FairQueue {
     let bc = 0;
     for (let i = 0; i < this.waiting.length; i++) {
       const e = this.waiting[i]!;
-      if (e.model !== model) continue;
+      if (e.model !== model || !fits(e.tenant)) continue;
       const p = this.effectivePriority(e, now, top);
       const c = this.counter(e.tenant);
       const b = this.waiting[bi];
@@ -151,7 +206,7 @@ export class FairQueue {
   }
 
   private dispatch(model: string): void {
-    while ((this.inUse.get(model) ?? 0) < this.capacity(model)) {
+    for (;;) {
       const i = this.best(model);
       if (i < 0) return;
       const e = this.waiting.splice(i, 1)[0]!;

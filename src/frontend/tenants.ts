@@ -3,9 +3,10 @@
 // tpm, concurrency, priority }. Keys are compared through SHA-256 digests with timingSafeEqual
 // (as src/http/auth.ts), and only the tenant's name ever reaches metrics and logs.
 //
-// Limits, per node (docs/tenants.md gives the cluster-wide scheme): requests and tokens per minute as
-// token buckets refilled continuously (capacity = the per-minute limit, as OpenAI describes its
-// limits), tokens charged at admission as prompt tokens + max_tokens; `concurrency` caps requests in
+// Limits: requests and tokens per minute as token buckets refilled continuously (capacity = the
+// per-minute limit, as OpenAI describes its limits) — on one node a local Bucket, in a cluster a
+// lease of the leader's bucket (`SharedBudgets`, src/cluster/quota.ts; docs/tenants.md "Counting
+// across nodes"); concurrency stays per node. Tokens charged at admission as prompt tokens + max_tokens; `concurrency` caps requests in
 // flight. A refusal is 429 `rate_limit_exceeded` with OpenAI's headers (x-ratelimit-limit-*,
 // -remaining-*, -reset-* for requests and tokens) and Retry-After; the same headers go on every
 // answer for a key with a limit.
@@ -29,8 +30,34 @@ export const ANONYMOUS: Tenant = { name: "anonymous", rpm: 0, tpm: 0, concurrenc
 
 const digest = (s: string) => createHash("sha256").update(s).digest();
 
+/** One limit of one key: what admission may spend now, and what the x-ratelimit-* headers say. */
+export interface Budget {
+  canTake(nowMs: number, n: number): boolean;
+  take(nowMs: number, n: number): void;
+  remaining(nowMs: number): number;
+  waitMs(nowMs: number, n: number): number;
+  resetMs(nowMs: number): number;
+}
+
+/** Budgets counted cluster-wide (src/cluster/quota.ts QuotaLeases): told the limits on every rebuild. */
+export interface SharedBudgets {
+  configure(limits: readonly { tenant: string; kind: "requests" | "tokens"; perMinute: number }[], nowMs: number): void;
+  budget(tenant: string, kind: "requests" | "tokens"): Budget | null;
+}
+
+/** A key's limit in the shared budgets, looked up at each use (a reload reconfigures them). */
+function sharedBudget(shared: SharedBudgets, tenant: string, kind: "requests" | "tokens"): Budget {
+  return {
+    canTake: (t, n) => shared.budget(tenant, kind)?.canTake(t, n) ?? false,
+    take: (t, n) => shared.budget(tenant, kind)?.take(t, n),
+    remaining: (t) => shared.budget(tenant, kind)?.remaining(t) ?? 0,
+    waitMs: (t, n) => shared.budget(tenant, kind)?.waitMs(t, n) ?? 1000,
+    resetMs: (t) => shared.budget(tenant, kind)?.resetMs(t) ?? 0,
+  };
+}
+
 /** A continuously refilled bucket of `perMinute` units. */
-class Bucket {
+class Bucket implements Budget {
   private level: number;
   private atMs: number;
   constructor(
@@ -59,7 +86,11 @@ class Bucket {
     this.refill(nowMs);
     return Math.ceil(((this.perMinute - this.level) * 60_000) / this.perMinute);
   }
-  take(n: number): void {
+  canTake(nowMs: number, n: number): boolean {
+    this.refill(nowMs);
+    return this.level >= n;
+  }
+  take(_nowMs: number, n: number): void {
     this.level -= n;
   }
 }
@@ -74,8 +105,8 @@ export function resetText(ms: number): string {
 
 interface State {
   tenant: Tenant;
-  requests: Bucket | null;
-  tokens: Bucket | null;
+  requests: Budget | null;
+  tokens: Budget | null;
   inFlight: number;
 }
 
@@ -97,7 +128,15 @@ export class Tenants {
     entries: readonly (string | ApiKeyEntry)[],
     private readonly clock: Clock,
     readFile: (path: string) => string = (p) => readFileSync(p, "utf8"),
+    shared?: SharedBudgets,
   ) {
+    const limits: { tenant: string; kind: "requests" | "tokens"; perMinute: number }[] = [];
+    const budget = (name: string, kind: "requests" | "tokens", perMinute: number, now: number): Budget | null => {
+      if (perMinute <= 0) return null;
+      if (!shared) return new Bucket(perMinute, now);
+      limits.push({ tenant: name, kind, perMinute });
+      return sharedBudget(shared, name, kind);
+    };
     entries.forEach((e, i) => {
       const t: ApiKeyEntry = typeof e === "string" ? { key: e, key_file: "", name: "", rpm: 0, tpm: 0, concurrency: 0, priority: 0 } : e;
       const key = t.key !== "" ? t.key : t.key_file !== "" ? readFile(t.key_file).trim() : "";
@@ -106,9 +145,10 @@ export class Tenants {
       const now = clock.now();
       this.keyed.push({
         digest: digest(key),
-        state: { tenant, requests: t.rpm > 0 ? new Bucket(t.rpm, now) : null, tokens: t.tpm > 0 ? new Bucket(t.tpm, now) : null, inFlight: 0 },
+        state: { tenant, requests: budget(tenant.name, "requests", t.rpm, now), tokens: budget(tenant.name, "tokens", t.tpm, now), inFlight: 0 },
       });
     });
+    shared?.configure(limits, clock.now());
   }
 
   /** Keys are configured: /v1/* needs one. */
@@ -152,16 +192,16 @@ export class Tenants {
       throw new TenantLimited(kind, t, new HerdError(429, "rate_limit_error", message, "rate_limit_exceeded", null, headers));
     };
     if (t.concurrency > 0 && s.inFlight >= t.concurrency) refuse("concurrency", `Rate limit reached for ${t.name}: ${t.concurrency} requests in flight at once.`, 1000);
-    if (s.requests && s.requests.remaining(now) < 1)
+    if (s.requests && !s.requests.canTake(now, 1))
       refuse("requests", `Rate limit reached for ${t.name} on requests per min (RPM): Limit ${t.rpm}. Please try again in ${resetText(s.requests.waitMs(now, 1))}.`, s.requests.waitMs(now, 1));
     if (s.tokens) {
       // A request bigger than the whole budget would never pass: it is charged what is left.
       const need = Math.min(tokens, t.tpm);
-      if (s.tokens.remaining(now) < need)
+      if (!s.tokens.canTake(now, need))
         refuse("tokens", `Rate limit reached for ${t.name} on tokens per min (TPM): Limit ${t.tpm}, Requested ${tokens}. Please try again in ${resetText(s.tokens.waitMs(now, need))}.`, s.tokens.waitMs(now, need));
-      s.tokens.take(need);
+      s.tokens.take(now, need);
     }
-    s.requests?.take(1);
+    s.requests?.take(now, 1);
     s.inFlight++;
     let released = false;
     return {

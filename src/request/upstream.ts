@@ -37,6 +37,8 @@ export interface LegRequest {
   /** Prompt token ids when preprocessing produced them (the sim upstream runs on them). */
   promptTokens?: ArrayLike<number>;
   maxTokens?: number | null;
+  /** The engine scheduling priority the body carries (src/frontend/engine-priority.ts; lower first), for upstreams that do not read the body. */
+  priority?: number;
   /** W3C traceparent of this attempt's span, sent as the `traceparent` header (the engine's spans join the trace). */
   traceparent?: string;
 }

@@ -139,6 +139,7 @@ export class SimUpstream<C> implements Upstream<C> {
         id: leg.id,
         promptTokens: leg.promptTokens ?? this.o.promptOf?.(leg) ?? new Uint32Array(Math.max(1, Math.ceil(leg.body.length / 4))).fill(1),
         maxTokens: leg.maxTokens ?? DEFAULT_MAX_TOKENS,
+        ...(leg.priority !== undefined ? { priority: leg.priority } : {}),
         ignoreEos: this.o.ignoreEos ?? false,
         nextToken: next,
         handlers: {

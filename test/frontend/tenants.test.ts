@@ -6,7 +6,7 @@ import OpenAI from "openai";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { HerdError } from "../../src/core/errors.ts";
 import type { QueueConfig } from "../../src/config/types.ts";
-import { FairQueue } from "../../src/frontend/fair-queue.ts";
+import { SHARE_WINDOW_MS, FairQueue } from "../../src/frontend/fair-queue.ts";
 import { TenantLimited, Tenants, resetText } from "../../src/frontend/tenants.ts";
 import { ClientGone } from "../../src/request/gate.ts";
 import { startSimEngine, type SimEngine } from "../../src/engine/sim/server.ts";
@@ -72,7 +72,7 @@ describe("Tenants (limits on a virtual clock)", () => {
   });
 });
 
-const qcfg = (o: Partial<QueueConfig> = {}): QueueConfig => ({ worker_slots: 1, max_waiting: 100, timeout_ms: 60_000, aging_ms: 0, ...o });
+const qcfg = (o: Partial<QueueConfig> = {}): QueueConfig => ({ worker_slots: 1, max_waiting: 100, timeout_ms: 60_000, aging_ms: 0, headroom_slots: 0, ...o });
 
 describe("FairQueue (virtual clock)", () => {
   async function drain(q: FairQueue, order: string[], grants: Promise<{ release: () => void }>[], labels: string[]): Promise<void> {
@@ -102,6 +102,31 @@ describe("FairQueue (virtual clock)", () => {
     // from the start: lifted to a's counter on arrival, then always the one with less service.
     expect(order.slice(0, 4)).toEqual(["a", "b", "a", "b"]);
     expect(q.counter("a")).toBe(900);
+  });
+
+  test("headroom: slots held back for a tenant under its fair share; alone, a tenant uses them all", async () => {
+    const clock = new VirtualClock(0);
+    const q = new FairQueue(clock, () => qcfg({ worker_slots: 4, headroom_slots: 1 }), () => 1);
+    // Alone, the flood is never over its share: all 4 slots.
+    const held = await Promise.all([0, 1, 2, 3].map(() => q.acquire(MODEL, "flood", 0, 1, null)));
+    held[3]!.release();
+    // A light tenant arrives: flood (3 of 4 slots ≥ 4 / 2 tenants) is over its share, light is not,
+    // so light takes the last slot — the headroom — at once.
+    const light = await q.acquire(MODEL, "light", 0, 1, null);
+    expect(q.overShare(MODEL, "flood")).toBe(true);
+    expect(q.overShare(MODEL, "light")).toBe(false);
+    let floodGot = false;
+    const floodNext = q.acquire(MODEL, "flood", 0, 1, null).then((g) => ((floodGot = true), g));
+    light.release(); // the headroom slot is free again, but light was here lately: flood may not take it
+    await Promise.resolve();
+    expect(floodGot).toBe(false);
+    held[0]!.release(); // below the headroom line: flood's waiting request gets a slot
+    (await floodNext).release();
+    expect(floodGot).toBe(true);
+    // Light gone for longer than the share window: flood alone again, every slot is its own.
+    clock.advance(SHARE_WINDOW_MS + 1);
+    const more = await Promise.all([0, 1].map(() => q.acquire(MODEL, "flood", 0, 1, null)));
+    expect(more.length).toBe(2);
   });
 
   test("priority first; aging lifts a waiting low class above newer high ones", async () => {
@@ -205,7 +230,7 @@ describe("tenants through herd", () => {
           gates.push(() => resolve(Response.json({ id: "x", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }] }))),
         ),
     );
-    const h = await startHerd({ workers: [{ id: "u0", url: up.url }], frontend: { queue: { worker_slots: 1, max_waiting: 10, timeout_ms: 10_000, aging_ms: 0 } } });
+    const h = await startHerd({ workers: [{ id: "u0", url: up.url }], frontend: { queue: { worker_slots: 1, max_waiting: 10, timeout_ms: 10_000, aging_ms: 0, headroom_slots: 0 } } });
     try {
       const send = () => fetch(`${h.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hi" }] }) });
       const first = send();

@@ -2,7 +2,7 @@
 // without a GPU.
 import type { EngineDriver } from "../driver.ts";
 import { parseSimArgs } from "../sim/options.ts";
-import { httpOk, kvBindJson, loopbackBindHost, makeSpec, sameLaunch } from "./common.ts";
+import { httpOk, kvBindJson, lastFlag, loopbackBindHost, makeSpec, sameLaunch } from "./common.ts";
 import { vllm } from "./vllm.ts";
 
 export const sim: EngineDriver = {
@@ -17,6 +17,8 @@ export const sim: EngineDriver = {
   pdFlowOfArgs: (args) => (args.includes("--disaggregation-mode") ? "sglang-bootstrap" : null),
   tier: "sim-offload",
   lora: true,
+  // The sim engine takes vLLM's --scheduling-policy (src/engine/sim/scheduler.ts).
+  requestPriority: (args) => lastFlag(args, "--scheduling-policy") === "priority",
   loadsModelPath: false,
   builtinTokenizer: true,
   ownKeys: [],

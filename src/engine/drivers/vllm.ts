@@ -44,6 +44,8 @@ export const vllm: EngineDriver = {
   pdFlow: "vllm-nixl",
   tier: "lmcache-vllm",
   lora: true,
+  // vllm/engine/arg_utils.py --scheduling-policy {fcfs,priority}; with fcfs a nonzero priority is a 400.
+  requestPriority: (args) => lastFlag(args, "--scheduling-policy") === "priority",
   loadsModelPath: true,
   builtinTokenizer: false,
   ownKeys: [],

@@ -130,6 +130,7 @@ class Generation {
       ignoreEos: g.ignoreEos,
       lora: g.lora,
       cacheSalt: g.cacheSalt,
+      priority: g.priority,
       ...(pd.keepBlocks ? { keepBlocks: (blocks: readonly Block[], reason: FinishReason) => pd.keepBlocks!(id, blocks, reason) } : {}),
       nextToken: (i) => {
         const t = this.out.token(this.offset + i);

@@ -21,6 +21,8 @@ export interface GenerationRequest {
   lora: string | null;
   /** vLLM's cache_salt (block 0's extra hash key); null when absent. */
   cacheSalt: string | null;
+  /** vLLM's `priority` (lower first; refused unless the engine runs --scheduling-policy priority). */
+  priority: number;
   /**
    * A chat request with `continue_final_message` whose last message is the assistant's partial
    * answer (herd's request migration, issue 21): the output continues that answer as greedy
@@ -99,6 +101,8 @@ export function parseGeneration(endpoint: Endpoint, body: unknown, served: strin
     throw badRequest("Parameter 'cache_salt' must be a string of 1 to 1024 characters if provided.", "cache_salt");
   }
   const cacheSalt = typeof salt === "string" ? salt : null;
+  // vllm/entrypoints/openai protocol: `priority: int = 0` on chat and completion requests.
+  const priority = optInt(body, "priority", Number.MIN_SAFE_INTEGER) ?? 0;
   const maxTokens = optInt(body, "max_completion_tokens", 1) ?? optInt(body, "max_tokens", 1) 
     // Absent, not null: an explicit null means "the rest of the context" on both endpoints.
     ?? (endpoint === "completion" && body.max_tokens === undefined ? COMPLETION_DEFAULT_MAX_TOKENS : null);
@@ -119,7 +123,7 @@ export function parseGeneration(endpoint: Endpoint, body: unknown, served: strin
     ? tok.encode(renderChat(body, tok), { addSpecialTokens: false })
     : parsePrompt(body.prompt, tok);
   const continuation = endpoint === "chat" ? continuationOf(body, tok) : undefined;
-  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos, lora, cacheSalt, ...(continuation ? { continuation } : {}) };
+  return { endpoint, model, promptTokens, maxTokens, stop, stream, includeUsage, ignoreEos, lora, cacheSalt, priority, ...(continuation ? { continuation } : {}) };
 }
 
 /** vLLM's `continue_final_message`: the last (assistant) message is continued, not answered. */

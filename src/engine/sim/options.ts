@@ -28,6 +28,8 @@ export interface SimEngineOptions {
   kvBlocks: number;
   maxNumSeqs: number;
   maxNumBatchedTokens: number;
+  /** vLLM's --scheduling-policy: fcfs, or priority (the requests' `priority` field, lower first). */
+  schedulingPolicy: "fcfs" | "priority";
   /** Bound of the waiting queue; beyond it requests get 503. */
   maxWaiting: number;
   maxModelLen: number;
@@ -112,6 +114,7 @@ export const DEFAULT_OPTIONS: SimEngineOptions = {
   kvBlocks: 24_700,
   maxNumSeqs: 1024,
   maxNumBatchedTokens: 8192,
+  schedulingPolicy: "fcfs",
   maxWaiting: 4096,
   maxModelLen: 40_960,
   timeScale: 1,
@@ -196,6 +199,14 @@ export const FLAGS: Record<string, Flag> = {
   "kv-blocks": { kind: "int", help: "KV capacity in blocks (24700 ≈ 395k tokens)", set: (o, v) => void (o.kvBlocks = v as number) },
   "max-num-seqs": { kind: "int", help: "sequences per batch (1024)", set: (o, v) => void (o.maxNumSeqs = v as number) },
   "max-num-batched-tokens": { kind: "int", help: "token budget per step, chunked prefill (8192)", set: (o, v) => void (o.maxNumBatchedTokens = v as number) },
+  "scheduling-policy": {
+    kind: "str",
+    help: "fcfs or priority: vLLM's --scheduling-policy (priority: requests' `priority`, lower first) (fcfs)",
+    set: (o, v) => {
+      if (v !== "fcfs" && v !== "priority") throw new UsageError(`--scheduling-policy: expected fcfs or priority, got ${JSON.stringify(v)}`);
+      o.schedulingPolicy = v;
+    },
+  },
   "max-waiting": { kind: "int", help: "waiting-queue bound; beyond it 503 (4096)", set: (o, v) => void (o.maxWaiting = v as number) },
   "max-model-len": { kind: "int", help: "context length (40960)", set: (o, v) => void (o.maxModelLen = v as number) },
   "time-scale": { kind: "num", help: "run X times faster than real time (1)", set: (o, v) => void (o.timeScale = v as number) },

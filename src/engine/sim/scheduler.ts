@@ -4,7 +4,11 @@
 // allow (a prefix-cache hit skips the cached blocks). A step lasts stepCostMs(...) / timeScale; its
 // results (computed tokens, sampled tokens, finished requests, KV events) apply when it ends. When a
 // running request needs a block and none is free, the most recently admitted request is preempted
-// (blocks freed, recomputed later), as vLLM does. No sockets, no sleeping: `herd simulate` runs this
+// (blocks freed, recomputed later), as vLLM does. With `policy: "priority"` (vLLM's
+// `--scheduling-policy priority`, vllm/v1/core/sched/request_queue.py PriorityRequestQueue and
+// scheduler.py) the waiting queue is ordered by (priority, arrival), lower value first, a preempted
+// request re-enters it in that order, and the victim of a preemption is the running request with
+// the largest (priority, arrival) instead of the last admitted. No sockets, no sleeping: `herd simulate` runs this
 // on a VirtualClock.
 
 import type { Clock, TimerHandle } from "../../core/clock.ts";
@@ -30,6 +34,8 @@ export interface SchedulerConfig {
   timeScale: number;
   /** Seed of the block hash chain (vLLM: derived from PYTHONHASHSEED, random when unset). */
   hashSeed: bigint;
+  /** vLLM's --scheduling-policy: "fcfs" (default) or "priority" (the requests' `priority`, lower first). */
+  policy?: "fcfs" | "priority";
 }
 
 /**
@@ -86,6 +92,8 @@ export interface SubmitRequest {
   lora?: string | null;
   /** vLLM's cache_salt: an extra key of block 0's hash only. */
   cacheSalt?: string | null;
+  /** vLLM's request `priority` (lower is served first); only under policy "priority", else must be 0. */
+  priority?: number;
   /**
    * P/D prefill side (NixlConnector's request_finished delaying the free): called when the
    * request finishes normally, with its blocks; returns how many leading blocks the caller keeps
@@ -126,10 +134,19 @@ interface Req {
   tierTo: number;
   herd: bigint[] | null; // herd sequence hashes of the prompt's full blocks (only with an offload tier)
   arrivalMs: number;
+  /** Submission order: the last tie break of (priority, arrival). */
+  seq: number;
   scheduledMs: number | undefined;
   firstTokenMs: number | undefined;
   state: "arriving" | "waiting" | "running" | "done";
 }
+
+/** vLLM's Request ordering under the priority policy: (priority, arrival_time), then submission. */
+const before = (a: Req, b: Req) => {
+  const pa = a.sub.priority ?? 0;
+  const pb = b.sub.priority ?? 0;
+  return pa !== pb ? pa < pb : a.arrivalMs !== b.arrivalMs ? a.arrivalMs < b.arrivalMs : a.seq < b.seq;
+};
 
 const seqLen = (r: Req) => r.promptLen + r.out.length;
 
@@ -156,6 +173,7 @@ export class SimScheduler {
   private waiting: Req[] = [];
   private running: Req[] = [];
   private arriving = 0;
+  private submitted = 0;
   private stepTimer: TimerHandle | null = null;
   /** Set while a step is in flight (stepTimer may be null when it continues via `immediate`). */
   private stepping = false;
@@ -197,9 +215,11 @@ export class SimScheduler {
       throw new HerdError(503, "service_unavailable", `waiting queue is full (${this.cfg.maxWaiting} requests)`, "queue_full", null, { "retry-after": "1" });
     }
     if (this.reqs.has(sub.id)) throw badRequest(`duplicate request id ${sub.id}`, "request_id");
+    // vllm/v1/engine/processor.py: a priority without the priority policy is refused.
+    if ((sub.priority ?? 0) !== 0 && this.cfg.policy !== "priority") throw badRequest(`Got priority ${sub.priority} but Priority scheduling is not enabled.`, "priority");
     const r: Req = {
       sub, prompt: sub.promptTokens, promptLen: n, out: [], sched: 0, numComputed: 0, blocks: [], hashes: [], numStored: 0, outputs: 0,
-      cachedTokens: 0, counted: false, tierFrom: 0, tierTo: 0, herd: null, arrivalMs: this.clock.now(), scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
+      cachedTokens: 0, counted: false, tierFrom: 0, tierTo: 0, herd: null, arrivalMs: this.clock.now(), seq: this.submitted++, scheduledMs: undefined, firstTokenMs: undefined, state: "arriving",
     };
     this.reqs.set(sub.id, r);
     this.arriving++;
@@ -215,8 +235,21 @@ export class SimScheduler {
     this.arriving--;
     if (r.state !== "arriving") return; // aborted meanwhile
     r.state = "waiting";
-    this.waiting.push(r);
+    this.addWaiting(r);
     this.wake();
+  }
+
+  /** FCFS: at the back. Priority: in (priority, arrival) order (a heap in vLLM; a sorted array here). */
+  private addWaiting(r: Req): void {
+    if (this.cfg.policy !== "priority") return void this.waiting.push(r);
+    let lo = 0;
+    let hi = this.waiting.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >> 1;
+      if (before(this.waiting[mid]!, r)) lo = mid + 1;
+      else hi = mid;
+    }
+    this.waiting.splice(lo, 0, r);
   }
 
   /** Use a KV tier below the prefix cache (sim `--kv-offload-url`). */
@@ -366,10 +399,16 @@ export class SimScheduler {
       const need = Math.ceil((r.numComputed + n) / bs) - r.blocks.length;
       let ok = true;
       while (need > this.pool.numFree) {
-        const victim = this.running.at(-1)!;
+        const victim = this.victim();
+        // Under the priority policy the victim may sit before r (already scheduled this step): its
+        // tokens go back to the budget and the loop index follows the shortened list (as vLLM does).
+        if (this.running.indexOf(victim) < i) i--;
         this.preempt(victim);
         const at = out.indexOf(victim);
-        if (at >= 0) out.splice(at, 1);
+        if (at >= 0) {
+          out.splice(at, 1);
+          budget += victim.sched;
+        }
         preempted = true;
         if (victim === r) {
           ok = false;
@@ -419,6 +458,14 @@ export class SimScheduler {
     return out;
   }
 
+  /** Who is preempted when a running request needs a block: the last admitted (FCFS), or the largest (priority, arrival). */
+  private victim(): Req {
+    if (this.cfg.policy !== "priority") return this.running.at(-1)!;
+    let v = this.running[0]!;
+    for (const r of this.running) if (before(v, r)) v = r;
+    return v;
+  }
+
   /** Cached leading blocks of a request; at least one token is always left to compute (as in vLLM). */
   private prefixHit(r: Req): Block[] {
     const maxBlocks = Math.floor((seqLen(r) - 1) / this.cfg.blockSize);
@@ -440,7 +487,9 @@ export class SimScheduler {
     r.numComputed = 0;
     r.numStored = 0;
     r.state = "waiting";
-    this.waiting.unshift(r);
+    // vLLM prepends a preempted request (FCFS); the priority queue re-inserts it in order.
+    if (this.cfg.policy === "priority") this.addWaiting(r);
+    else this.waiting.unshift(r);
     this.counters.preemptions++;
   }
 

@@ -112,7 +112,7 @@ function newScheduler(o: SimEngineOptions, maxModelLen: number, clock: Clock, op
   return new SimScheduler(
     {
       blockSize: o.blockSize, numBlocks: o.kvBlocks, maxNumSeqs: o.maxNumSeqs, maxNumBatchedTokens: o.maxNumBatchedTokens,
-      maxWaiting: o.maxWaiting, maxModelLen, cost: o.cost, timeScale: o.timeScale, hashSeed: opts.hashSeed ?? defaultHashSeed(),
+      maxWaiting: o.maxWaiting, maxModelLen, cost: o.cost, timeScale: o.timeScale, hashSeed: opts.hashSeed ?? defaultHashSeed(), policy: o.schedulingPolicy,
     },
     clock,
     opts.onKvEvents,

@@ -26,7 +26,7 @@ export function harness(over: Partial<SchedulerConfig> = {}) {
   const s = new SimScheduler(cfg, clock, (e) => events.push(e));
   const traces = new Map<string, Trace>();
   let next = 1000;
-  const submit = (id: string, prompt: number[], maxTokens: number, opts: { eosAt?: number; stopAt?: number } = {}) => {
+  const submit = (id: string, prompt: number[], maxTokens: number, opts: { eosAt?: number; stopAt?: number; priority?: number } = {}) => {
     const t: Trace = { tokens: [] };
     traces.set(id, t);
     s.submit({
@@ -34,6 +34,7 @@ export function harness(over: Partial<SchedulerConfig> = {}) {
       promptTokens: prompt,
       maxTokens,
       ignoreEos: false,
+      ...(opts.priority !== undefined ? { priority: opts.priority } : {}),
       nextToken: (i) => ({ id: i === opts.eosAt ? 2 : next++, eos: i === opts.eosAt }),
       handlers: {
         onToken: (id, i, at) => {
