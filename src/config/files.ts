@@ -102,6 +102,18 @@ function fileRefs(config: Config, loadsModelPath: LoadsModelPath): FileRef[] {
       },
     });
   });
+  const profile = config.planner.slo?.profile ?? "";
+  if (profile !== "")
+    refs.push({
+      path: "planner.slo.profile",
+      value: profile,
+      check(f) {
+        const k = f.kind(profile);
+        if (k === "missing") return `SLA profile ${profile} does not exist (write one with herd simulate --calibrate FILE --save ${profile})`;
+        if (k === "unreadable") return `SLA profile ${profile} cannot be read (permissions)`;
+        return k === "dir" ? `SLA profile ${profile} is a directory; give the --save file` : null;
+      },
+    });
   return refs;
 }
 

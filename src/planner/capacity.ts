@@ -29,7 +29,7 @@
 // ITL is linear in b (past the weight-read floor), so a batch that varies around b* still averages
 // ITL(b*): the mean ITL meets the target at a mean concurrency of b* (Little: b = λ·OSL·ITL).
 import type { CostParams } from "../engine/sim/cost.ts";
-import { chunkPairs } from "../engine/sim/cost.ts";
+import { DEFAULT_COST, chunkPairs } from "../engine/sim/cost.ts";
 
 /** One engine for the capacity model: its step cost and the scheduler limits that bound a step. */
 export interface EngineFigures {
@@ -64,7 +64,12 @@ export interface DecodeCapacity {
   feasible: boolean;
 }
 
-const finite = (x: number, d = 0) => (Number.isFinite(x) && x > 0 ? x : d);
+/**
+ * The capacity model's engine when nothing better is known (no planner.slo.profile, not a sim
+ * engine): the sim's step cost (Qwen3-8B BF16 on one H100 under vLLM V1, cost.ts), vLLM's default
+ * step budget and sequence limit, the sim's KV cache (24,700 blocks of 16 tokens).
+ */
+export const DEFAULT_FIGURES: EngineFigures = { cost: DEFAULT_COST, maxNumBatchedTokens: 8192, maxNumSeqs: 256, kvTokens: 24_700 * 16 };
 
 /** Mean TTFT of one prompt of `isl` uncached tokens on an idle engine (ms). */
 export function idleTtftMs(f: EngineFigures, isl: number): number {
