@@ -15,12 +15,16 @@
 //     with the mean TTFT at the target for the predicted ISL (capacity.ts).
 //     Decode engines = predicted decode tokens/s ÷ one engine's decode tokens/s at the largest batch
 //     whose ITL meets target ÷ ITL correction at context ISL + OSL/2.
-//     A prefill pool is the first, a decode pool the second, an aggregated pool the tighter (larger).
+//     A prefill pool is the first, a decode pool the second, an aggregated pool the tighter (larger)
+//     of the two — where an aggregated engine's prefill chunks share its steps: a decoding sequence
+//     waits for them, so with a share u of the engine's time on prompts (load ÷ n engines ÷ most
+//     tokens/s) its ITL is the decode step's ÷ (1 − u), and the decode side needs the n that meets
+//     target × (1 − u(n)) (bisection over n; the ITL expectation of the correction reads the same).
 //  4. Held prompt tokens add what clears them within HELD_DRAIN_S; a held request needs one engine.
 // The raw window (no forecast) gives the panic demand decide() reads for a sudden burst.
 // A target no engine count can meet (below a lone prompt's TTFT, or one sequence's step) sizes that
 // phase at INFEASIBLE_UTILIZATION of the saturated throughput, and says so.
-import { decodeCapacity, expectedTtftMs, itlMs, prefillCapacity, type EngineFigures } from "./capacity.ts";
+import { decodeCapacity, expectedTtftMs, itlMs, maxPrefillTokensPerS, prefillCapacity, type EngineFigures } from "./capacity.ts";
 import { HELD_DRAIN_S } from "./demand.ts";
 import { holtForecast, holtUpdate, type Holt } from "./predict.ts";
 import type { PoolSignals, PoolSpec, SloSpec } from "./types.ts";
@@ -89,7 +93,8 @@ export function slaDemand(nowMs: number, pool: PoolSpec, s: PoolSignals, slo: Sl
     }
     if (doesDecode && Number.isFinite(s.itlMsMean) && s.itlMsMean! > 0) {
       const batch = (s.decodeTokensPerS / ready) * (s.itlMsMean! / 1000);
-      expectedItl = itlMs(fig, batch, islNow + oslNow / 2);
+      const u = doesPrefill ? Math.min(0.95, s.uncachedPrefillTokensPerS / ready / maxPrefillTokensPerS(fig, islNow)) : 0;
+      expectedItl = itlMs(fig, batch, islNow + oslNow / 2) / (1 - u);
       mem.itlLog = correctionStep(prev.itlLog, s.itlMsMean!, expectedItl, slo);
     }
   }
@@ -106,9 +111,33 @@ export function slaDemand(nowMs: number, pool: PoolSpec, s: PoolSignals, slo: Sl
   const prefillLoad = (Number.isFinite(rate) ? rate : 0) * isl * cTtft;
   const decodeLoad = (Number.isFinite(rate) ? rate : 0) * osl;
   const prefillEngines = doesPrefill ? prefillLoad / Math.max(1e-9, prefillPerEngine) : 0;
-  const decodeEngines = doesDecode ? decodeLoad / Math.max(1e-9, decodePerEngine) : 0;
+  let decodeEngines = doesDecode ? decodeLoad / Math.max(1e-9, decodePerEngine) : 0;
+  let promptShare = 0;
+  if (doesPrefill && doesDecode && decodeLoad > 0) {
+    const most = maxPrefillTokensPerS(fig, isl);
+    const rawPrefill = prefillLoad / cTtft;
+    const need = (n: number) => {
+      const u = rawPrefill / (n * most);
+      if (u >= 1) return Infinity;
+      const c = decodeCapacity(fig, ctx, itlTarget * (1 - u));
+      return decodeLoad / (c.feasible ? c.tokensPerS : 1e-9);
+    };
+    // Smallest n ≥ the prompt share's own that serves the decode load at the stretched ITL.
+    let lo = Math.max(decodeEngines, rawPrefill / most);
+    let hi = Math.max(1, lo) * 2;
+    while (need(hi) > hi && hi < 1e5) hi *= 2;
+    for (let i = 0; i < 40; i++) {
+      const mid = (lo + hi) / 2;
+      if (need(mid) <= mid) hi = mid;
+      else lo = mid;
+    }
+    decodeEngines = hi;
+    promptShare = rawPrefill / (hi * most);
+  }
   // Panic: this window's load, same capacity (no forecast, no smoothing of the mix).
-  const panicWork = Math.max(doesPrefill ? (s.uncachedPrefillTokensPerS * cTtft) / Math.max(1e-9, prefillPerEngine) : 0, doesDecode ? s.decodeTokensPerS / Math.max(1e-9, decodePerEngine) : 0);
+  // (The aggregated decode side scales with the forecast's ratio: its interference term is not linear.)
+  const decodeNow = decodeLoad > 0 ? decodeEngines * (s.decodeTokensPerS / decodeLoad) : s.decodeTokensPerS / Math.max(1e-9, decodePerEngine);
+  const panicWork = Math.max(doesPrefill ? (s.uncachedPrefillTokensPerS * cTtft) / Math.max(1e-9, prefillPerEngine) : 0, doesDecode ? decodeNow : 0);
 
   // 4. Held requests.
   // (A P/D model's requests are held on its decode pool: their prompts are still prefill work.)
@@ -128,6 +157,7 @@ export function slaDemand(nowMs: number, pool: PoolSpec, s: PoolSignals, slo: Sl
     measured_itl_ms: Number.isFinite(s.itlMsMean) ? r3(s.itlMsMean!) : null, expected_itl_ms: expectedItl === null ? null : r3(expectedItl),
     ...(doesPrefill ? { prefill_tps_per_engine: r3(prefillPerEngine), prefill_engines: r3(prefillEngines), ttft_feasible: p.feasible ? 1 : 0 } : {}),
     ...(doesDecode ? { decode_tps_per_engine: r3(decodePerEngine), decode_batch: d.batch, decode_engines: r3(decodeEngines), itl_feasible: d.feasible ? 1 : 0 } : {}),
+    ...(doesPrefill && doesDecode ? { prompt_share: r3(promptShare) } : {}),
     held_engines: r3(held),
   };
   const parts: string[] = [`predicted ${fmt(rate)} req/s in ${slo.horizonMs / 1000}s (now ${fmt(rateNow)}), ISL ${fmt(isl)}, OSL ${fmt(osl)}`];
@@ -141,6 +171,7 @@ export function slaDemand(nowMs: number, pool: PoolSpec, s: PoolSignals, slo: Sl
     parts.push(
       `decode ${fmt(decodeLoad)} tok/s ÷ ${fmt(decodePerEngine)} tok/s per engine at ITL ${slo.itlMs} ms ÷ correction ${cItl.toFixed(2)} = ${fmt(itlTarget)} ms, context ${fmt(ctx)}` +
         (d.feasible ? ` (batch ${d.batch})` : ` (target below one sequence's step: sized at ${INFEASIBLE_UTILIZATION} of the KV-bound batch)`) +
+        (promptShare > 0 ? `, prompts take ${(promptShare * 100).toFixed(0)}% of each engine's time (ITL ÷ ${(1 - promptShare).toFixed(2)})` : "") +
         ` = ${decodeEngines.toFixed(2)} engines`,
     );
   if (held > 0 || s.heldRequests > 0) parts.push(`held ${s.heldRequests} requests, ${fmt(s.heldTokens)} prompt tokens = ${held.toFixed(2)} engines`);
