@@ -51,16 +51,11 @@ export function checkPlanner(config: Config, add: Add): void {
   if (p.slo) checkSlo(config, add);
 }
 
-/** planner.slo: the targets need pools to size, and a real engine needs its own step cost. */
+/** planner.slo: the targets need pools to size (a kind without its own step cost: src/engine/check.ts). */
 function checkSlo(config: Config, add: Add): void {
   const p = config.planner;
   const slo = p.slo!;
   if (p.pools.length === 0) add("warning", "planner.slo", "SLA mode has no pools to size (planner.pools is empty)");
-  if (slo.profile === "") {
-    const guessed = p.pools.map((x) => config.engines[x.engine]).filter((e) => e !== undefined && e.kind !== "sim");
-    if (guessed.length > 0)
-      add("warning", "planner.slo.profile", `engines of kind ${[...new Set(guessed.map((e) => e!.kind))].join(", ")} would be sized from the built-in step cost (Qwen3-8B BF16 on one H100); fit theirs with \`herd bench --json\` + \`herd simulate --calibrate FILE --save PROFILE\` and name PROFILE here`);
-  }
   // The ITL floor of the step cost is the engine's; an ITL target at or below it is no SLO to size for.
   if (slo.itl_ms <= 2) add("warning", "planner.slo.itl_ms", `${slo.itl_ms} ms is below any engine's decode step: SLA mode will size decode pools at saturation`);
   if (slo.ttft_ms < slo.itl_ms) add("warning", "planner.slo.ttft_ms", `below itl_ms (${slo.itl_ms}): the first token cannot come sooner than a decode step`);

@@ -8,7 +8,7 @@ import { readFileSync } from "node:fs";
 import { parseFloor } from "../config/planner-checks.ts";
 import type { Config, EngineConfig } from "../config/types.ts";
 import type { CostParams } from "../engine/sim/cost.ts";
-import { parseSimArgs } from "../engine/sim/options.ts";
+import { driverFor } from "../engine/drivers/registry.ts";
 import { DEFAULT_FIGURES, type EngineFigures } from "./capacity.ts";
 import type { PlannerConfig, PoolSpec, SloSpec } from "./types.ts";
 
@@ -56,17 +56,10 @@ export function loadProfile(file: string): Partial<CostParams> {
 /** The capacity model's engine for one engines[] entry (see the header). */
 export function engineFigures(entry: EngineConfig, profile: Partial<CostParams> | null): EngineFigures {
   let f: EngineFigures = DEFAULT_FIGURES;
-  if (entry.kind === "sim") {
-    try {
-      const o = parseSimArgs(entry.args);
-      if (o) {
-        const scale = o.timeScale > 0 ? o.timeScale : 1;
-        const cost = Object.fromEntries(COST_KEYS.map((k) => [k, o.cost[k] / scale])) as unknown as CostParams;
-        f = { cost, maxNumBatchedTokens: o.maxNumBatchedTokens, maxNumSeqs: o.maxNumSeqs, kvTokens: o.kvBlocks * o.blockSize };
-      }
-    } catch {
-      // Bad sim flags fail the engine's own start, loudly; the planner keeps the built-in figures.
-    }
+  try {
+    f = driverFor(entry.kind).stepCostOfArgs?.(entry.args) ?? DEFAULT_FIGURES;
+  } catch {
+    // Bad engine flags fail the engine's own start, loudly; the planner keeps the built-in figures.
   }
   return profile ? { ...f, cost: { ...f.cost, ...profile } } : f;
 }

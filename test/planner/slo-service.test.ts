@@ -53,7 +53,7 @@ describe("SLA mode scales a P/D pair", () => {
     expect(s[P]!.desired).toBeGreaterThanOrEqual(4);
     expect(s[P]!.desired).toBeLessThanOrEqual(6);
     expect(s[D]!.desired).toBe(1);
-    expect(ready(P)).toBe(s[P]!.desired);
+    expect(ready(P)).toBe(s[P]!.desired!);
     expect(ready(D)).toBe(1);
     expect(s[P]!.explain).toMatch(/predicted (9\.9\d|10\.0\d?) req\/s .*ISL 8000.*per engine at TTFT 500 ms.* = [\d.]+ engines; prefill → [\d.]+ engines/);
     const prefillPeak = s[P]!.desired!;
@@ -70,7 +70,7 @@ describe("SLA mode scales a P/D pair", () => {
     s = status();
     expect(s[P]!.desired).toBe(1);
     expect(s[D]!.desired).toBeGreaterThanOrEqual(5);
-    expect(ready(D)).toBe(s[D]!.desired);
+    expect(ready(D)).toBe(s[D]!.desired!);
     expect(s[D]!.explain).toMatch(/decode 16\.0k tok\/s ÷ [\d.]+ tok\/s per engine at ITL 25 ms .*context 4500 \(batch \d+\) = [\d.]+ engines; decode → [\d.]+ engines/);
     await planner.stop();
   });

@@ -3,6 +3,7 @@
 import { describe, expect, test } from "bun:test";
 import { parseConfigText } from "../../src/config/index.ts";
 import { checkConfigFiles } from "../../src/config/files.ts";
+import { checkEngines } from "../../src/engine/check.ts";
 import { DEFAULT_FIGURES, decodeCapacity, expectedTtftMs, prefillCapacity } from "../../src/planner/capacity.ts";
 import { decide, initialMemory } from "../../src/planner/decide.ts";
 import { engineFigures } from "../../src/planner/from-config.ts";
@@ -159,7 +160,10 @@ describe("planner.slo config", () => {
 
   test("findings name the key path and its line", () => {
     const vllm = parseConfigText(yaml(...head("vllm"), "    ttft_ms: 400"), "herd.yaml", env);
-    const w = vllm.findings.find((f) => f.path === "planner.slo.profile");
+    // A kind without its own step cost (the driver's capability, src/engine/check.ts) needs a profile.
+    const w = checkEngines(vllm.config!, { ids: [], source: "given" }, vllm.lineOf).find((f) => f.path === "planner.slo.profile");
+    const sim = parseConfigText(yaml(...head("sim"), "    ttft_ms: 400"), "herd.yaml", env);
+    expect(checkEngines(sim.config!, { ids: [], source: "given" }, sim.lineOf).filter((f) => f.path.startsWith("planner.slo"))).toEqual([]);
     expect(w).toMatchObject({ severity: "warning", line: 9 });
     expect(w!.message).toMatch(/built-in step cost.*herd simulate --calibrate/);
     const zero = parseConfigText(yaml(...head("sim"), "    itl_ms: 0"), "herd.yaml", env);
