@@ -172,7 +172,7 @@ export class ClusterPlanning implements ClusterScope {
       engines.push(...r.s.engines.map((e) => ({ ...e, host: r.s.node })));
       hosts.push({ name: r.s.node, ...r.s.host, pools: r.s.templates });
     }
-    for (const [pool, l] of lat) Object.assign(signals.get(pool)!, { ttftMsMean: latencyMean(l.ts, l.tc), itlMsMean: latencyMean(l.is, l.ic) });
+    for (const [pool, l] of lat) Object.assign(signals.get(pool)!, { ttftMsMean: latencyMean(l.ts, l.tc), itlMsMean: latencyMean(l.is, l.ic), latencySamples: Math.max(l.tc, l.ic) });
     const fleet = this.actuator(this.leaderTerm ?? 0).withLaunched({ engines, hosts }, nowMs);
     this.observed = fleet;
     return { signals, fleet };

@@ -230,7 +230,7 @@ export class PlannerService implements Service {
       const held = this.hold.summary(pool.id);
       signals.set(pool.id, {
         arrivalsPerS: c.arrivals / dtS, uncachedPrefillTokensPerS: c.promptTokens / dtS, decodeTokensPerS: c.decodeTokens / dtS,
-        heldRequests: held.requests, heldTokens: held.promptTokens, ttftMsMean: latencyMean(c.ttftMsSum, c.ttftCount), itlMsMean: latencyMean(c.itlMsSum, c.itlCount),
+        heldRequests: held.requests, heldTokens: held.promptTokens, ttftMsMean: latencyMean(c.ttftMsSum, c.ttftCount), itlMsMean: latencyMean(c.itlMsSum, c.itlCount), latencySamples: Math.max(c.ttftCount, c.itlCount),
         ...this.o.extraSignals?.(pool.id, dtS),
       });
     }

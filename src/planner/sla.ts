@@ -9,7 +9,7 @@
 //  2. Correct (bounded, smoothed): measured mean TTFT / the model's expected TTFT at the load each
 //     ready engine carried in the window, and the same for ITL (its concurrency by Little's law,
 //     rate × OSL × ITL); each an EWMA of the log ratio, clamped to [1/max, max] (a ratio of 2 and
-//     of ½ weigh alike). Dynamo recomputes the ratio each interval and applies min(1, ·) to the
+//     of ½ weigh alike), a window weighing by its count of finished requests. Dynamo recomputes the ratio each interval and applies min(1, ·) to the
 //     prefill load; herd smooths it and applies it both ways, bounded.
 //  3. Prefill engines = predicted prompt tokens/s × TTFT correction ÷ one engine's prompt tokens/s
 //     with the mean TTFT at the target for the predicted ISL (capacity.ts).
@@ -40,6 +40,9 @@ export interface SlaMemory {
 
 export const EMPTY_SLA: SlaMemory = { rate: null, isl: null, osl: null, ttftLog: 0, itlLog: 0 };
 
+/** Finished requests in a window that weigh as one full EWMA step of the correction. */
+export const CORRECTION_SAMPLES = 100;
+
 /** Share of a phase's saturated throughput planned for when its target is out of reach. */
 export const INFEASIBLE_UTILIZATION = 0.8;
 
@@ -57,11 +60,14 @@ const r3 = (x: number) => Math.round(x * 1000) / 1000;
 const fmt = (x: number) => (!Number.isFinite(x) ? String(x) : Math.abs(x) >= 10_000 ? `${(x / 1000).toFixed(1)}k` : Math.abs(x) >= 100 ? x.toFixed(0) : Math.abs(x) >= 10 ? x.toFixed(1) : x.toFixed(2));
 
 /** One correction step: the new ln factor from ln(measured / expected), bounded and smoothed. */
-export function correctionStep(prevLog: number, measuredMs: number, expectedMs: number, slo: Pick<SloSpec, "correctionEwma" | "correctionMax">): number {
-  if (!(slo.correctionEwma > 0) || !(measuredMs > 0) || !(expectedMs > 0) || !Number.isFinite(measuredMs) || !Number.isFinite(expectedMs)) return prevLog;
+export function correctionStep(prevLog: number, measuredMs: number, expectedMs: number, slo: Pick<SloSpec, "correctionEwma" | "correctionMax">, samples = CORRECTION_SAMPLES): number {
+  if (!(slo.correctionEwma > 0) || !(measuredMs > 0) || !(expectedMs > 0) || !Number.isFinite(measuredMs) || !Number.isFinite(expectedMs) || !(samples > 0)) return prevLog;
   const bound = Math.log(Math.max(1, slo.correctionMax));
   const x = Math.max(-bound, Math.min(bound, Math.log(measuredMs / expectedMs)));
-  const next = (1 - slo.correctionEwma) * prevLog + slo.correctionEwma * x;
+  // A window of n requests weighs as n / CORRECTION_SAMPLES windows of the EWMA's weight (a quiet
+  // window's mean is noise; a busy one's is not yet the whole truth).
+  const w = 1 - Math.pow(1 - Math.min(1, slo.correctionEwma), Math.min(samples, 10 * CORRECTION_SAMPLES) / CORRECTION_SAMPLES);
+  const next = (1 - w) * prevLog + w * x;
   return Math.max(-bound, Math.min(bound, next));
 }
 
@@ -88,14 +94,14 @@ export function slaDemand(nowMs: number, pool: PoolSpec, s: PoolSignals, slo: Sl
       const e = expectedTtftMs(fig, islNow, s.uncachedPrefillTokensPerS / ready);
       if (Number.isFinite(e)) {
         expectedTtft = e;
-        mem.ttftLog = correctionStep(prev.ttftLog, s.ttftMsMean!, e, slo);
+        mem.ttftLog = correctionStep(prev.ttftLog, s.ttftMsMean!, e, slo, s.latencySamples ?? CORRECTION_SAMPLES);
       }
     }
     if (doesDecode && Number.isFinite(s.itlMsMean) && s.itlMsMean! > 0) {
       const batch = (s.decodeTokensPerS / ready) * (s.itlMsMean! / 1000);
       const u = doesPrefill ? Math.min(0.95, s.uncachedPrefillTokensPerS / ready / maxPrefillTokensPerS(fig, islNow)) : 0;
       expectedItl = itlMs(fig, batch, islNow + oslNow / 2) / (1 - u);
-      mem.itlLog = correctionStep(prev.itlLog, s.itlMsMean!, expectedItl, slo);
+      mem.itlLog = correctionStep(prev.itlLog, s.itlMsMean!, expectedItl, slo, s.latencySamples ?? CORRECTION_SAMPLES);
     }
   }
   const cTtft = Math.exp(mem.ttftLog);

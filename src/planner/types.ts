@@ -114,6 +114,8 @@ export interface PoolSignals {
   /** Mean TTFT and ITL (ms) of the pool's requests finished in the window (SLA mode's correction); NaN or absent = none. */
   ttftMsMean?: number;
   itlMsMean?: number;
+  /** How many finished requests those means are over (a window of few weighs less in the correction). */
+  latencySamples?: number;
 }
 
 export type Reason =
