@@ -11,6 +11,8 @@ import { TREND_SHARE_MAX, holtForecast, holtUpdate, type Holt } from "../../src/
 import { correctionStep, slaDemand, EMPTY_SLA, type SlaMemory } from "../../src/planner/sla.ts";
 import type { Fleet, PlannerConfig, PoolSignals, PoolSpec, SloSpec } from "../../src/planner/types.ts";
 import { renderPlanner } from "../../src/ops/planner.ts";
+import { VirtualClock } from "../../src/core/clock.ts";
+import { ClusterPlanning, type NodeSummary } from "../../src/planner/cluster-plan.ts";
 
 const SLO: SloSpec = { ttftMs: 500, itlMs: 25, horizonMs: 60_000, correctionEwma: 0.2, correctionMax: 3 };
 const pool = (role: PoolSpec["role"], over: Partial<PoolSpec> = {}): PoolSpec => ({
@@ -83,6 +85,39 @@ describe("online correction", () => {
     const last = slaDemand(610_000, p, { ...load, ttftMsMean: NaN }, SLO, 4, DEFAULT_FIGURES, mem);
     expect(last.terms.ttft_correction).toBeCloseTo(1.6, 2);
     expect(last.demand).toBeCloseTo(first.demand * 1.6, 1);
+  });
+});
+
+describe("measured latency across the cluster", () => {
+  test("the leader takes the window's TTFT and ITL means from every node's latency sums", () => {
+    const clock = new VirtualClock(0);
+    const cp = new ClusterPlanning({ self: "n1", clock, pools: ["m/aggregated"], leading: () => 1, leader: () => "n1", live: () => ["n1", "n2"], send: async () => ({ ok: false, refused: "no_lease", term: 0 }), staleMs: 30_000, gpusOf: () => 1 });
+    const summary = (node: string, n: number, ttftSum: number, itlSum: number): NodeSummary => ({
+      node, epoch: `${node}@0`, totals: { "m/aggregated": { arrivals: n, promptTokens: n * 100, decodeTokens: n * 10, ttftCount: n, ttftMsSum: ttftSum, itlCount: n, itlMsSum: itlSum } }, held: {}, engines: [], load: {},
+      host: { gpusTotal: 4, gpusFree: 4, backoffUntilMs: 0 }, templates: ["m/aggregated"], latency: null,
+    });
+    cp.leading();
+    cp.ingest(summary("n1", 0, 0, 0));
+    cp.ingest(summary("n2", 0, 0, 0));
+    clock.advance(10_000);
+    // n1: 10 requests at 100 ms TTFT, 20 ms ITL; n2: 30 at 300 ms, 40 ms → means 250 ms and 35 ms.
+    cp.ingest(summary("n1", 10, 1_000, 200));
+    cp.ingest(summary("n2", 30, 9_000, 1_200));
+    const seen = cp.observe(clock.now(), 1);
+    if (typeof seen === "string") throw new Error(seen);
+    const s = seen.signals.get("m/aggregated")!;
+    expect(s.ttftMsMean).toBeCloseTo(250, 9);
+    expect(s.itlMsMean).toBeCloseTo(35, 9);
+    expect(s.latencySamples).toBe(40);
+  });
+
+  test("a window of few finished requests moves the correction less", () => {
+    const full = Math.exp(correctionStep(0, 200, 100, SLO, 100));
+    const few = Math.exp(correctionStep(0, 200, 100, SLO, 10));
+    expect(full).toBeCloseTo(Math.exp(0.2 * Math.log(2)), 9);
+    expect(few).toBeGreaterThan(1);
+    expect(few - 1).toBeLessThan((full - 1) / 5);
+    expect(correctionStep(0.1, 200, 100, SLO, 0)).toBe(0.1);
   });
 });
 
