@@ -7,7 +7,7 @@
 // path (absolute, ./ or ../; otherwise it is a Hugging Face repo id the engine downloads) and an
 // engine of the model reads it (the driver's `loadsModelPath`, which the caller passes: config sits
 // below src/engine), engines[].command[0] (the `command` key, which only kind `command` may set:
-// an executable, by path or on $PATH). Keys added later that name files (token files, password files) get an entry in fileRefs().
+// an executable, by path or on $PATH), planner.slo.profile (a file: the SLA mode's step cost). Keys added later that name files (token files, password files) get an entry in fileRefs().
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { LineCounter, isNode, parseDocument } from "yaml";
