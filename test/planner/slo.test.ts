@@ -6,7 +6,10 @@ import { checkConfigFiles } from "../../src/config/files.ts";
 import { checkEngines } from "../../src/engine/check.ts";
 import { DEFAULT_FIGURES, decodeCapacity, expectedTtftMs, prefillCapacity } from "../../src/planner/capacity.ts";
 import { decide, initialMemory } from "../../src/planner/decide.ts";
-import { engineFigures } from "../../src/planner/from-config.ts";
+import { engineFigures, plannerConfigFrom } from "../../src/planner/from-config.ts";
+import { mkdtempSync, writeFileSync } from "node:fs";
+import { tmpdir } from "node:os";
+import { join } from "node:path";
 import { TREND_SHARE_MAX, holtForecast, holtUpdate, type Holt } from "../../src/planner/predict.ts";
 import { correctionStep, slaDemand, EMPTY_SLA, type SlaMemory } from "../../src/planner/sla.ts";
 import type { Fleet, PlannerConfig, PoolSignals, PoolSpec, SloSpec } from "../../src/planner/types.ts";
@@ -219,5 +222,21 @@ describe("planner.slo config", () => {
     expect(e.cost.linearMsPerToken).toBeCloseTo(0.025, 9);
     expect(e.maxNumBatchedTokens).toBe(4096);
     expect(engineFigures({ ...c.engines[0]!, kind: "vllm" }, { pairMs: 2e-6 }).cost).toEqual({ ...DEFAULT_FIGURES.cost, pairMs: 2e-6 });
+  });
+
+  test("a --calibrate --save profile sets the pools' step cost; one without figures is refused by name", () => {
+    const dir = mkdtempSync(join(tmpdir(), "herd-slo-"));
+    const file = join(dir, "profile.json");
+    writeFileSync(file, JSON.stringify({ herd_simulate_calibration: 1, source: "bench.json", cost: { ...DEFAULT_FIGURES.cost, linearMsPerToken: 0.04, weightsMs: 9 } }));
+    const c = parseConfigText(yaml(...head("vllm"), `    profile: ${file}`), "herd.yaml", env).config!;
+    const pc = plannerConfigFrom(c, () => 1);
+    expect(pc.slo).toEqual({ ttftMs: 1000, itlMs: 50, horizonMs: 60_000, correctionEwma: 0.2, correctionMax: 3 });
+    expect(pc.pools[0]!.engine!.cost).toEqual({ ...DEFAULT_FIGURES.cost, linearMsPerToken: 0.04, weightsMs: 9 });
+    writeFileSync(file, JSON.stringify({ cost: {} }));
+    expect(() => plannerConfigFrom(c, () => 1)).toThrow(/planner\.slo\.profile: .* has no "cost" figures/);
+    // Without planner.slo the pools carry no engine figures (the capacity figures apply).
+    const off = plannerConfigFrom(parseConfigText(yaml(...head("sim").slice(0, -1)), "herd.yaml", env).config!, () => 1);
+    expect(off.slo).toBeNull();
+    expect(off.pools[0]!.engine).toBeUndefined();
   });
 });
