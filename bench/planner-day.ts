@@ -1,5 +1,5 @@
 // Planner simulation speed and the day's table: `comparePlanners` (src/planner/sim/compare.ts) on
-// the default diurnal day for herd and static peak provisioning, as `herd simulate --planner
+// the default diurnal day for herd, herd in SLA mode (herd-sla) and static peak provisioning, as `herd simulate --planner
 // herd,static` runs it. Prints the table, then wall seconds per simulated day for each planner and
 // herd's as a ratio against the static run measured in the same process (the baseline: same trace,
 // same engine model, a planner that never acts), plus the calibration and peak search that come
@@ -23,7 +23,7 @@ const flag = (name: string, def: string) => {
 };
 const duration = flag("duration", "");
 const o: CompareOptions = {
-  planners: ["static", "herd"],
+  planners: ["static", "herd", "herd-sla"],
   // The default day of `herd simulate --planner` (src/simulate/planner-cli.ts DEFAULT_SHAPE).
   shape: flag("workload", "diurnal:peak=20,trough=1,isl=8000,osl=256"),
   durationS: duration === "" ? null : Number(duration),
@@ -61,6 +61,9 @@ const stat = r.planners.static!;
 console.log(
   `herd vs static: GPU-seconds ${((1 - herd.gpu_seconds / stat.gpu_seconds) * 100).toFixed(1)}% fewer, SLO attainment ${((herd.slo_attainment - stat.slo_attainment) * 100).toFixed(2)} points`,
 );
+// SLA mode (planner.slo, src/planner/sla.ts): the same decide() sized from the capacity model at mean targets.
+const sla = r.planners["herd-sla"];
+if (sla) console.log(`herd-sla vs herd: GPU-seconds ${((1 - sla.gpu_seconds / herd.gpu_seconds) * 100).toFixed(1)}% fewer, SLO attainment ${((sla.slo_attainment - herd.slo_attainment) * 100).toFixed(2)} points, scale events ${sla.scale_events} vs ${herd.scale_events}`);
 }
 
 async function fleetDay(): Promise<void> {

@@ -7,7 +7,7 @@
 // path (absolute, ./ or ../; otherwise it is a Hugging Face repo id the engine downloads) and an
 // engine of the model reads it (the driver's `loadsModelPath`, which the caller passes: config sits
 // below src/engine), engines[].command[0] (the `command` key, which only kind `command` may set:
-// an executable, by path or on $PATH). Keys added later that name files (token files, password files) get an entry in fileRefs().
+// an executable, by path or on $PATH), planner.slo.profile (a file: the SLA mode's step cost). Keys added later that name files (token files, password files) get an entry in fileRefs().
 import { accessSync, constants, readFileSync, statSync } from "node:fs";
 import { delimiter, isAbsolute, join } from "node:path";
 import { LineCounter, isNode, parseDocument } from "yaml";
@@ -102,6 +102,18 @@ function fileRefs(config: Config, loadsModelPath: LoadsModelPath): FileRef[] {
       },
     });
   });
+  const profile = config.planner.slo?.profile ?? "";
+  if (profile !== "")
+    refs.push({
+      path: "planner.slo.profile",
+      value: profile,
+      check(f) {
+        const k = f.kind(profile);
+        if (k === "missing") return `SLA profile ${profile} does not exist (write one with herd simulate --calibrate FILE --save ${profile})`;
+        if (k === "unreadable") return `SLA profile ${profile} cannot be read (permissions)`;
+        return k === "dir" ? `SLA profile ${profile} is a directory; give the --save file` : null;
+      },
+    });
   return refs;
 }
 

@@ -150,6 +150,7 @@ export function binaryAt(bytes: Uint8Array): string | null {
 function resolvePaths(config: Config, baseDir: string): void {
   config.node.data_dir = resolve(baseDir, config.node.data_dir);
   for (const m of config.models) if (m.tokenizer !== "") m.tokenizer = resolve(baseDir, m.tokenizer);
+  if (config.planner.slo && config.planner.slo.profile !== "") config.planner.slo.profile = resolve(baseDir, config.planner.slo.profile);
   for (const k of config.frontend.api_keys) if (typeof k !== "string" && k.key_file !== "") k.key_file = resolve(baseDir, k.key_file);
 }
 

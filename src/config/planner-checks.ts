@@ -48,4 +48,15 @@ export function checkPlanner(config: Config, add: Add): void {
   if (sleeper >= 0 && p.down_window_ms < p.idle_to_sleep_ms)
     add("warning", "planner.down_window_ms", `shorter than idle_to_sleep_ms (${p.idle_to_sleep_ms}): planner.pools[${sleeper}] (can_sleep, min 0) would be drained and stopped before it sleeps`);
   if (p.enabled && p.pools.length === 0) add("warning", "planner.pools", "the planner is enabled but has no pools: it scales nothing");
+  if (p.slo) checkSlo(config, add);
+}
+
+/** planner.slo: the targets need pools to size (a kind without its own step cost: src/engine/check.ts). */
+function checkSlo(config: Config, add: Add): void {
+  const p = config.planner;
+  const slo = p.slo!;
+  if (p.pools.length === 0) add("warning", "planner.slo", "SLA mode has no pools to size (planner.pools is empty)");
+  // The ITL floor of the step cost is the engine's; an ITL target at or below it is no SLO to size for.
+  if (slo.itl_ms <= 2) add("warning", "planner.slo.itl_ms", `${slo.itl_ms} ms is below any engine's decode step: SLA mode will size decode pools at saturation`);
+  if (slo.ttft_ms < slo.itl_ms) add("warning", "planner.slo.ttft_ms", `below itl_ms (${slo.itl_ms}): the first token cannot come sooner than a decode step`);
 }

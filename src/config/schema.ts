@@ -381,6 +381,18 @@ const planner = obj("Scale engines from herd's own signals, down to zero at nigh
   hold_max_bytes: int("Body bytes of held requests; beyond it 503 with Retry-After.", 64 * 1024 * 1024, { min: 0, max: 1024 ** 4 }),
   hold_timeout_ms: ms("A request held longer gets 503 with Retry-After.", 120_000),
   pools: list(plannerPool, "Pools the planner scales; engines[] entries not listed keep their count.", [], 1000),
+  // SLA mode (src/planner/sla.ts): Dynamo's throughput-based SLA planner on herd's signals.
+  slo: nullable(
+    obj("SLA mode: size each pool (prefill, decode, aggregated) for mean TTFT and ITL targets from the capacity model (the engines' step cost) and the predicted load, refined online from the measured TTFT/ITL.", {
+      ttft_ms: int("Mean time to first token to plan for, ms.", 1000, { min: 1, max: 3_600_000 }),
+      itl_ms: int("Mean inter-token latency to plan for, ms.", 50, { min: 1, max: 60_000 }),
+      profile: str("A `herd simulate --calibrate … --save` file: the engines' step cost; \"\" = a sim entry's own flags, else the built-in figures (Qwen3-8B BF16 on one H100 under vLLM).", ""),
+      horizon_ms: ms("Plan for the load predicted this far ahead (a cold start and a tick).", 60_000, 3_600_000),
+      correction_ewma: num("Weight of a new measured/expected sample in the TTFT and ITL correction factors; 0 = no online refinement.", 0.2, { min: 0, max: 1 }),
+      correction_max: num("The correction factors stay within [1/max, max].", 3, { min: 1, max: 100 }),
+    }),
+    "SLA mode; null = size from the pools' capacity figures × utilization_target.",
+  ),
 });
 
 /** The embedded demo: used when a config sets neither `models` nor `engines` (see resolve.ts). */

@@ -491,4 +491,17 @@ export interface PlannerSectionConfig {
   /** A held request gets 503 with Retry-After after this. */
   hold_timeout_ms: number;
   pools: PlannerPoolConfig[];
+  /** SLA mode (src/planner/sla.ts); null = size from the pools' capacity figures. */
+  slo: PlannerSloConfig | null;
+}
+
+/** planner.slo: latency targets the pools are sized for, from the capacity model and the predicted load. */
+export interface PlannerSloConfig {
+  ttft_ms: number;
+  itl_ms: number;
+  /** A `herd simulate --calibrate --save` file (its `cost`); "" = a sim entry's own flags, else the built-in figures. */
+  profile: string;
+  horizon_ms: number;
+  correction_ewma: number;
+  correction_max: number;
 }

@@ -61,7 +61,7 @@ import { explainPd, pdPlanBuilder, type PdPlanDeps } from "../pd/plan.ts";
 import { PdMetrics } from "../pd/metrics.ts";
 import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
-import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
+import { RecentRequests, recentRequestsRoute, type DecisionRecord } from "../request/record.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -348,7 +348,8 @@ export class HerdNode {
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
       adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
-      records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
+      // The planner's SLA mode reads each finished request's measured TTFT and ITL.
+      records: fanOut(this.recent.sink, ...(this.decisionLog ? [this.decisionLog.write] : []), ...(planner ? [(r: DecisionRecord) => r.model !== null && planner.recordLatency(r.model, r.ttft_ms, r.itl_ms)] : [])),
       sharedBudgets: cluster.quota.leases,
       enginePriority: (id) => this.enginePriority(id),
     });

@@ -54,6 +54,13 @@ function checkCapabilities(config: Config, add: Add): void {
     if (!d.managed) add("error", `planner.pools[${i}].engine`, `engines[${pool.engine}] is ${entry.kind}: herd does not start it, so the planner cannot scale it`);
     if (pool.can_sleep && d.sleep === undefined) add("error", `planner.pools[${i}].can_sleep`, `${entry.kind} engines have no sleep mode herd can drive (only ${sleepers.join(", ")})`);
   });
+  // SLA mode sizes pools from the engines' step cost: a kind that does not carry its own needs a profile.
+  const slo = config.planner.slo;
+  if (slo && slo.profile === "") {
+    const guessed = [...new Set(config.planner.pools.map((p) => config.engines[p.engine]).filter((e) => e !== undefined && driverFor(e.kind).managed && !driverFor(e.kind).stepCostOfArgs).map((e) => e!.kind))];
+    if (guessed.length > 0)
+      add("warning", "planner.slo.profile", `engines of kind ${guessed.join(", ")} would be sized from the built-in step cost (Qwen3-8B BF16 on one H100); fit theirs with \`herd bench --json\` + \`herd simulate --calibrate FILE --save PROFILE\` and name PROFILE here`);
+  }
   // Prefix-aware routing hashes the tokens the engine will see. The built-in tokenizer only matches
   // kinds that tokenize with it (the simulated engine), so another kind's model without a tokenizer
   // dir would never show overlap.

@@ -2,6 +2,7 @@
 // nomad's task driver (hashicorp/nomad plugins/drivers/driver.go: StartTask, RecoverTask,
 // Capabilities), cut down to what herd needs: drivers are pure (no I/O, no clock); the supervisor,
 // the metrics scraper and `config check` call them.
+import type { CostParams } from "./sim/cost.ts";
 import type { Config, EngineConfig, EngineKind, ModelConfig } from "../config/types.ts";
 import type { DriverInput, LaunchSpec } from "./types.ts";
 
@@ -103,6 +104,12 @@ export interface EngineDriver {
   loadsModelPath: boolean;
   /** Whether the engine tokenizes with herd's built-in tokenizer (so no tokenizer dir is needed for prefix routing). */
   builtinTokenizer: boolean;
+  /**
+   * The engine's step cost and scheduler limits from its own flags (the simulated engine's timing
+   * figures, divided by its time scale), for the planner's SLA mode; absent = only a calibrated
+   * profile (`planner.slo.profile`) knows them. Throws on flags the engine itself would refuse.
+   */
+  stepCostOfArgs?: (args: readonly string[]) => { cost: CostParams; maxNumBatchedTokens: number; maxNumSeqs: number; kvTokens: number } | null;
   /** engines[] keys only this kind may set (e.g. `url` for external); set on another kind: an error. */
   ownKeys: readonly ("url" | "command")[];
   /** Command line and environment; null for unmanaged kinds. KV-event config is part of it. */

@@ -18,6 +18,8 @@ export interface PlannerView {
     actual: Record<string, number>;
     reason: string | null;
     terms: Record<string, number | null>;
+    /** SLA mode's sizing, term by term (planner.slo). */
+    explain?: string;
     held: { requests: number; oldest_wait_ms: number | null };
     predicted_ready_ms: number | null;
   }[];
@@ -27,7 +29,7 @@ export interface PlannerView {
   term?: number;
   waiting_for?: string | null;
   leader_unreachable?: boolean;
-  cluster_pools?: { pool: string; desired: number | null; actual: number; reason: string | null; hosts: Record<string, string[]> }[];
+  cluster_pools?: { pool: string; desired: number | null; actual: number; reason: string | null; explain?: string; hosts: Record<string, string[]> }[];
   assignments?: { refused: Record<string, number>; duplicates: number };
 }
 
@@ -61,6 +63,12 @@ export function renderPlanner(v: PlannerView, recent = 10): string {
     ]),
   ];
   const lines = [head, ...cluster, renderTable(rows)];
+  // SLA mode: why each pool has the size it has, term by term (the leader's, else this node's).
+  const explained = [...(v.cluster_pools ?? []), ...v.pools].filter((p, i, all) => p.explain && all.findIndex((q) => q.pool === p.pool && q.explain) === i);
+  if (explained.length) {
+    lines.push("", "SLA sizing:");
+    for (const p of explained) lines.push(`  ${p.pool}: ${p.explain!.split("; ").join("\n    ")}`);
+  }
   const last = v.recent_actions.slice(-recent);
   if (last.length) {
     lines.push("", "recent actions (newest last):");

@@ -11,6 +11,7 @@ import type { Clock } from "../core/clock.ts";
 import type { ActuationResult, Actuator } from "./actuator.ts";
 import type { Assignment, AssignmentReply } from "./assign.ts";
 import type { ClusterScope, PoolTotals } from "./service.ts";
+import { latencyMean } from "./signals.ts";
 import type { Action, Fleet, FleetEngine, FleetHost, PoolSignals } from "./types.ts";
 
 /** What one node tells the leader each tick (GET /cluster/v1/planner/summary). */
@@ -145,6 +146,8 @@ export class ClusterPlanning implements ClusterScope {
     for (const pool of this.o.pools) signals.set(pool, { arrivalsPerS: 0, uncachedPrefillTokensPerS: 0, decodeTokensPerS: 0, heldRequests: 0, heldTokens: 0, ...this.o.extraSignals?.(pool) });
     const engines: FleetEngine[] = [];
     const hosts: FleetHost[] = [];
+    // Finished requests' latency in the window, summed over the nodes (SLA mode's measured TTFT/ITL).
+    const lat = new Map(this.o.pools.map((p) => [p, { tc: 0, ts: 0, ic: 0, is: 0 }]));
     for (const r of this.fresh(nowMs)) {
       const n = this.nodes.get(r.s.node)!;
       const dtS = n.prev ? Math.max(1, r.atMs - n.prev.atMs) / 1000 : 0;
@@ -156,6 +159,12 @@ export class ClusterPlanning implements ClusterScope {
           x.arrivalsPerS += Math.max(0, a.arrivals - (b?.arrivals ?? 0)) / dtS;
           x.uncachedPrefillTokensPerS += Math.max(0, a.promptTokens - (b?.promptTokens ?? 0)) / dtS;
           x.decodeTokensPerS += Math.max(0, a.decodeTokens - (b?.decodeTokens ?? 0)) / dtS;
+          const l = lat.get(pool)!;
+          const diff = (k: "ttftCount" | "ttftMsSum" | "itlCount" | "itlMsSum") => Math.max(0, (a[k] ?? 0) - (b?.[k] ?? 0));
+          l.tc += diff("ttftCount");
+          l.ts += diff("ttftMsSum");
+          l.ic += diff("itlCount");
+          l.is += diff("itlMsSum");
         }
         x.heldRequests += r.s.held[pool]?.requests ?? 0;
         x.heldTokens += r.s.held[pool]?.promptTokens ?? 0;
@@ -163,6 +172,7 @@ export class ClusterPlanning implements ClusterScope {
       engines.push(...r.s.engines.map((e) => ({ ...e, host: r.s.node })));
       hosts.push({ name: r.s.node, ...r.s.host, pools: r.s.templates });
     }
+    for (const [pool, l] of lat) Object.assign(signals.get(pool)!, { ttftMsMean: latencyMean(l.ts, l.tc), itlMsMean: latencyMean(l.is, l.ic), latencySamples: Math.max(l.tc, l.ic) });
     const fleet = this.actuator(this.leaderTerm ?? 0).withLaunched({ engines, hosts }, nowMs);
     this.observed = fleet;
     return { signals, fleet };

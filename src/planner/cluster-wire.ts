@@ -38,7 +38,7 @@ export interface ClusterPlannerStatus extends PlannerStatus {
   waiting_for: string | null;
   /** Answered by this node itself because the leader could not be asked. */
   leader_unreachable?: boolean;
-  cluster_pools: { pool: string; desired: number | null; actual: number; reason: string | null; hosts: Record<string, string[]> }[];
+  cluster_pools: { pool: string; desired: number | null; actual: number; reason: string | null; explain?: string; hosts: Record<string, string[]> }[];
   assignments: { refused: Record<string, number>; duplicates: number };
 }
 
@@ -144,7 +144,7 @@ export class ClusterPlannerWiring {
             if (e.state === "ready" || e.state === "starting" || e.state === "waking") actual++;
           }
       const d = l.self ? last?.pools.find((p) => p.pool === pool) : undefined;
-      return { pool, desired: d?.desired ?? null, actual, reason: d?.reason ?? (l.self ? null : "follower: the leader decides"), hosts };
+      return { pool, desired: d?.desired ?? null, actual, reason: d?.reason ?? (l.self ? null : "follower: the leader decides"), ...(d?.explain !== undefined ? { explain: d.explain } : {}), hosts };
     });
     return {
       ...base, planner_node: l.leader, term: l.term, waiting_for: l.self ? planner.waitingFor : null, cluster_pools,

@@ -4,7 +4,9 @@
 //
 // Per pool, in a fixed order (pools sorted by id, so a shared GPU budget is spent the same way):
 //  1. Missing or NaN signals → hold (`no_signal`); zero traffic is a real zero, not a missing one.
-//  2. Need = ceil(max(stable-window mean, panic-window mean)) of the fractional demand (demand.ts),
+//  2. Need = ceil(max(stable-window mean, panic-window mean)) of the fractional demand (demand.ts;
+//     in SLA mode, planner.slo, sla.ts: the stable figure is the demand of the predicted load at
+//     the latency targets, the panic window's samples the demand of each window's own load),
 //     at least 1 while requests are held; clamped to [floor, max] (floor = min or the time-of-day
 //     floor); a pin overrides it. Idle (nothing arriving, held or in flight) for idleToSleepMs → the
 //     floor.
@@ -15,7 +17,9 @@
 //     not within upHoldMs of an addition, not within downStepMs of the last removal, and not before
 //     a new leader has watched one down window. A removed engine is drained first; it is stopped
 //     only once nothing is in flight on it and it owes no KV transfer.
+import { DEFAULT_FIGURES } from "./capacity.ts";
 import { engineDemand, floorAt, missingSignal, windowMax, windowMean } from "./demand.ts";
+import { slaDemand } from "./sla.ts";
 import { pickHost, pickVictim } from "./placement.ts";
 import type { Action, Decision, Fleet, FleetEngine, PlannerConfig, PlannerMemory, PoolDecision, PoolMemory, PoolSignals, PoolSpec, Reason } from "./types.ts";
 
@@ -78,6 +82,8 @@ interface PoolTick {
   floor: number;
   actions: Action[];
   terms: Record<string, number | null>;
+  /** SLA mode: the sizing term by term. */
+  explain?: string;
 }
 
 /** What the signals say the pool needs, and the next memory's samples. */
@@ -126,7 +132,8 @@ function decidePool(
 }
 
 function done(t: PoolTick, desired: number, reason: Reason, memory: PoolMemory): PoolResult {
-  return { actions: t.actions, decision: { pool: t.pool.id, desired, current: t.current, reason, terms: t.terms }, memory };
+  const decision: PoolDecision = { pool: t.pool.id, desired, current: t.current, reason, terms: t.terms, ...(t.explain !== undefined ? { explain: t.explain } : {}) };
+  return { actions: t.actions, decision, memory };
 }
 
 /** Demand → engines: stable and panic windows, held requests, floor, pin, idle. */
@@ -135,11 +142,17 @@ function measureNeed(t: PoolTick, sig: PoolSignals, engines: readonly FleetEngin
   const busy = engines.some((e) => e.inFlight > 0 || e.pendingTransfers > 0);
   const idle = sig.arrivalsPerS === 0 && sig.heldRequests === 0 && !busy;
   const idleSinceMs = idle ? (mem.idleSinceMs ?? nowMs) : null;
-  const demand = engineDemand(pool, sig, cfg.utilizationTarget);
+  const sla = cfg.slo ? slaDemand(nowMs, pool, sig, cfg.slo, t.ready.length, pool.engine ?? DEFAULT_FIGURES, mem.sla) : null;
+  const demand = sla ? sla.demand : engineDemand(pool, sig, cfg.utilizationTarget);
   const keepMs = Math.max(cfg.stableWindowMs, cfg.downWindowMs, cfg.panicWindowMs);
-  const samples = [...mem.samples.filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: demand }];
-  const stable = windowMean(samples, nowMs, cfg.stableWindowMs);
+  const samples = [...mem.samples.filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: sla ? sla.panic : demand }];
+  // SLA mode: the predictor already smooths (and leads); the panic window still catches a burst.
+  const stable = sla ? sla.demand : windowMean(samples, nowMs, cfg.stableWindowMs);
   const panic = windowMean(samples, nowMs, cfg.panicWindowMs);
+  if (sla) {
+    Object.assign(t.terms, sla.terms);
+    t.explain = sla.explain;
+  }
   // Knative's panic mode: the short window only counts when it shows twice the capacity there is.
   const panicking = panic >= 2 * Math.max(1, t.current);
   let need = Math.ceil((panicking ? Math.max(stable, panic) : stable) - 1e-9);
@@ -153,7 +166,7 @@ function measureNeed(t: PoolTick, sig: PoolSignals, engines: readonly FleetEngin
     reason = "pinned";
   } else if (idleLong) desired = t.floor;
   const stableSamples = [...(mem.stableSamples ?? []).filter((x) => x.atMs > nowMs - keepMs), { atMs: nowMs, need: stable }];
-  const next: PoolMemory = { ...mem, samples, stableSamples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs };
+  const next: PoolMemory = { ...mem, samples, stableSamples, idleSinceMs, samplingSinceMs: mem.samplingSinceMs ?? nowMs, ...(sla ? { sla: sla.memory } : {}) };
   return { need, desired, reason, panicking, idleLong, stableSamples, next };
 }
 

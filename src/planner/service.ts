@@ -14,7 +14,7 @@ import { describeAction, type Actuator } from "./actuator.ts";
 import { decide, initialMemory } from "./decide.ts";
 import { plannerConfigFrom } from "./from-config.ts";
 import { HoldQueue } from "./hold.ts";
-import { holdPoolOf, poolsOfModel } from "./signals.ts";
+import { holdPoolOf, latencyMean, poolsOfModel } from "./signals.ts";
 import type { PlannerMetrics } from "./metrics.ts";
 import type { Action, Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "./types.ts";
 import { plannerStatus, type PlannerStatus, type RecentAction } from "./status.ts";
@@ -72,13 +72,17 @@ export interface PoolTotals {
   arrivals: number;
   promptTokens: number;
   decodeTokens: number;
+  /** Finished requests' TTFT and ITL (ms), summed, and how many (SLA mode's measured latency; absent from an older herd). */
+  ttftCount?: number;
+  ttftMsSum?: number;
+  itlCount?: number;
+  itlMsSum?: number;
 }
 
-interface Counts {
-  arrivals: number;
-  promptTokens: number;
-  decodeTokens: number;
-}
+type Counts = Required<PoolTotals>;
+
+const zeroCounts = (): Counts => ({ arrivals: 0, promptTokens: 0, decodeTokens: 0, ttftCount: 0, ttftMsSum: 0, itlCount: 0, itlMsSum: 0 });
+
 
 export class PlannerService implements Service {
   readonly name = "planner";
@@ -86,7 +90,7 @@ export class PlannerService implements Service {
   readonly plannerConfig: PlannerConfig;
   private memory: PlannerMemory;
   private counts = new Map<string, Counts>();
-  private readonly totals = new Map<string, PoolTotals>();
+  private readonly totals = new Map<string, Counts>();
   /** The term this planner last decided in (cluster): a new term starts a new memory. */
   private leaderTerm: number | null = null;
   private waitingWhy: string | null = null;
@@ -164,17 +168,41 @@ export class PlannerService implements Service {
   /** The frontend's hook, once per admitted request, before any queue: what the pool is asked to do. */
   recordArrival(pool: string, promptTokens: number, maxTokens: number | null): void {
     if (!this.plannerConfig.pools.some((p) => p.id === pool)) return;
-    const c = this.counts.get(pool) ?? { arrivals: 0, promptTokens: 0, decodeTokens: 0 };
-    c.arrivals++;
-    c.promptTokens += Math.max(0, promptTokens);
     const decode = maxTokens !== null && maxTokens > 0 ? maxTokens : DEFAULT_DECODE_TOKENS;
-    c.decodeTokens += decode;
+    for (const c of this.countsOf(pool)) {
+      c.arrivals++;
+      c.promptTokens += Math.max(0, promptTokens);
+      c.decodeTokens += decode;
+    }
+  }
+
+  /**
+   * A finished request of `model`: its TTFT and mean ITL (ms; null = not measured), for SLA mode's
+   * correction. A P/D request's TTFT is its prefill pool's doing, its ITL its decode pool's; an
+   * aggregated pool gets both.
+   */
+  recordLatency(model: string, ttftMs: number | null, itlMs: number | null): void {
+    for (const { pool, role } of poolsOfModel(this.poolIds, model)) {
+      for (const c of this.countsOf(pool)) {
+        if (role !== "decode" && ttftMs !== null && Number.isFinite(ttftMs) && ttftMs >= 0) {
+          c.ttftCount++;
+          c.ttftMsSum += ttftMs;
+        }
+        if (role !== "prefill" && itlMs !== null && Number.isFinite(itlMs) && itlMs > 0) {
+          c.itlCount++;
+          c.itlMsSum += itlMs;
+        }
+      }
+    }
+  }
+
+  /** The window's counts and the totals of `pool` (created on first use). */
+  private countsOf(pool: string): [Counts, Counts] {
+    const c = this.counts.get(pool) ?? zeroCounts();
     this.counts.set(pool, c);
-    const t = this.totals.get(pool) ?? { arrivals: 0, promptTokens: 0, decodeTokens: 0 };
-    t.arrivals++;
-    t.promptTokens += Math.max(0, promptTokens);
-    t.decodeTokens += decode;
+    const t = this.totals.get(pool) ?? zeroCounts();
     this.totals.set(pool, t);
+    return [c, t];
   }
 
   /** Arrivals and tokens per pool since this planner started (monotonic; the node summary's counts). */
@@ -198,11 +226,12 @@ export class PlannerService implements Service {
     const dtS = Math.max(now - this.lastTickMs, this.o.config.planner.tick_ms, 1) / 1000;
     let signals = new Map<string, PoolSignals>();
     for (const pool of this.plannerConfig.pools) {
-      const c = this.counts.get(pool.id) ?? { arrivals: 0, promptTokens: 0, decodeTokens: 0 };
+      const c = this.counts.get(pool.id) ?? zeroCounts();
       const held = this.hold.summary(pool.id);
       signals.set(pool.id, {
         arrivalsPerS: c.arrivals / dtS, uncachedPrefillTokensPerS: c.promptTokens / dtS, decodeTokensPerS: c.decodeTokens / dtS,
-        heldRequests: held.requests, heldTokens: held.promptTokens, ...this.o.extraSignals?.(pool.id, dtS),
+        heldRequests: held.requests, heldTokens: held.promptTokens, ttftMsMean: latencyMean(c.ttftMsSum, c.ttftCount), itlMsMean: latencyMean(c.itlMsSum, c.itlCount), latencySamples: Math.max(c.ttftCount, c.itlCount),
+        ...this.o.extraSignals?.(pool.id, dtS),
       });
     }
     if (now - this.lastTickMs >= this.o.config.planner.tick_ms || trigger === "timer") {

@@ -24,6 +24,9 @@ export function holdPoolOf(poolIds: readonly string[], model: string): string | 
   return poolsOfModel(poolIds, model)[0]?.pool ?? null;
 }
 
+/** Mean of a summed latency (NaN without samples: SLA mode's correction then holds). */
+export const latencyMean = (sum: number, count: number): number => (count > 0 ? sum / count : NaN);
+
 /** Bound on the engines tracked (a leak of ids, e.g. engines that left, cannot grow it without end). */
 const MAX_ENGINES = 4096;
 

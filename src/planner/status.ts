@@ -24,6 +24,8 @@ export interface PlannerPoolStatus {
   actual: Record<EngineState, number>;
   reason: string | null;
   terms: Record<string, number | null>;
+  /** SLA mode: the sizing term by term (planner.slo); absent otherwise. */
+  explain?: string;
   held: { requests: number; prompt_tokens: number; bytes: number; oldest_wait_ms: number | null };
   predicted_ready_ms: number | null;
   engines: { id: string; state: EngineState; in_flight: number; for_ms: number }[];
@@ -60,7 +62,7 @@ export function plannerStatus(s: {
     for (const x of engines) actual[x.state]++;
     const h = s.hold.summary(id);
     return {
-      pool: id, entry: p.engine, desired: d?.desired ?? null, actual, reason: d?.reason ?? null, terms: d?.terms ?? {},
+      pool: id, entry: p.engine, desired: d?.desired ?? null, actual, reason: d?.reason ?? null, terms: d?.terms ?? {}, ...(d?.explain !== undefined ? { explain: d.explain } : {}),
       held: { requests: h.requests, prompt_tokens: h.promptTokens, bytes: h.bytes, oldest_wait_ms: h.oldestWaitMs },
       predicted_ready_ms: s.predictReadyMs(id),
       engines: engines.map((x) => ({ id: x.id, state: x.state, in_flight: x.inFlight, for_ms: Math.round(s.now - x.sinceMs) })),

@@ -2,6 +2,8 @@
 // what it returns (actions with a reason per pool). Everything is plain data so `decide()` stays
 // pure and a seeded simulation can replay a day of decisions exactly.
 import type { Role } from "../config/types.ts";
+import type { EngineFigures } from "./capacity.ts";
+import type { SlaMemory } from "./sla.ts";
 
 /** A pool: engines of one model and role (and engine config) that scale together. */
 export interface PoolSpec {
@@ -26,6 +28,22 @@ export interface PoolSpec {
   floors: readonly { fromS: number; toS: number; min: number }[];
   /** An operator's pin: exactly this many engines (an input, never fought). */
   pinned: number | null;
+  /** SLA mode: one engine's step cost and limits for the capacity model (capacity.ts); absent = the sim engine's defaults. */
+  engine?: EngineFigures;
+}
+
+/** SLA mode (planner.slo): pools sized from the capacity model at these targets and the predicted load (sla.ts). */
+export interface SloSpec {
+  /** Mean time to first token to plan for (ms). */
+  ttftMs: number;
+  /** Mean inter-token latency to plan for (ms). */
+  itlMs: number;
+  /** Forecast the load this far ahead: what a new engine will serve once it is up (ms). */
+  horizonMs: number;
+  /** Weight of a new measured/expected sample in a correction factor; 0 = no online refinement. */
+  correctionEwma: number;
+  /** A correction factor stays within [1/max, max]. */
+  correctionMax: number;
 }
 
 export interface PlannerConfig {
@@ -48,6 +66,8 @@ export interface PlannerConfig {
   /** GPUs the planner may use across the cluster (null = every host's GPUs). */
   gpuBudget: number | null;
   pools: readonly PoolSpec[];
+  /** SLA mode: size pools for these latency targets (sla.ts) instead of the capacity figures × utilisation. */
+  slo?: SloSpec | null;
 }
 
 export type EngineState = "starting" | "ready" | "draining" | "sleeping" | "waking" | "stopped";
@@ -91,6 +111,11 @@ export interface PoolSignals {
   /** Requests herd holds for this pool (waiting for an engine) and their prompt tokens. */
   heldRequests: number;
   heldTokens: number;
+  /** Mean TTFT and ITL (ms) of the pool's requests finished in the window (SLA mode's correction); NaN or absent = none. */
+  ttftMsMean?: number;
+  itlMsMean?: number;
+  /** How many finished requests those means are over (a window of few weighs less in the correction). */
+  latencySamples?: number;
 }
 
 export type Reason =
@@ -126,6 +151,8 @@ export interface PoolDecision {
   reason: Reason;
   /** The figures the decision read, for `herd planner status` and explain. */
   terms: Record<string, number | null>;
+  /** SLA mode: the sizing term by term (predicted load, one engine's capacity at the target, correction, result). */
+  explain?: string;
 }
 
 /** What decide() remembers between ticks (returned anew; never mutated in place). */
@@ -140,6 +167,8 @@ export interface PoolMemory {
   lastDownMs: number | null;
   /** Since when the pool has been idle (null = not idle). */
   idleSinceMs: number | null;
+  /** SLA mode: the load predictors and correction factors. */
+  sla?: SlaMemory;
 }
 
 export interface PlannerMemory {

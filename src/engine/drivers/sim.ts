@@ -21,6 +21,14 @@ export const sim: EngineDriver = {
   requestPriority: (args) => lastFlag(args, "--scheduling-policy") === "priority",
   loadsModelPath: false,
   builtinTokenizer: true,
+  stepCostOfArgs(args) {
+    const o = parseSimArgs(args);
+    if (!o) return null;
+    const scale = o.timeScale > 0 ? o.timeScale : 1;
+    const c = o.cost;
+    const cost = { stepMs: c.stepMs / scale, weightsMs: c.weightsMs / scale, linearMsPerToken: c.linearMsPerToken / scale, pairMs: c.pairMs / scale, kvReadMsPerToken: c.kvReadMsPerToken / scale, requestMs: c.requestMs / scale };
+    return { cost, maxNumBatchedTokens: o.maxNumBatchedTokens, maxNumSeqs: o.maxNumSeqs, kvTokens: o.kvBlocks * o.blockSize };
+  },
   ownKeys: [],
   launch(input) {
     const { model, entry } = input;

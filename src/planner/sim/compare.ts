@@ -4,10 +4,17 @@
 import { parseRateShape, type RateShape } from "../../workload/rate-shapes.ts";
 import type { PlannerConfig, PoolSpec } from "../types.ts";
 import { DEFAULT_ENGINE, runFleetSim, type FleetSimSpec, type PlannerLaw } from "./fleet-sim.ts";
-import { EMULATED_LAWS, HERD, emulatedLaw, staticLaw } from "./laws.ts";
+import { EMULATED_LAWS, HERD, HERD_SLA, emulatedLaw, staticLaw } from "./laws.ts";
 import type { SimScore } from "./score.ts";
 
-export const PLANNER_NAMES = ["herd", "static", ...EMULATED_LAWS];
+export const PLANNER_NAMES = ["herd", "herd-sla", "static", ...EMULATED_LAWS];
+
+/**
+ * herd-sla's mean targets as a share of the per-request SLO the day is scored on: SLA mode plans
+ * for mean TTFT and ITL (as Dynamo's SLA planner), and a mean at the SLO would leave half the
+ * requests past it.
+ */
+export const SLA_TARGET_SHARE = 0.5;
 
 export interface CompareOptions {
   planners: string[];
@@ -24,6 +31,17 @@ export interface CompareOptions {
   hostGpus?: number;
   /** Faults during the compared runs (not the calibration): a host dying, a leader failover. */
   faults?: FleetSimSpec["faults"];
+  /** herd-sla's mean targets (ms); default SLA_TARGET_SHARE × the SLO. */
+  slaTtftMs?: number;
+  slaItlMs?: number;
+}
+
+/** The spec with SLA mode on: planner.slo at the targets, the capacity model on the day's engine model. */
+export function withSla(spec: FleetSimSpec, o: CompareOptions): FleetSimSpec {
+  const slo = { ttftMs: o.slaTtftMs ?? o.sloTtftS * 1000 * SLA_TARGET_SHARE, itlMs: o.slaItlMs ?? o.sloItlS * 1000 * SLA_TARGET_SHARE, horizonMs: 60_000, correctionEwma: 0.2, correctionMax: 3 };
+  const e = spec.engine;
+  const engine = { cost: e.cost, maxNumBatchedTokens: e.maxBatchedTokens, maxNumSeqs: e.maxNumSeqs, kvTokens: e.kvTokens };
+  return { ...spec, planner: { ...spec.planner, slo, pools: spec.planner.pools.map((p) => ({ ...p, engine })) } };
 }
 
 /** One planner's row: the score, the fence's refusals and double starts across faults, wall time. */
@@ -107,7 +125,7 @@ export async function comparePlanners(o: CompareOptions): Promise<{ shape: strin
   for (const name of o.planners) {
     const t0 = performance.now();
     // The concurrency rules get the requests one engine holds at its SLO capacity as their target.
-    let law: PlannerLaw | null = name === "herd" ? HERD : emulatedLaw(name, cal.concurrency);
+    let law: PlannerLaw | null = name === "herd" ? HERD : name === "herd-sla" ? HERD_SLA : emulatedLaw(name, cal.concurrency);
     // Every planner starts the trace with one engine up; static with its peak count.
     let initial = 1;
     if (name === "static") {
@@ -116,7 +134,8 @@ export async function comparePlanners(o: CompareOptions): Promise<{ shape: strin
       initial = staticN;
     }
     if (!law) throw new Error(`unknown planner ${JSON.stringify(name)} (one of ${PLANNER_NAMES.join(", ")})`);
-    const r = await runFleetSim({ ...specFor(shape, law, o, durationS, initial, capacity, gain), ...(o.faults ? { faults: o.faults } : {}) });
+    const spec = specFor(shape, law, o, durationS, initial, capacity, gain);
+    const r = await runFleetSim({ ...(name === "herd-sla" ? withSla(spec, o) : spec), ...(o.faults ? { faults: o.faults } : {}) });
     const { actions: _log, ...score } = r;
     out[name] = { ...score, wall_s: Math.round((performance.now() - t0) / 10) / 100 };
   }

@@ -370,14 +370,14 @@ class FleetSim {
     node.gate.pass(this.pool.model, { bytes: isl * 4, promptTokens: isl, signal: NEVER }).then(
       () => {
         if (arrivedMs !== this.clock.now()) this.score.heldWait((this.clock.now() - arrivedMs) / 1000);
-        if (!this.dispatch(isl, osl, arrivedMs)) this.score.drop();
+        if (!this.dispatch(isl, osl, arrivedMs, node)) this.score.drop();
       },
       () => this.score.drop(),
     );
   }
 
   /** Route and submit one request; false when no engine can take it. */
-  private dispatch(isl: number, osl: number, arrivedMs: number): boolean {
+  private dispatch(isl: number, osl: number, arrivedMs: number, front?: SimNode): boolean {
     const { clock } = this;
     let routed;
     try {
@@ -409,6 +409,9 @@ class FleetSim {
         this.accrue();
         e.inFlight--;
         this.score.finish(rec, t, osl);
+        // The entry node measures it, as a live frontend does (SLA mode's correction reads it).
+        const first = rec.firstTokenMs ?? t;
+        if (front?.up) front.planner.recordLatency(this.pool.model, first - arrivedMs, osl > 1 ? (t - first) / (osl - 1) : null);
       },
     });
     this.pump(e);

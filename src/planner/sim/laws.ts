@@ -23,6 +23,8 @@ type Signals = ReadonlyMap<string, PoolSignals & LawExtras>;
 type Law = (nowMs: number, s: PoolSignals & LawExtras, current: number, ready: number, cfg: PlannerConfig, past: readonly { atMs: number; need: number }[], target: number) => number;
 
 export const HERD: PlannerLaw = { name: "herd", decide };
+/** herd in SLA mode: the same decide(), its planner config carrying planner.slo (compare.ts sets it). */
+export const HERD_SLA: PlannerLaw = { name: "herd-sla", decide };
 
 export function staticLaw(n: number): PlannerLaw {
   return { name: "static", decide: (now, _tod, _s, fleet, cfg, mem) => toward(n, now, fleet, cfg, mem, []) };
