@@ -22,12 +22,12 @@ import type { RequestGate } from "../../request/gate.ts";
 import { Router } from "../../router/index.ts";
 import { WorkerRegistry } from "../../workers/registry.ts";
 import { lognormal, shapedArrivals, type RateShape } from "../../workload/rate-shapes.ts";
-import { LocalActuator } from "../actuator-local.ts";
-import { AssignmentApplier, type Assignment, type AssignmentReply } from "../assign.ts";
-import { ClusterPlanning, nodeSummary } from "../cluster-plan.ts";
-import { plannerGate } from "../gate.ts";
-import { PlannerService, type DecideFn } from "../service.ts";
-import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../types.ts";
+import { LocalActuator } from "../../planner/actuator-local.ts";
+import { AssignmentApplier, type Assignment, type AssignmentReply } from "../../planner/assign.ts";
+import { ClusterPlanning, nodeSummary } from "../../planner/cluster-plan.ts";
+import { plannerGate } from "../../planner/gate.ts";
+import { PlannerService, type DecideFn } from "../../planner/service.ts";
+import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../../planner/types.ts";
 import { Scorecard, type SimScore } from "./score.ts";
 import { VirtualSupervisor } from "./virtual-supervisor.ts";
 

@@ -9,7 +9,7 @@ import type { EngineStatus, SleepState } from "../../engine/supervisor.ts";
 import type { Phase } from "../../engine/machine.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { emptyLoad } from "../../workers/worker.ts";
-import type { ScalableSupervisor } from "../actuator-local.ts";
+import type { ScalableSupervisor } from "../../planner/actuator-local.ts";
 import { type SchedulerConfig, SimScheduler } from "../../engine/sim/scheduler.ts";
 
 export interface VirtualEngine {

@@ -3,9 +3,9 @@
 // zero traffic reaches zero. The engines are the sim engine's SimScheduler (fast-forwarded; its
 // exactness is test/engine/sim/fast-forward.test.ts).
 import { describe, expect, test } from "bun:test";
-import { runFleetSim } from "../../src/planner/sim/fleet-sim.ts";
-import { HERD, emulatedLaw, staticLaw } from "../../src/planner/sim/laws.ts";
-import { specFor, type CompareOptions } from "../../src/planner/sim/compare.ts";
+import { runFleetSim } from "../../src/simulate/planner-day/fleet-sim.ts";
+import { HERD, emulatedLaw, staticLaw } from "../../src/simulate/planner-day/laws.ts";
+import { specFor, type CompareOptions } from "../../src/simulate/planner-day/compare.ts";
 import { parseRateShape } from "../../src/workload/rate-shapes.ts";
 
 const o: CompareOptions = { planners: [], shape: "", durationS: null, seed: 3, gpus: 8, sloTtftS: 1, sloItlS: 0.05, staticTarget: 0.99, tickS: 10 };

@@ -2,7 +2,7 @@
 // `static` is peak provisioning: the smallest fixed engine count that meets the SLO target at the
 // trace's peak rate (held constant for `probeS`), found by a linear search over counts, running all day.
 import { parseRateShape, type RateShape } from "../../workload/rate-shapes.ts";
-import type { PlannerConfig, PoolSpec } from "../types.ts";
+import type { PlannerConfig, PoolSpec } from "../../planner/types.ts";
 import { DEFAULT_ENGINE, runFleetSim, type FleetSimSpec, type PlannerLaw } from "./fleet-sim.ts";
 import { EMULATED_LAWS, HERD, emulatedLaw, staticLaw } from "./laws.ts";
 import type { SimScore } from "./score.ts";
