@@ -49,11 +49,12 @@ interface ExactClock extends Clock {
   setTimerAt(atMs: number, fn: () => void): TimerHandle;
 }
 
-/** A fast-forward window in progress: `cur` is the step in flight (its batch `inFlight`), null when all ended. */
+/** A fast-forward window in progress: step `cur` is in flight (started, not ended); `cur === plan.steps` when all ended. */
 interface Window {
   plan: WindowPlan;
   cur: number;
-  inFlight: Req[] | null;
+  /** The batch (the running requests when the window began, in order). */
+  reqs: Req[];
   timer: TimerHandle;
 }
 
@@ -407,31 +408,72 @@ export class SimScheduler {
     if (plan === null) return false;
     this.counters.steps++;
     this.stepping = true;
-    const inFlight = this.schedule();
-    this.window = { plan, cur: 0, inFlight, timer: clock.setTimerAt(plan.ends[plan.steps - 1]!, () => this.endWindow()) };
+    const reqs = this.schedule();
+    this.window = { plan, cur: 0, reqs, timer: clock.setTimerAt(plan.ends[plan.steps - 1]!, () => this.endWindow()) };
     return true;
   }
 
-  /** Run the window's steps that have ended by `now` (schedule and endStep, as the timers would); the next one starts. */
+  /** Run the window's steps that have ended by `now`; the next one starts (its blocks are taken). */
   private catchUp(now: number): void {
     const w = this.window;
     if (w === null || this.folding) return;
+    let c = w.cur;
+    while (c < w.plan.steps && w.plan.ends[c]! <= now) c++;
+    if (c === w.cur) return;
     this.folding = true;
     try {
-      while (w.inFlight !== null && w.plan.ends[w.cur]! <= now) {
-        const n = this.running.length;
-        this.endStep(w.inFlight, w.plan.ends[w.cur]!);
-        if (this.running.length !== n) throw new Error("SimScheduler fast-forward: a request ended inside a quiet step (an onToken stopped or aborted it)");
-        w.cur++;
-        w.inFlight = null;
-        if (w.cur < w.plan.steps) {
-          this.counters.steps++;
-          w.inFlight = this.schedule();
-        }
-      }
+      this.runQuiet(w, c);
     } finally {
       this.folding = false;
     }
+  }
+
+  /**
+   * End quiet steps w.cur … c−1 (and start the ones after them) in one pass, with what
+   * schedule()/endStep() would do step by step: the same blocks in the same order, the same hashes,
+   * KV event batches and counters. A request computes position p of its sequence in a step; it
+   * stores a full block at that step's end and takes a new block at the next step's start exactly
+   * when p + 1 is a multiple of the block size, so each step touches only the requests in that
+   * phase (O(steps + blocks), not O(steps × batch)). Tokens go out per request, each with its own
+   * step's time (their order across requests is the only difference from stepping).
+   */
+  private runQuiet(w: Window, c: number): void {
+    const bs = this.cfg.blockSize;
+    const from = w.cur;
+    const k = c - from;
+    const reqs = w.reqs.filter((r) => r.state === "running"); // aborted meanwhile: skipped, as endStep does
+    const base = reqs.map((r) => r.numComputed);
+    for (const r of reqs) {
+      for (let j = from; j < c; j++) {
+        const t = r.sub.nextToken(r.outputs);
+        r.out.push(t.id);
+        r.outputs++;
+        if (r.sub.handlers.onToken(t.id, r.outputs - 1, w.plan.ends[j]!) === true) throw new Error("SimScheduler fast-forward: an onToken stopped its request inside a quiet step");
+      }
+    }
+    if (this.running.length !== reqs.length) throw new Error("SimScheduler fast-forward: the batch changed inside a quiet step");
+    const byPhase: number[][] = Array.from({ length: bs }, () => []);
+    for (let i = 0; i < reqs.length; i++) byPhase[base[i]! % bs]!.push(i);
+    const events = this.cfg.kvEvents !== false;
+    let dirty = true; // the step in flight took its blocks before this pass: its batch is flushed at its end
+    for (let d = 1; d <= k; d++) {
+      const bucket = byPhase[(bs - (d % bs)) % bs]!;
+      for (const i of bucket) {
+        const r = reqs[i]!;
+        r.numComputed = base[i]! + d;
+        this.storeFullBlocks(r);
+      }
+      if (events && (dirty || bucket.length > 0)) this.flushEvents();
+      dirty = false;
+      if (from + d < w.plan.steps) {
+        this.counters.steps++;
+        for (const i of bucket) reqs[i]!.blocks.push(...this.pool.allocate(1)!);
+        dirty = bucket.length > 0;
+      }
+    }
+    for (let i = 0; i < reqs.length; i++) reqs[i]!.numComputed = base[i]! + k;
+    this.counters.generationTokens += reqs.length * k;
+    w.cur = c;
   }
 
   /**
@@ -443,7 +485,7 @@ export class SimScheduler {
     if (w === null) return;
     if (this.folding) throw new Error("SimScheduler fast-forward: a callback of a quiet step changed the scheduler");
     this.catchUp(this.clock.now());
-    if (w.inFlight === null || w.plan.steps === w.cur + 1) return;
+    if (w.cur >= w.plan.steps - 1) return;
     w.plan.steps = w.cur + 1;
     w.timer.cancel();
     w.timer = this.exact!.setTimerAt(w.plan.ends[w.cur]!, () => this.endWindow());

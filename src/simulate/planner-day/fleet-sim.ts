@@ -86,12 +86,15 @@ export interface FleetSimResult extends SimScore {
 
 /**
  * The day's engine: the sim engine's scheduler with its H100 figures (src/engine/sim/README.md:
- * 395k tokens of KV, 8192 batched tokens, Qwen3-8B's 40,960 context) and max_num_seqs 256. No one
- * reads its KV events (the router here is least-loaded), so none are built; quiet steps are
+ * 395k tokens of KV, 8192 batched tokens, Qwen3-8B's 40,960 context) and max_num_seqs 256, in
+ * 128-token blocks (vLLM's largest CUDA block size; 3,087 × 128 = 395,136 tokens): a rate-shape
+ * trace shares no prefix, so the block size only sets the cost of the prefix cache's bookkeeping
+ * (an 8k prompt is 63 blocks, not 500; same GPU-s and SLO on a peak-rate probe with 16).
+ * No one reads its KV events (the router here is least-loaded), so none are built; quiet steps are
  * fast-forwarded (same results, test/engine/sim/fast-forward.test.ts).
  */
 export const DEFAULT_ENGINE: SchedulerConfig = {
-  blockSize: 16, numBlocks: 24_700, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 65_536, maxModelLen: 40_960,
+  blockSize: 128, numBlocks: 3_087, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 65_536, maxModelLen: 40_960,
   cost: DEFAULT_COST, timeScale: 1, hashSeed: 0n, kvEvents: false, fastForward: true,
 };
 
