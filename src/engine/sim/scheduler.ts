@@ -38,8 +38,9 @@ export interface SchedulerConfig {
    * Run quiet steps without a timer each (fast-forward.ts); needs a clock with `setTimerAt` (the
    * VirtualClock). Same results, with two costs the caller accepts: the tokens and KV events of a
    * quiet step reach their callbacks when the window is caught up (each token with its own step's
-   * time, the clock reading later), and an `onToken` must not stop or abort its request (it throws).
-   * Requests without `ignoreEos` end windows. Default false.
+   * time, the clock reading later, each request's tokens together: `nextToken` must depend on its
+   * index only), and an `onToken` must not stop or abort its request (it throws). Requests without
+   * `ignoreEos` end windows. Default false.
    */
   fastForward?: boolean;
 }
