@@ -1,4 +1,4 @@
-// Planner simulation speed and the day's table: `comparePlanners` (src/planner/sim/compare.ts) on
+// Planner simulation speed and the day's table: `comparePlanners` (src/simulate/planner-day/compare.ts) on
 // the default diurnal day for herd, herd in SLA mode (herd-sla) and static peak provisioning, as `herd simulate --planner
 // herd,static` runs it. Prints the table, then wall seconds per simulated day for each planner and
 // herd's as a ratio against the static run measured in the same process (the baseline: same trace,
@@ -12,9 +12,9 @@
 // fence at work) and the double starts (a start decided without seeing an engine another term
 // started that was still coming).
 // Usage: bun bench/planner-day.ts [--duration S] [--seed K] [--gpus N] [--tick-s S] [--workload SHAPE] [--fleet-only] [--no-fleet]
-import { comparePlanners, type CompareOptions } from "../src/planner/sim/compare.ts";
+import { comparePlanners, type CompareOptions } from "../src/simulate/planner-day/compare.ts";
 import { renderPlannerTable } from "../src/simulate/planner-cli.ts";
-import { EMULATED_LAWS } from "../src/planner/sim/laws.ts";
+import { EMULATED_LAWS } from "../src/simulate/planner-day/laws.ts";
 
 const argv = process.argv.slice(2);
 const flag = (name: string, def: string) => {

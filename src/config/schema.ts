@@ -346,7 +346,7 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
   ),
 });
 
-// Defaults are the simulation's (src/planner/sim/compare.ts DEFAULT_PLANNER, DEFAULT_POOL), where the
+// Defaults are the simulation's (src/simulate/planner-day/compare.ts DEFAULT_PLANNER, DEFAULT_POOL), where the
 // day-long comparison against static provisioning measured them.
 const FLOOR_PATTERN = "^([01][0-9]|2[0-3]):[0-5][0-9]-([01][0-9]|2[0-4]):[0-5][0-9]=[0-9]{1,4}$";
 const plannerPool = obj("A pool: the engines of one engines[] entry, scaled together between min and max.", {

@@ -65,7 +65,19 @@ export class VirtualClock implements Clock {
   }
 
   setTimer(ms: number, fn: () => void): TimerHandle {
-    const p: Pending = { at: this.t + Math.max(0, ms), seq: this.seq++, fn, cancelled: false };
+    return this.schedule(this.t + Math.max(0, ms), fn);
+  }
+
+  /**
+   * Run fn at exactly `atMs` (now if that has passed). The sim scheduler's fast-forward sets a
+   * window's end with it: `now + (at - now)` need not equal `at` in floating point.
+   */
+  setTimerAt(atMs: number, fn: () => void): TimerHandle {
+    return this.schedule(Math.max(this.t, atMs), fn);
+  }
+
+  private schedule(at: number, fn: () => void): TimerHandle {
+    const p: Pending = { at, seq: this.seq++, fn, cancelled: false };
     this.push(p);
     // A cancelled timer stays in the heap until its time comes; dropping its function there frees
     // whatever the closure holds (a request's prompt, its block hashes) at once, not at that time.

@@ -1,10 +1,10 @@
 // `herd simulate --planner herd,static[,…] --workload diurnal[:peak=R,trough=R,period=S]`: the same
-// seeded trace through each planner on the virtual clock (src/planner/sim), one row each:
+// seeded trace through each planner on the virtual clock (src/simulate/planner-day), one row each:
 // GPU-seconds, SLO attainment, scale events, flaps, held-request wait p99, dropped requests.
 import { writeFileSync } from "node:fs";
 import { BenchInputError } from "../workload/plan.ts";
 import { RATE_SHAPES } from "../workload/rate-shapes.ts";
-import { PLANNER_NAMES, comparePlanners, type CompareOptions } from "../planner/sim/compare.ts";
+import { PLANNER_NAMES, comparePlanners, type CompareOptions } from "./planner-day/compare.ts";
 import type { SimIo } from "./cli.ts";
 
 export const PLANNER_HELP = `herd simulate --planner: compare scaling planners on a load that changes over time

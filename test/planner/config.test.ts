@@ -4,7 +4,7 @@ import { describe, expect, test } from "bun:test";
 import { defaultConfig, parseConfigText } from "../../src/config/index.ts";
 import { parseFloor } from "../../src/config/planner-checks.ts";
 import { checkEngines } from "../../src/engine/check.ts";
-import { DEFAULT_PLANNER, DEFAULT_POOL } from "../../src/planner/sim/compare.ts";
+import { DEFAULT_PLANNER, DEFAULT_POOL } from "../../src/simulate/planner-day/compare.ts";
 
 const env = { hostname: "h", dataDir: "/tmp/herd-planner-config" };
 const yaml = (...lines: string[]) => lines.join("\n") + "\n";

@@ -92,9 +92,11 @@ export class BlockPool {
   private readonly cached = new Map<BlockHash, Block>();
   private events: KvEvent[] = [];
 
+  /** `recordEvents` false: no KV events are built (a scheduler nobody listens to; the cache is the same). */
   constructor(
     readonly numBlocks: number,
     readonly blockSize: number,
+    private readonly recordEvents = true,
   ) {
     this.blocks = Array.from({ length: numBlocks }, (_, id) => ({ id, refCount: 0, hash: null }));
     this.next = new Int32Array(numBlocks + 1);
@@ -166,7 +168,7 @@ export class BlockPool {
       out.push(b);
       if (b.hash !== null) {
         if (this.cached.get(b.hash) === b) this.cached.delete(b.hash);
-        this.events.push({ type: "BlockRemoved", blockHashes: [b.hash] });
+        if (this.recordEvents) this.events.push({ type: "BlockRemoved", blockHashes: [b.hash] });
         b.hash = null;
       }
       b.refCount = 1;
@@ -193,6 +195,7 @@ export class BlockPool {
       if (block.hash === null && !this.cached.has(hash)) {
         block.hash = hash;
         this.cached.set(hash, block);
+        if (!this.recordEvents) continue;
         if (ev === null || ev.blockHashes.length === 0) {
           ev = { type: "BlockStored", blockHashes: [], parentBlockHash: prev, tokenIds: [], blockSize: this.blockSize, extraKeys: [] };
           if (lora !== null) ev.loraName = lora;
@@ -235,7 +238,7 @@ export class BlockPool {
     if (this.free !== this.numBlocks) return false;
     for (const b of this.blocks) b.hash = null;
     this.cached.clear();
-    this.events.push({ type: "AllBlocksCleared" });
+    if (this.recordEvents) this.events.push({ type: "AllBlocksCleared" });
     return true;
   }
 

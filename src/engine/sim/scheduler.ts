@@ -9,13 +9,15 @@
 // scheduler.py) the waiting queue is ordered by (priority, arrival), lower value first, a preempted
 // request re-enters it in that order, and the victim of a preemption is the running request with
 // the largest (priority, arrival) instead of the last admitted. No sockets, no sleeping: `herd simulate` runs this
-// on a VirtualClock.
+// on a VirtualClock. With `fastForward` (a VirtualClock only) runs of quiet steps go without a timer
+// each, with identical results (fast-forward.ts): what makes a simulated day on many engines cheap.
 
 import type { Clock, TimerHandle } from "../../core/clock.ts";
 import { HerdError, badRequest } from "../../core/errors.ts";
 import { blockHashes as herdBlockHashes } from "../../kv/hash.ts";
 import { type Block, type BlockHash, BlockPool, type KvEvent, hashBlockOf } from "./blocks.ts";
 import { type CostParams, chunkPairs, stepCostMs } from "./cost.ts";
+import { planWindow, type WindowPlan } from "./fast-forward.ts";
 
 const MAX_LAG_MS = 10;
 
@@ -36,6 +38,31 @@ export interface SchedulerConfig {
   hashSeed: bigint;
   /** vLLM's --scheduling-policy: "fcfs" (default) or "priority" (the requests' `priority`, lower first). */
   policy?: "fcfs" | "priority";
+  /** false: no KV events are built (nobody listens, as in the planner day); the cache is the same. Default true. */
+  kvEvents?: boolean;
+  /**
+   * Run quiet steps without a timer each (fast-forward.ts); needs a clock with `setTimerAt` (the
+   * VirtualClock). Same results, with two costs the caller accepts: the tokens and KV events of a
+   * quiet step reach their callbacks when the window is caught up (each token with its own step's
+   * time, the clock reading later, each request's tokens together: `nextToken` must depend on its
+   * index only), and an `onToken` must not stop or abort its request (it throws). Requests without
+   * `ignoreEos` end windows. Default false.
+   */
+  fastForward?: boolean;
+}
+
+/** A clock that can set a timer at an exact time (VirtualClock). */
+interface ExactClock extends Clock {
+  setTimerAt(atMs: number, fn: () => void): TimerHandle;
+}
+
+/** A fast-forward window in progress: step `cur` is in flight (started, not ended); `cur === plan.steps` when all ended. */
+interface Window {
+  plan: WindowPlan;
+  cur: number;
+  /** The batch (the running requests when the window began, in order). */
+  reqs: Req[];
+  timer: TimerHandle;
 }
 
 /**
@@ -149,6 +176,7 @@ const before = (a: Req, b: Req) => {
 };
 
 const seqLen = (r: Req) => r.promptLen + r.out.length;
+const NO_TOKENS: readonly number[] = [];
 
 /** Herd's sequence hashes of a request's full prompt blocks (kv/hash.ts), computed once. */
 function herdHashes(r: Req, bs: number): bigint[] {
@@ -184,6 +212,10 @@ export class SimScheduler {
   private counters = { prefixQueries: 0, prefixHits: 0, promptTokens: 0, generationTokens: 0, preemptions: 0, steps: 0 };
 
   private readonly immediate: (fn: () => void) => void;
+  private readonly exact: ExactClock | null;
+  private window: Window | null = null;
+  /** True while quiet steps are being caught up (their callbacks must not change the scheduler). */
+  private folding = false;
 
   /**
    * `immediate` runs a continuation without waiting for a timer tick; on a real clock pass
@@ -195,8 +227,11 @@ export class SimScheduler {
     private readonly onKvEvents: (events: KvEvent[]) => void = () => {},
     immediate?: (fn: () => void) => void,
   ) {
-    this.pool = new BlockPool(cfg.numBlocks, cfg.blockSize);
+    this.pool = new BlockPool(cfg.numBlocks, cfg.blockSize, cfg.kvEvents ?? true);
     this.immediate = immediate ?? ((fn) => void clock.setTimer(0, fn));
+    const exact = clock as Partial<ExactClock>;
+    if (cfg.fastForward === true && typeof exact.setTimerAt !== "function") throw new Error("SimScheduler fastForward needs a clock with setTimerAt (VirtualClock)");
+    this.exact = cfg.fastForward === true ? (clock as ExactClock) : null;
   }
 
   /** Validate and queue a request; throws HerdError (400/503) as vLLM's API server would answer. */
@@ -234,6 +269,7 @@ export class SimScheduler {
   private enqueue(r: Req): void {
     this.arriving--;
     if (r.state !== "arriving") return; // aborted meanwhile
+    this.interrupt();
     r.state = "waiting";
     this.addWaiting(r);
     this.wake();
@@ -279,9 +315,15 @@ export class SimScheduler {
   abort(id: string): void {
     const r = this.reqs.get(id);
     if (r === undefined || r.state === "done") return;
+    this.interrupt();
     if (r.state === "waiting") this.waiting.splice(this.waiting.indexOf(r), 1);
     if (r.state === "running") this.running.splice(this.running.indexOf(r), 1);
     this.finish(r, "abort");
+  }
+
+  /** Abort every request (the host running this engine died). */
+  abortAll(): void {
+    for (const id of [...this.reqs.keys()]) this.abort(id);
   }
 
   /**
@@ -289,6 +331,7 @@ export class SimScheduler {
    * them before the transfer, WAITING_FOR_REMOTE_KVS). Null when too few are free.
    */
   reserveBlocks(n: number): Block[] | null {
+    this.interrupt();
     return n === 0 ? [] : this.pool.allocate(n);
   }
 
@@ -299,6 +342,7 @@ export class SimScheduler {
    */
   commitImported(blocks: readonly Block[], prompt: ArrayLike<number>, lora: string | null, cacheSalt: string | null): void {
     if (blocks.length === 0) return;
+    this.interrupt();
     const bs = this.cfg.blockSize;
     const sub = { lora, cacheSalt } as SubmitRequest;
     const entries = [];
@@ -316,18 +360,21 @@ export class SimScheduler {
 
   /** Drop the references held by keepBlocks or reserveBlocks (tail first, as vLLM frees). */
   releaseBlocks(blocks: readonly Block[]): void {
+    this.interrupt();
     if (blocks.length > 0) this.pool.releaseTailFirst(blocks);
     this.wake(); // freed blocks may admit a waiting request
   }
 
   /** vLLM's /reset_prefix_cache: succeeds only when no request holds blocks. */
   resetPrefixCache(): boolean {
+    this.interrupt();
     const ok = this.pool.reset();
     if (ok) this.flushEvents();
     return ok;
   }
 
   stats(): SchedulerStats {
+    this.catchUp(this.clock.now());
     return {
       running: this.running.length,
       waiting: this.waiting.length + this.arriving,
@@ -359,6 +406,7 @@ export class SimScheduler {
    */
   private startStep(startMs: number): void {
     if (this.stepping) return;
+    if (this.exact !== null && this.startWindow(startMs, this.exact)) return;
     const scheduled = this.schedule();
     if (scheduled.length === 0) return;
     let tokens = 0;
@@ -384,6 +432,105 @@ export class SimScheduler {
     const delay = dueMs - this.clock.now();
     if (delay > 0) this.stepTimer = this.clock.setTimer(delay, end);
     else this.immediate(end);
+  }
+
+  /** Start a fast-forward window when the next steps are quiet (fast-forward.ts); false otherwise. */
+  private startWindow(startMs: number, clock: ExactClock): boolean {
+    // Nothing can be admitted: the queue is empty, or the batch is at max_num_seqs (it stays so).
+    if (this.offload !== null || (this.waiting.length > 0 && this.running.length < this.cfg.maxNumSeqs)) return false;
+    const plan = planWindow(this.running, this.cfg, this.pool.numFree, startMs, clock.now(), MAX_LAG_MS);
+    if (plan === null) return false;
+    this.counters.steps++;
+    this.stepping = true;
+    const reqs = this.schedule();
+    this.window = { plan, cur: 0, reqs, timer: clock.setTimerAt(plan.ends[plan.steps - 1]!, () => this.endWindow()) };
+    return true;
+  }
+
+  /** Run the window's steps that have ended by `now`; the next one starts (its blocks are taken). */
+  private catchUp(now: number): void {
+    const w = this.window;
+    if (w === null || this.folding) return;
+    let c = w.cur;
+    while (c < w.plan.steps && w.plan.ends[c]! <= now) c++;
+    if (c === w.cur) return;
+    this.folding = true;
+    try {
+      this.runQuiet(w, c);
+    } finally {
+      this.folding = false;
+    }
+  }
+
+  /**
+   * End quiet steps w.cur … c−1 (and start the ones after them) in one pass, with what
+   * schedule()/endStep() would do step by step: the same blocks in the same order, the same hashes,
+   * KV event batches and counters. A request computes position p of its sequence in a step; it
+   * stores a full block at that step's end and takes a new block at the next step's start exactly
+   * when p + 1 is a multiple of the block size, so each step touches only the requests in that
+   * phase (O(steps + blocks), not O(steps × batch)). Tokens go out per request, each with its own
+   * step's time (their order across requests is the only difference from stepping).
+   */
+  private runQuiet(w: Window, c: number): void {
+    const bs = this.cfg.blockSize;
+    const from = w.cur;
+    const k = c - from;
+    const reqs = w.reqs.filter((r) => r.state === "running"); // aborted meanwhile: skipped, as endStep does
+    const base = reqs.map((r) => r.numComputed);
+    for (const r of reqs) {
+      for (let j = from; j < c; j++) {
+        const t = r.sub.nextToken(r.outputs);
+        r.out.push(t.id);
+        r.outputs++;
+        if (r.sub.handlers.onToken(t.id, r.outputs - 1, w.plan.ends[j]!) === true) throw new Error("SimScheduler fast-forward: an onToken stopped its request inside a quiet step");
+      }
+    }
+    if (this.running.length !== reqs.length) throw new Error("SimScheduler fast-forward: the batch changed inside a quiet step");
+    const byPhase: number[][] = Array.from({ length: bs }, () => []);
+    for (let i = 0; i < reqs.length; i++) byPhase[base[i]! % bs]!.push(i);
+    const events = this.cfg.kvEvents !== false;
+    let dirty = true; // the step in flight took its blocks before this pass: its batch is flushed at its end
+    for (let d = 1; d <= k; d++) {
+      const bucket = byPhase[(bs - (d % bs)) % bs]!;
+      for (const i of bucket) {
+        const r = reqs[i]!;
+        r.numComputed = base[i]! + d;
+        this.storeFullBlocks(r);
+      }
+      if (events && (dirty || bucket.length > 0)) this.flushEvents();
+      dirty = false;
+      if (from + d < w.plan.steps) {
+        this.counters.steps++;
+        for (const i of bucket) reqs[i]!.blocks.push(...this.pool.allocate(1)!);
+        dirty = bucket.length > 0;
+      }
+    }
+    for (let i = 0; i < reqs.length; i++) reqs[i]!.numComputed = base[i]! + k;
+    this.counters.generationTokens += reqs.length * k;
+    w.cur = c;
+  }
+
+  /**
+   * A change from outside during a window (an arrival, an abort, blocks taken or freed): the state
+   * is brought to now, the step in flight ends as planned, and stepping goes on from there as usual.
+   */
+  private interrupt(): void {
+    const w = this.window;
+    if (w === null) return;
+    if (this.folding) throw new Error("SimScheduler fast-forward: a callback of a quiet step changed the scheduler");
+    this.catchUp(this.clock.now());
+    if (w.cur >= w.plan.steps - 1) return;
+    w.plan.steps = w.cur + 1;
+    w.timer.cancel();
+    w.timer = this.exact!.setTimerAt(w.plan.ends[w.cur]!, () => this.endWindow());
+  }
+
+  private endWindow(): void {
+    const w = this.window!;
+    this.catchUp(this.clock.now());
+    this.window = null;
+    this.stepping = false;
+    if (this.running.length > 0 || this.waiting.length > 0) this.startStep(Math.max(w.plan.dues[w.cur - 1]!, this.clock.now() - MAX_LAG_MS));
   }
 
   /** Decide this step's batch; each request's `sched` says how many new tokens it computes. */
@@ -493,8 +640,8 @@ export class SimScheduler {
     this.counters.preemptions++;
   }
 
-  private endStep(scheduled: Req[]): void {
-    const now = this.clock.now();
+  /** `now`: when the step ended (a caught-up quiet step's own time, not the clock's). */
+  private endStep(scheduled: Req[], now = this.clock.now()): void {
     for (const r of scheduled) {
       if (r.state !== "running") continue; // aborted during the step
       r.numComputed += r.sched;
@@ -526,7 +673,8 @@ export class SimScheduler {
     if (full <= r.numStored) return;
     this.extendHashes(r, full);
     const entries = [];
-    for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: blockTokens(r, i, bs) });
+    const events = this.cfg.kvEvents !== false; // the token ids are for the BlockStored event only
+    for (let i = r.numStored; i < full; i++) entries.push({ block: r.blocks[i]!, hash: r.hashes[i]!, tokens: events ? blockTokens(r, i, bs) : NO_TOKENS });
     this.pool.store(entries, r.numStored === 0 ? null : r.hashes[r.numStored - 1]!, r.numStored, r.sub.lora ?? null, r.sub.cacheSalt ?? null);
     if (this.offload !== null) this.noteHerdHashes(r, r.numStored, full);
     r.numStored = full;

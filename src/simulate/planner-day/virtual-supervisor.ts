@@ -1,16 +1,16 @@
 // One simulated host's supervisor on the virtual clock: the part of the Supervisor the planner's
-// LocalActuator drives (ScalableSupervisor), with each engine an EngineModel priced by the sim
-// engine's step cost. A start becomes ready after a long-tailed cold start, a wake after wakeMs;
+// LocalActuator drives (ScalableSupervisor), with each engine the sim engine's own scheduler
+// (src/engine/sim/scheduler.ts `SimScheduler`, fast-forwarded: the one timing model). A start becomes ready after a long-tailed cold start, a wake after wakeMs;
 // a stop or sleep of an engine with requests in flight is an invariant violation (reported, and the
 // simulation throws at the end of its tick); fail() is the host dying: every engine gone at once.
-import type { Clock, TimerHandle } from "../../core/clock.ts";
+import type { Clock } from "../../core/clock.ts";
 import type { Config } from "../../config/types.ts";
 import type { EngineStatus, SleepState } from "../../engine/supervisor.ts";
 import type { Phase } from "../../engine/machine.ts";
 import type { Worker } from "../../workers/worker.ts";
 import { emptyLoad } from "../../workers/worker.ts";
-import type { ScalableSupervisor } from "../actuator-local.ts";
-import { EngineModel, type EngineModelParams } from "./engine-model.ts";
+import type { ScalableSupervisor } from "../../planner/actuator-local.ts";
+import { type SchedulerConfig, SimScheduler } from "../../engine/sim/scheduler.ts";
 
 export interface VirtualEngine {
   id: string;
@@ -18,9 +18,8 @@ export interface VirtualEngine {
   phase: Phase;
   sleep: SleepState;
   cordoned: boolean;
-  model: EngineModel | null;
+  sched: SimScheduler | null;
   inFlight: number;
-  timer: TimerHandle | null;
   /** Term of the leader whose assignment started it (the failover's double-start check). */
   term: number;
 }
@@ -30,7 +29,7 @@ export interface VirtualSupervisorOptions {
   config: Config;
   clock: Clock;
   gpusPerEngine: number;
-  engine: EngineModelParams;
+  engine: SchedulerConfig;
   /** Milliseconds of the next cold start (drawn by the simulation's seeded stream). */
   startDelayMs: () => number;
   wakeMs: number;
@@ -68,11 +67,11 @@ export class VirtualSupervisor implements ScalableSupervisor {
   }
 
   addEngine(entryIndex: number): string {
-    const e: VirtualEngine = { id: `${this.o.node}/sim-${this.n++}`, entry: entryIndex, phase: "starting", sleep: "awake", cordoned: false, model: null, inFlight: 0, timer: null, term: this.currentTerm };
+    const e: VirtualEngine = { id: `${this.o.node}/sim-${this.n++}`, entry: entryIndex, phase: "starting", sleep: "awake", cordoned: false, sched: null, inFlight: 0, term: this.currentTerm };
     this.engines.set(e.id, e);
     this.o.clock.setTimer(this.o.startDelayMs(), () => {
       if (e.phase !== "starting") return;
-      e.model = new EngineModel(this.o.engine, this.o.clock.now());
+      e.sched = new SimScheduler(this.o.engine, this.o.clock);
       this.set(e, { phase: "ready" });
     });
     this.emit(e);
@@ -83,7 +82,7 @@ export class VirtualSupervisor implements ScalableSupervisor {
   addReady(entryIndex: number): string {
     const id = this.addEngine(entryIndex);
     const e = this.engines.get(id)!;
-    e.model = new EngineModel(this.o.engine, this.o.clock.now());
+    e.sched = new SimScheduler(this.o.engine, this.o.clock);
     this.set(e, { phase: "ready" });
     return id;
   }
@@ -97,7 +96,6 @@ export class VirtualSupervisor implements ScalableSupervisor {
     const e = this.engines.get(id);
     if (!e) return;
     if (e.inFlight > 0) this.o.onViolation(`engine ${id} stopped with ${e.inFlight} in flight at ${this.o.clock.now()} ms`);
-    e.timer?.cancel();
     this.set(e, { phase: "stopped" });
     this.engines.delete(id);
   }
@@ -123,8 +121,10 @@ export class VirtualSupervisor implements ScalableSupervisor {
     for (const e of [...this.engines.values()]) {
       lost += e.inFlight;
       e.inFlight = 0;
-      e.timer?.cancel();
-      e.model = null;
+        // Its requests end as aborted (their handlers see the engine gone and count nothing).
+      const sched = e.sched;
+      e.sched = null;
+      sched?.abortAll();
       this.set(e, { phase: "stopped" });
       this.engines.delete(e.id);
     }

@@ -1,6 +1,6 @@
 // A day of one pool on the virtual clock, on the real planner: every host is a node running herd's
 // PlannerService (its HoldQueue behind the real plannerGate) over a LocalActuator on a
-// VirtualSupervisor (virtual-supervisor.ts: engine models priced by the sim engine's step cost).
+// VirtualSupervisor (virtual-supervisor.ts: each engine the sim engine's SimScheduler, fast-forwarded).
 // The leader's service plans for the cluster (cluster-plan.ts): the nodes' summaries in, the
 // decision, assignments out through each node's AssignmentApplier (TermFence on the actuation
 // path). Offered load (src/workload/rate-shapes.ts) enters the nodes round-robin and goes through
@@ -17,17 +17,17 @@ import { SeededRng } from "../../core/rng.ts";
 import { defaultConfig } from "../../config/index.ts";
 import type { Config } from "../../config/types.ts";
 import { DEFAULT_COST } from "../../engine/sim/cost.ts";
+import type { FinishInfo, SchedulerConfig, SubmitRequest } from "../../engine/sim/scheduler.ts";
 import type { RequestGate } from "../../request/gate.ts";
 import { Router } from "../../router/index.ts";
 import { WorkerRegistry } from "../../workers/registry.ts";
 import { lognormal, shapedArrivals, type RateShape } from "../../workload/rate-shapes.ts";
-import { LocalActuator } from "../actuator-local.ts";
-import { AssignmentApplier, type Assignment, type AssignmentReply } from "../assign.ts";
-import { ClusterPlanning, nodeSummary } from "../cluster-plan.ts";
-import { plannerGate } from "../gate.ts";
-import { PlannerService, type DecideFn } from "../service.ts";
-import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../types.ts";
-import type { EngineModelParams } from "./engine-model.ts";
+import { LocalActuator } from "../../planner/actuator-local.ts";
+import { AssignmentApplier, type Assignment, type AssignmentReply } from "../../planner/assign.ts";
+import { ClusterPlanning, nodeSummary } from "../../planner/cluster-plan.ts";
+import { plannerGate } from "../../planner/gate.ts";
+import { PlannerService, type DecideFn } from "../../planner/service.ts";
+import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../../planner/types.ts";
 import { Scorecard, type SimScore } from "./score.ts";
 import { VirtualSupervisor } from "./virtual-supervisor.ts";
 
@@ -52,7 +52,7 @@ export interface FleetSimSpec {
   planner: PlannerConfig;
   law: PlannerLaw;
   hosts: { name: string; gpus: number }[];
-  engine: EngineModelParams;
+  engine: SchedulerConfig;
   /** Cold start: median seconds and lognormal sigma (a long tail). */
   startMedianS: number;
   startSigma: number;
@@ -84,7 +84,22 @@ export interface FleetSimResult extends SimScore {
   leaders: string[];
 }
 
-export const DEFAULT_ENGINE: EngineModelParams = { cost: DEFAULT_COST, maxNumSeqs: 256, maxBatchedTokens: 8192, kvTokens: 395_200 };
+/**
+ * The day's engine: the sim engine's scheduler with its H100 figures (src/engine/sim/README.md:
+ * 395k tokens of KV, 8192 batched tokens, Qwen3-8B's 40,960 context) and max_num_seqs 256, in
+ * 128-token blocks (vLLM's largest CUDA block size; 3,087 × 128 = 395,136 tokens): a rate-shape
+ * trace shares no prefix, so the block size only sets the cost of the prefix cache's bookkeeping
+ * (an 8k prompt is 63 blocks, not 500; same GPU-s and SLO on a peak-rate probe with 16).
+ * No one reads its KV events (the router here is least-loaded), so none are built; quiet steps are
+ * fast-forwarded (same results, test/engine/sim/fast-forward.test.ts).
+ */
+export const DEFAULT_ENGINE: SchedulerConfig = {
+  blockSize: 128, numBlocks: 3_087, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 65_536, maxModelLen: 40_960,
+  cost: DEFAULT_COST, timeScale: 1, hashSeed: 0n, kvEvents: false, fastForward: true,
+};
+
+/** Every output token of the day's requests (ignore_eos: they run to max_tokens, as a trace's osl says). */
+const NEXT_TOKEN = { id: 7, eos: false };
 
 export function runFleetSim(spec: FleetSimSpec): Promise<FleetSimResult> {
   return new FleetSim(spec).run();
@@ -140,6 +155,7 @@ class FleetSim {
   /** Counts of nodes replaced by their restarted selves. */
   private readonly retired = { refused: 0, duplicates: 0 };
   private rr = 0;
+  private reqSeq = 0;
   private doubleStarts = 0;
   private inFlightArea = 0;
   private lastAreaMs = 0;
@@ -387,46 +403,47 @@ class FleetSim {
     }
     const id = routed.worker.id;
     const e = this.nodes.find((n) => n.up && n.sup.engines.has(id))?.sup.engines.get(id);
-    if (!e?.model) {
+    const sched = e?.sched;
+    if (!e || !sched) {
       routed.lease.release();
+      return false;
+    }
+    const rec = this.score.begin(arrivedMs, clock.now());
+    const lease = routed.lease;
+    // A unique prompt of isl tokens (no prefix is shared in a rate-shape trace): its first tokens number the request.
+    const seq = this.reqSeq++;
+    const prompt = new Uint32Array(isl);
+    prompt[0] = seq % 2 ** 32;
+    prompt[1] = Math.floor(seq / 2 ** 32) + 1;
+    const sub: SubmitRequest = {
+      id: `q${seq}`, promptTokens: prompt, maxTokens: osl, ignoreEos: true, nextToken: () => NEXT_TOKEN,
+      handlers: {
+        onToken: (_id, index, nowMs) => {
+          if (index !== 0) return;
+          lease.firstToken();
+          rec.firstTokenMs = nowMs;
+        },
+        onFinish: (f: FinishInfo) => {
+          lease.release();
+          if (f.reason === "abort") return; // the host died under it: already counted as dropped
+          this.accrue();
+          e.inFlight--;
+          this.score.finish(rec, f.finishMs, osl);
+          // The entry node measures it, as a live frontend does (SLA mode's correction reads it).
+          const first = rec.firstTokenMs ?? f.finishMs;
+          if (front?.up) front.planner.recordLatency(this.pool.model, first - arrivedMs, osl > 1 ? (f.finishMs - first) / (osl - 1) : null);
+        },
+      },
+    };
+    try {
+      sched.submit(sub);
+    } catch {
+      lease.release(); // refused (too long for the engine, its queue full): a drop
       return false;
     }
     this.accrue();
     e.inFlight++;
-    const rec = this.score.begin(arrivedMs, clock.now());
-    const lease = routed.lease;
-    const model = e.model;
-    model.advanceTo(clock.now());
-    model.submit({
-      isl, osl, arrivalMs: clock.now() + this.spec.engine.cost.requestMs,
-      onFirstToken: (t) => {
-        lease.firstToken();
-        rec.firstTokenMs = t;
-      },
-      onFinish: (t) => {
-        lease.release();
-        if (e.model !== model) return; // the host died under it: already counted as dropped
-        this.accrue();
-        e.inFlight--;
-        this.score.finish(rec, t, osl);
-        // The entry node measures it, as a live frontend does (SLA mode's correction reads it).
-        const first = rec.firstTokenMs ?? t;
-        if (front?.up) front.planner.recordLatency(this.pool.model, first - arrivedMs, osl > 1 ? (t - first) / (osl - 1) : null);
-      },
-    });
-    this.pump(e);
     return true;
-  }
-
-  private pump(e: { model: import("./engine-model.ts").EngineModel | null; timer: { cancel(): void } | null }): void {
-    e.timer?.cancel();
-    e.timer = null;
-    const at = e.model?.nextEventMs();
-    if (at === null || at === undefined) return;
-    e.timer = this.clock.setTimer(Math.max(0, at - this.clock.now()), () => {
-      e.model?.advanceTo(this.clock.now());
-      this.pump(e);
-    });
   }
 
   private totalInFlight(): number {

@@ -12,10 +12,10 @@
 //   llmd-token   llm-d's token-aware rule: engines = ceil(token demand / (capacity × 0.8)) each minute,
 //                no down window
 // The emulations share `toward()`: start on free hosts, drain the quietest, stop drained empties.
-import { decide } from "../decide.ts";
-import { engineDemand } from "../demand.ts";
-import { pickHost, pickVictim } from "../placement.ts";
-import type { Action, Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../types.ts";
+import { decide } from "../../planner/decide.ts";
+import { engineDemand } from "../../planner/demand.ts";
+import { pickHost, pickVictim } from "../../planner/placement.ts";
+import type { Action, Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../../planner/types.ts";
 import type { LawExtras, PlannerLaw } from "./fleet-sim.ts";
 
 type Signals = ReadonlyMap<string, PoolSignals & LawExtras>;

@@ -1,14 +1,11 @@
 // The planner simulation on short traces (the full day runs in bench/): invariants are checked
 // inside every tick (a violation throws), one seed gives one action log, constant load holds,
-// zero traffic reaches zero, and the engine model agrees with the token-by-token sim scheduler.
+// zero traffic reaches zero. The engines are the sim engine's SimScheduler (fast-forwarded; its
+// exactness is test/engine/sim/fast-forward.test.ts).
 import { describe, expect, test } from "bun:test";
-import { VirtualClock } from "../../src/core/clock.ts";
-import { DEFAULT_COST } from "../../src/engine/sim/cost.ts";
-import { SimScheduler } from "../../src/engine/sim/scheduler.ts";
-import { EngineModel } from "../../src/planner/sim/engine-model.ts";
-import { DEFAULT_ENGINE, runFleetSim } from "../../src/planner/sim/fleet-sim.ts";
-import { HERD, emulatedLaw, staticLaw } from "../../src/planner/sim/laws.ts";
-import { specFor, type CompareOptions } from "../../src/planner/sim/compare.ts";
+import { runFleetSim } from "../../src/simulate/planner-day/fleet-sim.ts";
+import { HERD, emulatedLaw, staticLaw } from "../../src/simulate/planner-day/laws.ts";
+import { specFor, type CompareOptions } from "../../src/simulate/planner-day/compare.ts";
 import { parseRateShape } from "../../src/workload/rate-shapes.ts";
 
 const o: CompareOptions = { planners: [], shape: "", durationS: null, seed: 3, gpus: 8, sloTtftS: 1, sloItlS: 0.05, staticTarget: 0.99, tickS: 10 };
@@ -68,37 +65,5 @@ describe("planner simulation", async () => {
     const four = await runFleetSim(specFor(shape, staticLaw(4), o, 600, 4, cap));
     expect(two.scale_events).toBe(0);
     expect(four.gpu_seconds).toBeGreaterThan(two.gpu_seconds);
-  });
-
-  test("the engine model's TTFT and end-to-end time follow the token-by-token scheduler", async () => {
-    // Eight 2k-token prompts arriving together, 64 output tokens each, on both models.
-    const clock = new VirtualClock();
-    const sched = new SimScheduler({ blockSize: 16, numBlocks: 24_700, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 1000, maxModelLen: 32_768, cost: DEFAULT_COST, timeScale: 1, hashSeed: 0n }, clock);
-    const real: { ttft: number; e2e: number }[] = [];
-    for (let i = 0; i < 8; i++) {
-      const prompt = Uint32Array.from({ length: 2048 }, (_, k) => 1000 + i * 4096 + k);
-      let first = 0;
-      sched.submit({
-        id: `r${i}`, promptTokens: prompt, maxTokens: 64, ignoreEos: true, nextToken: () => ({ id: 7, eos: false }),
-        handlers: { onToken: (_t, idx, now) => void (idx === 0 && (first = now)), onFinish: (f) => real.push({ ttft: first, e2e: f.finishMs }) },
-      });
-    }
-    while (clock.step()) {}
-    const mclock = new VirtualClock();
-    const model = new EngineModel(DEFAULT_ENGINE, 0);
-    const fast: { ttft: number; e2e: number }[] = [];
-    for (let i = 0; i < 8; i++) {
-      const rec = { ttft: 0, e2e: 0 };
-      model.submit({ isl: 2048, osl: 64, arrivalMs: DEFAULT_COST.requestMs, onFirstToken: (t) => (rec.ttft = t), onFinish: (t) => ((rec.e2e = t), fast.push(rec)) });
-    }
-    for (let t = model.nextEventMs(); t !== null; t = model.nextEventMs()) model.advanceTo(t);
-    void mclock;
-    const mean = (xs: number[]) => xs.reduce((a, b) => a + b, 0) / xs.length;
-    const ratio = (f: (x: { ttft: number; e2e: number }) => number) => mean(fast.map(f)) / mean(real.map(f));
-    console.error(`engine model / scheduler: ttft ${ratio((x) => x.ttft).toFixed(3)}, e2e ${ratio((x) => x.e2e).toFixed(3)}`);
-    expect(ratio((x) => x.ttft)).toBeGreaterThan(0.7);
-    expect(ratio((x) => x.ttft)).toBeLessThan(1.3);
-    expect(ratio((x) => x.e2e)).toBeGreaterThan(0.7);
-    expect(ratio((x) => x.e2e)).toBeLessThan(1.3);
   });
 });

@@ -2,7 +2,7 @@
 // `static` is peak provisioning: the smallest fixed engine count that meets the SLO target at the
 // trace's peak rate (held constant for `probeS`), found by a linear search over counts, running all day.
 import { parseRateShape, type RateShape } from "../../workload/rate-shapes.ts";
-import type { PlannerConfig, PoolSpec } from "../types.ts";
+import type { PlannerConfig, PoolSpec } from "../../planner/types.ts";
 import { DEFAULT_ENGINE, runFleetSim, type FleetSimSpec, type PlannerLaw } from "./fleet-sim.ts";
 import { EMULATED_LAWS, HERD, HERD_SLA, emulatedLaw, staticLaw } from "./laws.ts";
 import type { SimScore } from "./score.ts";
@@ -40,7 +40,7 @@ export interface CompareOptions {
 export function withSla(spec: FleetSimSpec, o: CompareOptions): FleetSimSpec {
   const slo = { ttftMs: o.slaTtftMs ?? o.sloTtftS * 1000 * SLA_TARGET_SHARE, itlMs: o.slaItlMs ?? o.sloItlS * 1000 * SLA_TARGET_SHARE, horizonMs: 60_000, correctionEwma: 0.2, correctionMax: 3 };
   const e = spec.engine;
-  const engine = { cost: e.cost, maxNumBatchedTokens: e.maxBatchedTokens, maxNumSeqs: e.maxNumSeqs, kvTokens: e.kvTokens };
+  const engine = { cost: e.cost, maxNumBatchedTokens: e.maxNumBatchedTokens, maxNumSeqs: e.maxNumSeqs, kvTokens: e.numBlocks * e.blockSize };
   return { ...spec, planner: { ...spec.planner, slo, pools: spec.planner.pools.map((p) => ({ ...p, engine })) } };
 }
 
