@@ -61,6 +61,7 @@ import { PdMetrics } from "../pd/metrics.ts";
 import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
+import { memoryAdminRoute } from "./memory.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -344,7 +345,7 @@ export class HerdNode {
       plan: pdPlan,
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs), memoryAdminRoute()],
       records: this.decisionLog ? fanOut(this.recent.sink, this.decisionLog.write) : this.recent.sink,
     });
     // The peer API shares the listener (token-checked in src/cluster/routes.ts); the remote address
