@@ -62,6 +62,7 @@ import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute } from "../request/record.ts";
 import { memoryAdminRoute } from "./memory.ts";
+import { certNotAfterS, loadListenerTls } from "../http/tls-files.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -118,6 +119,8 @@ export class HerdNode {
   /** KV transfers each prefill engine owes (the P/D orchestrator reports them; the planner reads them). */
   private readonly transfers = new TransferLedger();
   private listening: Listening | null = null;
+  /** notAfter (Unix seconds) of frontend.tls.cert as loaded by the listener; null without TLS. */
+  frontendCertNotAfterS: number | null = null;
   private runtime: RuntimeFile | null = null;
 
   constructor(
@@ -415,7 +418,9 @@ export class HerdNode {
     const { config } = this;
     const { host, port } = parseListen(config.frontend.listen);
     try {
-      this.listening = listen(this.frontend, host, port, config.frontend.max_body_bytes);
+      const tls = loadListenerTls("frontend.tls", config.frontend.tls);
+      this.frontendCertNotAfterS = tls ? certNotAfterS(tls.cert, "frontend.tls.cert") : null;
+      this.listening = listen(this.frontend, host, port, config.frontend.max_body_bytes, tls);
     } catch (e) {
       throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
     }
