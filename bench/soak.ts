@@ -15,6 +15,7 @@
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { cleanup, portBase, startHerd, tempDir } from "../test/helpers/herd.ts";
+import { rawConnect } from "../test/helpers/raw-socket.ts";
 import { SeededRng } from "../src/core/rng.ts";
 import { encodeBlob, encodeU32, VALIDATION_MAGIC } from "../src/pd/tcpstore-wire.ts";
 
@@ -88,30 +89,14 @@ const respCmd = (...a: (string | Uint8Array)[]) => Buffer.concat([enc(`*${a.leng
 
 /** A raw TCP client: write `payload`, optionally read until `until` says done or the server closes; bounded by `holdMs`. */
 async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) => void) => Promise<void>), opts: { read?: boolean; holdMs?: number; until?: (got: number) => boolean } = {}): Promise<number> {
-  let got = 0;
-  let closed = false;
-  let wake = () => {};
-  const sock = await Bun.connect({
-    hostname: "127.0.0.1",
-    port,
-    socket: {
-      data(_s, d) {
-        got += d.length;
-        wake();
-      },
-      close: () => ((closed = true), wake()),
-      error: () => ((closed = true), wake()),
-    },
-  }).catch(() => null);
-  if (!sock) return 0;
-  if (opts.read === false) sock.pause();
-  const write = (b: Uint8Array) => void (closed ? 0 : sock.write(b));
+  const c = await rawConnect(port, { paused: opts.read === false }).catch(() => null);
+  if (!c) return 0;
+  const write = (b: Uint8Array) => void (c.closed() ? 0 : c.sock.write(b));
   if (typeof payload === "function") await payload(write);
   else write(payload);
-  const end = performance.now() + (opts.holdMs ?? 5_000);
-  while (!closed && performance.now() < end && !(opts.until?.(got) ?? false)) await new Promise<void>((r) => ((wake = r), setTimeout(r, 50)));
-  sock.end();
-  return got;
+  await c.waitUntil((got) => opts.until?.(got) ?? false, opts.holdMs ?? 5_000, 50);
+  c.end();
+  return c.bytes();
 }
 
 async function loop(name: string, body: () => Promise<unknown>, pauseMs = 0): Promise<void> {
