@@ -197,22 +197,28 @@ const memory = async (gc: boolean): Promise<Mem | null> => {
   return r?.ok ? ((await r.json()) as Mem) : null;
 };
 const MiB = (b: number | null | undefined) => (b == null ? NaN : b / 1048576);
-const rssMiBNow = () => Number(/VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, "utf8"))?.[1] ?? NaN) / 1024;
+// VmRSS = RssAnon (heaps, malloc, stacks: what a leak grows) + RssFile + RssShmem (the CPU tier's
+// /dev/shm file, bounded by kv_tier.cpu.size, resident as the store first touches its pages).
+const statusMiB = (field: string, text = readFileSync(`/proc/${pid}/status`, "utf8")) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN) / 1024;
+const rssMiBNow = () => statusMiB("VmRSS");
 const fdsNow = () => readdirSync(`/proc/${pid}/fd`).length;
-const samples: { s: number; rssMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null }[] = [];
+const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null }[] = [];
 const t0 = performance.now();
 const baseline = await memory(true);
 let nextGcAt = 0;
 async function sample(): Promise<void> {
   const s = Math.round((performance.now() - t0) / 1000);
-  const rssMiB = rssMiBNow();
+  const status = readFileSync(`/proc/${pid}/status`, "utf8");
+  const rssMiB = statusMiB("VmRSS", status);
+  const anonMiB = statusMiB("RssAnon", status);
+  const shmemMiB = statusMiB("RssShmem", status);
   const fds = fdsNow();
   const m = await memory(false);
   const gc = s >= nextGcAt ? await memory(true) : null;
   if (gc) nextGcAt = s + GC_EVERY_S;
-  const row = { s, rssMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null };
+  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null };
   samples.push(row);
-  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: heap ${row.liveMiB.toFixed(1)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB` : ""}`);
+  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: heap ${row.liveMiB.toFixed(1)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB` : ""}`);
 }
 const sampler = (async () => {
   for (let next = performance.now(); live(); ) {
@@ -261,7 +267,8 @@ const slope = (pts: { t: number; v: number }[]) => {
 // least-squares trend, extrapolated over the measured window, grows less than --tolerance % of its
 // mean level (or an absolute floor: 4 fds, 4 MiB of live heap, 8 MiB of malloc after GC or RSS floor).
 // malloc after GC is native memory (Buffers' stores, sockets) still held once garbage is collected. RSS is judged by
-// its floor — each --window-s window's minimum, what is left right after the collector ran — since
+// its private part's floor (RssAnon; the tier's shared-memory file is bounded by its configured size)
+// — each --window-s window's minimum, what is left right after the collector ran — since
 // the sawtooth's peaks only say when JSC last collected; the live heap after a forced full GC is
 // the direct measure. The old median-of-quarters test is printed for comparison.
 const post = samples.filter((x) => x.s >= WARMUP_S);
@@ -275,23 +282,31 @@ const trend = (name: string, unit: string, pts: { t: number; v: number }[], absF
   console.log(`${name}: ${pts.length} points, mean ${level.toFixed(1)} ${unit}, trend ${perMin >= 0 ? "+" : ""}${perMin.toFixed(2)} ${unit}/min → ${growth >= 0 ? "+" : ""}${growth.toFixed(1)} ${unit} over ${spanMin.toFixed(1)} min (limit +${limit.toFixed(1)}): ${flat ? "FLAT" : pts.length < 3 ? "TOO FEW POINTS" : "GROWING"}`);
   return flat;
 };
-const windows = new Map<number, { t: number; v: number }>();
-for (const x of post) {
-  const w = Math.floor((x.s - WARMUP_S) / WINDOW_S);
-  const cur = windows.get(w);
-  if (!cur || x.rssMiB < cur.v) windows.set(w, { t: WARMUP_S + (w + 0.5) * WINDOW_S, v: x.rssMiB });
-}
-const floorPts = [...windows.entries()].filter(([w]) => post.some((x) => x.s >= WARMUP_S + (w + 1) * WINDOW_S - SAMPLE_S)).map(([, p]) => ({ t: p.t / 60, v: p.v })); // whole windows only
+/** Each whole --window-s window's minimum of `f` after the warm-up (the sawtooth's floor), at the window's middle. */
+const floorOf = (f: (x: (typeof samples)[number]) => number) => {
+  const windows = new Map<number, { t: number; v: number }>();
+  for (const x of post) {
+    const w = Math.floor((x.s - WARMUP_S) / WINDOW_S);
+    const cur = windows.get(w);
+    if (!cur || f(x) < cur.v) windows.set(w, { t: WARMUP_S + (w + 0.5) * WINDOW_S, v: f(x) });
+  }
+  return [...windows.entries()].filter(([w]) => post.some((x) => x.s >= WARMUP_S + (w + 1) * WINDOW_S - SAMPLE_S)).map(([, p]) => ({ t: p.t / 60, v: p.v })); // whole windows only
+};
+const floorPts = floorOf((x) => x.rssMiB);
+const anonFloorPts = floorOf((x) => x.anonMiB);
 console.log(`\n${samples.length} samples over ${SECONDS} s (warm-up ${WARMUP_S} s excluded from the trends); max RSS ${Math.max(...samples.map((s) => s.rssMiB)).toFixed(1)} MiB, max fds ${Math.max(...samples.map((s) => s.fds))}`);
 console.log(`RSS MiB, every sample: ${samples.map((x) => x.rssMiB.toFixed(0)).join(", ")}`);
 console.log(`fds, every sample: ${samples.map((x) => x.fds).join(", ")}`);
 console.log(`live heap after GC (MiB) at t=s: ${samples.filter((x) => x.liveMiB !== null).map((x) => `${x.s}:${x.liveMiB!.toFixed(1)}`).join(", ")}`);
 console.log(`malloc in use after GC (MiB) at t=s: ${samples.filter((x) => x.liveMallocMiB !== null).map((x) => `${x.s}:${x.liveMallocMiB!.toFixed(1)}`).join(", ")}`);
-console.log(`RSS floor per ${WINDOW_S} s window (MiB): ${floorPts.map((p) => p.v.toFixed(0)).join(", ")}`);
+console.log(`RssAnon MiB, every sample: ${samples.map((x) => x.anonMiB.toFixed(0)).join(", ")}`);
+console.log(`RssShmem MiB, every sample: ${samples.map((x) => x.shmemMiB.toFixed(0)).join(", ")}`);
+console.log(`RSS floor per ${WINDOW_S} s window (MiB): ${floorPts.map((p) => p.v.toFixed(0)).join(", ")}; RssAnon floor: ${anonFloorPts.map((p) => p.v.toFixed(0)).join(", ")}`);
 const fdFlat = trend("open fds", "fds", post.map((x) => ({ t: x.s / 60, v: x.fds })), 4);
 const liveFlat = trend("live heap after GC", "MiB", post.filter((x) => x.liveMiB !== null).map((x) => ({ t: x.s / 60, v: x.liveMiB! })), 4);
 const mallocFlat = trend("malloc in use after GC", "MiB", post.filter((x) => x.liveMallocMiB !== null && Number.isFinite(x.liveMallocMiB)).map((x) => ({ t: x.s / 60, v: x.liveMallocMiB! })), 8);
-const floorFlat = trend("RSS floor (window minima)", "MiB", floorPts, 8);
+trend("(VmRSS floor, shared tier pages included)", "MiB", floorPts, 8);
+const floorFlat = trend("RssAnon floor (window minima)", "MiB", anonFloorPts, 8);
 {
   const q = Math.floor(samples.length / 4);
   const second = median(samples.slice(q, 2 * q).map((x) => x.rssMiB));
