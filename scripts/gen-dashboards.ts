@@ -154,6 +154,8 @@ export const DASHBOARDS: DashboardSpec[] = [
       { title: "Workers by state", unit: "short", targets: [[`sum by (state) (herd_worker_state{${SEL}})`, "{{state}}"]] },
       { title: "Engine restarts (1 h)", unit: "short", targets: [[`sum by (worker) (increase(herd_engine_restarts_total{${SEL}}[1h]))`, "{{worker}}"]] },
       { title: "Requests in flight per node", unit: "short", targets: [[`herd_frontend_in_flight{${SEL}}`, "{{instance}}"]] },
+      // Time left on the certificates the TLS listeners present (alert HerdTlsCertExpiringSoon: < 14 days).
+      { title: "TLS certificate time left", unit: "s", kind: "stat", targets: [[`herd_tls_cert_expiry_timestamp_seconds{${SEL}} - time()`, "{{instance}} {{listener}}"]] },
     ],
   },
 ];

@@ -31,6 +31,7 @@ import type { PeerRef, PeerTierSource } from "./peer-tier.ts";
 import { startPeerListener, type PeerListener } from "./peer-listener.ts";
 import { loadPeerTls, peerTransport, plainTransport, type PeerTransport } from "./tls.ts";
 import { QuotaSync, QUOTA_ASK_MAX_BYTES } from "./quota-sync.ts";
+import { certNotAfterS } from "../http/tls-files.ts";
 import { KV_RELAY_POLL_MS, applyRelayReply, type RelayCursor, type RelayIndex, type RelayReply } from "./kv-relay.ts";
 
 /** Registry changes within this window become one advert (a restart storm is one heartbeat payload). */
@@ -110,6 +111,8 @@ export class ClusterNode {
   /** Legs other nodes forwarded here: open now, refused over the bound. */
   readonly forwards = { open: 0, rejected: 0 };
   private peerListener: PeerListener | null = null;
+  /** notAfter (Unix seconds) of the certificate the peer API presents; null without cluster.tls. */
+  private _peerCertNotAfterS: number | null = null;
   private _transport: PeerTransport = plainTransport();
 
   /** Cluster-wide tenant budgets (quota.ts): leases from the leader, spent by the frontend's admission. */
@@ -143,6 +146,7 @@ export class ClusterNode {
     const meta = encodeAdvert(this.localAdvert());
     this.published = String(meta[ADVERT_META_KEY]);
     const tls = loadPeerTls(config.cluster);
+    this._peerCertNotAfterS = tls ? certNotAfterS(tls.cert, "cluster.tls.cert") : null;
     this._transport = peerTransport(tls);
     // With cluster.listen the peer API has its own port (mutual TLS needs it): that port is the address.
     if (config.cluster.listen !== "") this.peerListener = startPeerListener({ listen: config.cluster.listen, tls, handle: (req, env) => this.handle(req, env) });
@@ -201,6 +205,11 @@ export class ClusterNode {
     if (!this.peerListener) return this.o.address();
     const a = this.o.config.node.advertise;
     return a.includes(":") ? `[${a}]:${this.peerListener.port}` : `${a}:${this.peerListener.port}`;
+  }
+
+  /** notAfter (Unix seconds) of the peer API's certificate, for herd_tls_cert_expiry_timestamp_seconds; null without TLS. */
+  get peerCertNotAfterS(): number | null {
+    return this._peerCertNotAfterS;
   }
 
   /** How this node calls other nodes' peer APIs (https + its certificate under cluster.tls). */

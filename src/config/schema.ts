@@ -74,6 +74,11 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
     idle_ms: ms("An on-demand adapter unused this long on an engine is unloaded.", 300_000),
     spread_in_flight: int("When every engine holding an adapter has this many requests in flight, it is loaded on one more engine.", 8, { min: 1, max: 1_000_000 }),
   }),
+  tls: obj("Optional TLS on frontend.listen (https): `cert` and `key` together; with `ca` as well, clients must present a certificate that CA signed (mutual TLS). Read at start; a change needs a restart.", {
+    cert: str("PEM certificate chain the frontend presents (its subjectAltName must name the address clients dial).", ""),
+    key: str("PEM private key of `cert` (mode 0600 or 0640).", ""),
+    ca: str("PEM CA bundle for client certificates; empty = no client certificate asked for.", ""),
+  }),
   responses_store_bytes: int("Bytes of finished /v1/responses conversations kept for previous_response_id (least recently used dropped first); 0 = none kept.", 64 * 1024 * 1024, { min: 0, max: 64 * 1024 ** 3 }),
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
   migration_limit: int("A stream whose worker dies or stalls after tokens were sent is re-sent, with the tokens so far, to another worker up to this many times (0 = never; chat streams without guided decoding, n > 1 or logprobs).", 3, { min: 0, max: 10 }),

@@ -38,6 +38,7 @@ export function secretFilesOf(config: Pick<Config, "cluster" | "kv_tier" | "fron
   const out: SecretFile[] = [];
   if (config.cluster.token_file !== "") out.push({ key: "cluster.token_file", path: config.cluster.token_file, what: "token file" });
   if (config.cluster.tls.key !== "") out.push({ key: "cluster.tls.key", path: config.cluster.tls.key, what: "TLS private key" });
+  if (config.frontend.tls.key !== "") out.push({ key: "frontend.tls.key", path: config.frontend.tls.key, what: "TLS private key" });
   const pw = config.kv_tier.resp?.password_file ?? "";
   if (pw !== "") out.push({ key: "kv_tier.resp.password_file", path: pw, what: "password file" });
   config.frontend.api_keys.forEach((k, i) => {

@@ -73,6 +73,8 @@ export interface FrontendConfig {
   api_keys: (string | ApiKeyEntry)[];
   queue: QueueConfig;
   lora: { max_per_engine: number; idle_ms: number; spread_in_flight: number };
+  /** Optional TLS on the listener: cert + key (PEM paths); ca = client certificates required. "" = off. */
+  tls: { cert: string; key: string; ca: string };
   /** Bytes of /v1/responses conversations kept for previous_response_id. */
   responses_store_bytes: number;
   /** Bearer token for /admin from non-loopback clients; empty = admin is loopback-only. */

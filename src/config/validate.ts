@@ -28,6 +28,7 @@ export function validateConfig(config: Config, lineOf: LineOf = () => 0): Findin
   checkPorts(config, add);
   checkGpus(config, add);
   checkCluster(config, add);
+  checkFrontendTls(config, add);
   checkKvTier(config, add);
   checkPlanner(config, add);
   checkPd(config, add);
@@ -160,6 +161,16 @@ function checkGpus(config: Config, add: Add): void {
       seen.add(g);
     }
   });
+}
+
+function checkFrontendTls(config: Config, add: Add): void {
+  const t = config.frontend.tls;
+  if ((t.cert === "") !== (t.key === "")) add("error", t.cert === "" ? "frontend.tls.cert" : "frontend.tls.key", "set both frontend.tls.cert and frontend.tls.key, or neither");
+  if (t.ca !== "" && t.cert === "") add("error", "frontend.tls.ca", "frontend.tls.ca (client certificates) needs frontend.tls.cert and key");
+  // Other nodes call the peer API as plain HTTP unless cluster.tls is set (then it has its own listener).
+  const c = config.cluster;
+  if (t.cert !== "" && c.listen === "" && (c.discovery !== "file" || c.file.dir !== ""))
+    add("error", "frontend.tls", "the peer API shares frontend.listen, and other nodes call it as plain HTTP: set cluster.listen (and cluster.tls) for the peer API");
 }
 
 function checkCluster(config: Config, add: Add): void {

@@ -1,5 +1,5 @@
 // Startup warnings about what this node exposes beyond loopback (docs/references.md#reliability-2, mitigations 2
-// and 10): an unauthenticated OpenAI API on a non-loopback listener, and engine side sockets (KV
+// and 10): an unauthenticated OpenAI API on a non-loopback listener, bearer keys sent in clear to one, and engine side sockets (KV
 // events) bound on every interface — which vLLM and SGLang require for a ZMQ publisher that binds.
 // Pure: config + planned engines in, warning lines out; the daemon logs them.
 import type { Config } from "../config/types.ts";
@@ -39,6 +39,8 @@ export function exposureWarnings(config: Config, plans: readonly EnginePlan[]): 
   const f = config.frontend;
   if (!LOOPBACK.test(hostOf(f.listen)) && f.api_keys.length === 0)
     out.push(`frontend.listen ${f.listen} is reachable from other hosts and frontend.api_keys is empty: anyone who can reach it can use the models`);
+  if (!LOOPBACK.test(hostOf(f.listen)) && f.tls.cert === "" && (f.api_keys.length > 0 || f.admin_token !== ""))
+    out.push(`frontend.listen ${f.listen} is reachable from other hosts as plain HTTP: bearer keys, prompts and completions cross the network in clear; set frontend.tls, or terminate TLS in front of herd on a loopback listener (docs/operate.md)`);
   const metrics = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
   if (metrics?.level === "warn") out.push(metrics.message);
   const peer = peerExposure(config);
@@ -63,7 +65,8 @@ export function exposureInfo(config: Config): string[] {
   const f = config.frontend;
   const line = metricsExposureLine(f.metrics, f.listen, f.admin_token !== "");
   const peer = peerExposure(config);
-  return [...(line?.level === "info" ? [line.message] : []), ...(peer?.tls ? [`cluster peer API on ${peer.listen}: mutual TLS (cluster.tls)`] : [])];
+  const tls = f.tls.cert === "" ? [] : [`frontend on ${f.listen}: TLS (frontend.tls)${f.tls.ca !== "" ? ", client certificates signed by frontend.tls.ca required" : ""}`];
+  return [...(line?.level === "info" ? [line.message] : []), ...tls, ...(peer?.tls ? [`cluster peer API on ${peer.listen}: mutual TLS (cluster.tls)`] : [])];
 }
 
 /** Where the peer API listens when other hosts can be peers (null: loopback, or the one-node default cluster). */

@@ -62,6 +62,8 @@ import { PdMetrics } from "../pd/metrics.ts";
 import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute, type DecisionRecord } from "../request/record.ts";
+import { memoryAdminRoute } from "./memory.ts";
+import { certNotAfterS, loadListenerTls } from "../http/tls-files.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
 /** The last P/D requests' traces kept for inspection (both legs, the terms that chose each). */
@@ -118,6 +120,8 @@ export class HerdNode {
   /** KV transfers each prefill engine owes (the P/D orchestrator reports them; the planner reads them). */
   private readonly transfers = new TransferLedger();
   private listening: Listening | null = null;
+  /** notAfter (Unix seconds) of frontend.tls.cert as loaded by the listener; null without TLS. */
+  frontendCertNotAfterS: number | null = null;
   private runtime: RuntimeFile | null = null;
 
   constructor(
@@ -347,7 +351,7 @@ export class HerdNode {
       plan: pdPlan,
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs)],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs), memoryAdminRoute()],
       // The planner's SLA mode reads each finished request's measured TTFT and ITL.
       records: fanOut(this.recent.sink, ...(this.decisionLog ? [this.decisionLog.write] : []), ...(planner ? [(r: DecisionRecord) => r.model !== null && planner.recordLatency(r.model, r.ttft_ms, r.itl_ms)] : [])),
       sharedBudgets: cluster.quota.leases,
@@ -430,7 +434,9 @@ export class HerdNode {
     const { config } = this;
     const { host, port } = parseListen(config.frontend.listen);
     try {
-      this.listening = listen(this.frontend, host, port, config.frontend.max_body_bytes);
+      const tls = loadListenerTls("frontend.tls", config.frontend.tls);
+      this.frontendCertNotAfterS = tls ? certNotAfterS(tls.cert, "frontend.tls.cert") : null;
+      this.listening = listen(this.frontend, host, port, config.frontend.max_body_bytes, tls);
     } catch (e) {
       throw new Error(`cannot listen on ${config.frontend.listen}: ${errorMessage(e)}`);
     }

@@ -1,7 +1,8 @@
 // What the node's observability reads from its parts: the scrape-time series of
-// src/metrics/node-gauges.ts (KV event streams, the cluster's term and leader, the registry), the
-// engine view /admin/cluster shows, and the decision log of config `decision_log`.
-import type { NodeGaugeSources } from "../metrics/node-gauges.ts";
+// src/metrics/node-gauges.ts (KV event streams, the cluster's term and leader, the registry, the TLS
+// listeners' certificate expiry), the engine view /admin/cluster shows, and the decision log of
+// config `decision_log`.
+import type { NodeGaugeSources, TlsCertFigure } from "../metrics/node-gauges.ts";
 import { isAbsolute, join } from "node:path";
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
@@ -20,6 +21,12 @@ export function nodeGaugeSources(node: HerdNode): NodeGaugeSources {
     cluster: () => {
       const v = node.cluster.view();
       return { term: v.term, isLeader: v.leader === node.config.node.name, nodes: v.nodes };
+    },
+    tlsCerts: () => {
+      const out: TlsCertFigure[] = [];
+      if (node.frontendCertNotAfterS !== null) out.push({ listener: "frontend", notAfterS: node.frontendCertNotAfterS });
+      if (node.cluster.peerCertNotAfterS !== null) out.push({ listener: "peer", notAfterS: node.cluster.peerCertNotAfterS });
+      return out;
     },
   };
 }

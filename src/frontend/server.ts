@@ -14,15 +14,19 @@
 // `new URL` and answer 500 with one error line each (issue 22, row 11). RFC 9112 §3.2: a Host with
 // an invalid value is a 400, and HTTP/1.0 may omit it, in which case the listener's own address is
 // the authority. The Host header itself is passed on untouched (the admin API's loopback rule reads it).
+//
+// With frontend.tls the same listener speaks only TLS (Bun.serve's `tls` option, src/http/tls-files.ts):
+// a plain-HTTP client on that port fails its handshake; there is no second, cleartext port.
 import type { Server } from "bun";
 import { HerdError } from "../core/errors.ts";
 import { tooLarge } from "../http/body.ts";
+import { serverTls, type ListenerTls } from "../http/tls-files.ts";
 import type { Frontend } from "./app.ts";
 import { errorResponse } from "./respond.ts";
 
 export interface Listening {
   server: Server<undefined>;
-  /** e.g. http://127.0.0.1:8000 */
+  /** e.g. http://127.0.0.1:8000 (https:// with frontend.tls) */
   url: string;
   host: string;
   port: number;
@@ -47,7 +51,7 @@ export function parseListen(listen: string): { host: string; port: number } {
   return { host: m[1]!, port: Number(m[2]) };
 }
 
-export function listen(frontend: Frontend, host: string, port: number, maxBodyBytes: number): Listening {
+export function listen(frontend: Frontend, host: string, port: number, maxBodyBytes: number, tls: ListenerTls | null = null): Listening {
   const app = frontend.app;
   const backstop = bodyBackstopBytes(maxBodyBytes);
   const server = Bun.serve({
@@ -56,6 +60,7 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     idleTimeout: IDLE_TIMEOUT_S,
     // Bodies are read by herd under frontend.max_body_bytes (http/body.ts) on every route that reads one.
     maxRequestBodySize: Number.MAX_SAFE_INTEGER,
+    ...(tls ? { tls: serverTls(tls) } : {}),
     fetch(req, srv): Response | Promise<Response> {
       const declared = Number(req.headers.get("content-length") ?? 0);
       if (declared > backstop) return errorResponse(tooLarge(maxBodyBytes), { connection: "close" });
@@ -69,10 +74,11 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
     },
   });
   const h = host.includes(":") ? `[${host}]` : host;
-  const base = (): string => `http://${h === "0.0.0.0" || h === "[::]" ? "127.0.0.1" : h}:${server.port}`;
+  const scheme = tls ? "https" : "http";
+  const base = (): string => `${scheme}://${h === "0.0.0.0" || h === "[::]" ? "127.0.0.1" : h}:${server.port}`;
   return {
     server,
-    url: `http://${h}:${server.port}`,
+    url: `${scheme}://${h}:${server.port}`,
     host,
     port: server.port ?? port,
     stop: (force = false) => server.stop(force),

@@ -34,5 +34,6 @@ export const METRIC = {
   clusterTerm: "herd_cluster_term",
   clusterIsLeader: "herd_cluster_is_leader",
   clusterNodes: "herd_cluster_nodes",
+  tlsCertExpiryTimestampSeconds: "herd_tls_cert_expiry_timestamp_seconds",
 } as const;
 

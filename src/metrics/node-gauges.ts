@@ -1,7 +1,7 @@
 // Series read from the node's parts at scrape time, for the alert rules and dashboards of
 // config/observability/: KV event stream gaps and resyncs per worker (src/kv/ingest.ts counters),
-// each worker's KV cache usage (the scraped engine figure), and the cluster's term, leadership and
-// members. The parts are passed as plain functions so this folder imports none of them (layering,
+// each worker's KV cache usage (the scraped engine figure), the cluster's term, leadership and
+// members, and when the certificates this node's TLS listeners present expire. The parts are passed as plain functions so this folder imports none of them (layering,
 // docs/architecture.md). Counters built from cumulative figures add only the delta since the last
 // scrape; a figure that went down (the stream was rebuilt) starts a new count from there.
 import { Counter, Gauge, type Registry } from "prom-client";
@@ -21,6 +21,12 @@ export interface ClusterFigures {
   nodes: readonly { state: string }[];
 }
 
+/** A TLS listener's certificate: which listener presents it and its notAfter (Unix seconds). */
+export interface TlsCertFigure {
+  listener: "frontend" | "peer";
+  notAfterS: number;
+}
+
 export interface NodeGaugeSources {
   /** The configured model names: each gets a ready-worker count, 0 included. */
   models: readonly string[];
@@ -28,6 +34,8 @@ export interface NodeGaugeSources {
   kvStreams: () => readonly KvStreamFigures[];
   /** null when the node runs no cluster section (a single node). */
   cluster: () => ClusterFigures | null;
+  /** The certificates the node's TLS listeners loaded at start (none without frontend.tls / cluster.tls). */
+  tlsCerts?: () => readonly TlsCertFigure[];
 }
 
 /** A counter fed from a cumulative per-worker figure: adds what grew since the last scrape. */
@@ -106,6 +114,16 @@ export function registerNodeGauges(registry: Registry, src: NodeGaugeSources): v
       const by = new Map<string, number>();
       for (const n of c.nodes) by.set(n.state, (by.get(n.state) ?? 0) + 1);
       for (const [state, n] of by) this.set({ state }, n);
+    },
+  });
+  new Gauge({
+    name: METRIC.tlsCertExpiryTimestampSeconds,
+    help: "When the certificate a TLS listener presents expires (its notAfter, Unix seconds), read from frontend.tls.cert / cluster.tls.cert at start; absent without TLS.",
+    labelNames: ["listener"],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const c of src.tlsCerts?.() ?? []) this.set({ listener: c.listener }, c.notAfterS);
     },
   });
 }

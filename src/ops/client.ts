@@ -103,7 +103,9 @@ export function defaultDataDirs(): string[] {
 function fromRuntime(info: RuntimeInfo, token: string | null): Target {
   const port = info.url ? /:(\d+)$/.exec(info.url)?.[1] : undefined;
   const listen = port ? info.listen.replace(/:\d+$/, `:${port}`) : info.listen;
-  return { url: listenToUrl(listen), token, source: `runtime file of pid ${info.pid} in ${info.data_dir}` };
+  const url = listenToUrl(listen);
+  // frontend.tls: the listener speaks https only (the certificate is checked against the system's CAs).
+  return { url: info.url?.startsWith("https://") ? url.replace(/^http:/, "https:") : url, token, source: `runtime file of pid ${info.pid} in ${info.data_dir}` };
 }
 
 export async function resolveTarget(
@@ -122,7 +124,8 @@ export async function resolveTarget(
     }
     const live = liveRuntime(result.config.node.data_dir);
     if (live) return fromRuntime(live, token);
-    return { url: listenToUrl(result.config.frontend.listen), token, source: `--config ${file}` };
+    const url = listenToUrl(result.config.frontend.listen);
+    return { url: result.config.frontend.tls.cert !== "" ? url.replace(/^http:/, "https:") : url, token, source: `--config ${file}` };
   }
   const live = dataDirs().map(liveRuntime).filter((r): r is RuntimeInfo => r !== null);
   if (live.length > 1)

@@ -7,6 +7,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readFileSync } from "node:fs";
 import { join } from "node:path";
+import { X509Certificate } from "node:crypto";
 import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
 import { peer } from "../helpers/peers.ts";
 import { makePki, type CertFiles } from "../helpers/pki.ts";
@@ -88,6 +89,14 @@ describe.skipIf(!peer("openssl", ["openssl", "version"]))("cluster peer API over
     const plain = await fetch(`http://127.0.0.1:${peerPort(1)}/cluster/v1/view`, { signal: AbortSignal.timeout(3000) }).then((r) => r.status, () => 0);
     expect(plain).not.toBe(200);
   }, 30_000);
+
+  test("/metrics carries the peer certificate's notAfter (issue 23: the expiry alert)", async () => {
+    const text = await (await fetch(`http://127.0.0.1:${front(0)}/metrics`)).text();
+    const m = /^herd_tls_cert_expiry_timestamp_seconds\{listener="peer"\} (\S+)$/m.exec(text);
+    expect(m).not.toBeNull();
+    expect(Number(m![1])).toBe(Date.parse(new X509Certificate(pem(pki.nodes.a!.cert)).validTo) / 1000);
+    expect(text).not.toContain('listener="frontend"'); // no frontend.tls
+  });
 
   test("a node with an untrusted certificate (and the right token) never joins", async () => {
     const evil = await start("evil", 2, pki.untrusted);

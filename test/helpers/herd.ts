@@ -113,7 +113,7 @@ export async function startHerd(dir: string, yaml: string, opts: StartOptions = 
     },
   };
   try {
-    h.url = (await waitLog(/herd ready: listening on (http:\/\/\S+)/, opts.readyTimeoutMs))[1]!;
+    h.url = (await waitLog(/herd ready: listening on (https?:\/\/\S+)/, opts.readyTimeoutMs))[1]!;
   } catch (e) {
     if (proc.exitCode === null) proc.kill("SIGKILL");
     throw e;

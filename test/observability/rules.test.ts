@@ -91,7 +91,7 @@ describe("dashboards and rules", () => {
 
   test("each alert has a promtool unit test case", () => {
     const alerts = rules().groups.flatMap((g) => g.rules.map((r) => r.alert).filter((a): a is string => !!a));
-    expect(alerts.sort()).toEqual(["HerdEngineCrashLoop", "HerdKvEventGaps", "HerdKvTierCorruptReads", "HerdLeaderFlapping", "HerdNoReadyWorker", "HerdPrefixHitRateCollapse", "HerdTtftP95OverSlo"]);
+    expect(alerts.sort()).toEqual(["HerdEngineCrashLoop", "HerdKvEventGaps", "HerdKvTierCorruptReads", "HerdLeaderFlapping", "HerdNoReadyWorker", "HerdPrefixHitRateCollapse", "HerdTlsCertExpiringSoon", "HerdTtftP95OverSlo"]);
     const cases = parse(readFileSync(RULE_TESTS, "utf8")) as { tests: { alert_rule_test: { alertname: string; exp_alerts: unknown[] }[] }[] };
     const firing = new Set(cases.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length > 0).map((a) => a.alertname)));
     const quiet = new Set(cases.tests.flatMap((t) => t.alert_rule_test.filter((a) => a.exp_alerts.length === 0).map((a) => a.alertname)));

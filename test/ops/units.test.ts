@@ -178,6 +178,8 @@ describe("exposure warnings", () => {
     expect(w[1]).toContain("/metrics on 0.0.0.0:8000 is open to anyone who can reach it");
     expect(w[2]).toContain("worker n1/vllm-0 (vllm) binds its KV event sockets on every interface (tcp://*:20001, tcp://*:20002)");
     c.frontend.api_keys = ["k"];
+    expect(exposureWarnings(c, plans)[0]).toContain("is reachable from other hosts as plain HTTP: bearer keys, prompts and completions cross the network in clear");
+    c.frontend.tls = { cert: "/c.pem", key: "/k.pem", ca: "" };
     expect(exposureWarnings(c, plans)).toHaveLength(2);
     c.frontend.metrics = "loopback";
     expect(exposureWarnings(c, plans)).toHaveLength(1);
@@ -188,6 +190,7 @@ describe("exposure warnings", () => {
     c.engines = [];
     c.frontend.listen = "10.0.0.1:8000";
     c.frontend.api_keys = ["k"];
+    c.frontend.tls = { cert: "/c.pem", key: "/k.pem", ca: "" }; // the frontend's own exposure is not under test here
     c.frontend.metrics = "loopback";
     expect(exposureWarnings(c, [])).toEqual([]); // the default one-node file cluster: nobody can join
     c.cluster.discovery = "peers";

@@ -36,14 +36,16 @@ test("start-up names the /metrics mode on a non-loopback listener, nothing on lo
   expect([...exposureWarnings(c, []), ...exposureInfo(c)]).toEqual([]);
   c.frontend.listen = "0.0.0.0:8000";
   c.frontend.api_keys = ["k"];
+  expect(exposureWarnings(c, [])).toEqual([expect.stringContaining("keys, prompts and completions cross the network in clear"), expect.stringContaining("/metrics on 0.0.0.0:8000 is open to anyone")]);
+  c.frontend.tls = { cert: "/c.pem", key: "/k.pem", ca: "" }; // the rest is about /metrics alone
   expect(exposureWarnings(c, [])).toEqual([expect.stringContaining("/metrics on 0.0.0.0:8000 is open to anyone")]);
   c.frontend.metrics = "loopback";
   expect(exposureWarnings(c, [])).toEqual([]);
-  expect(exposureInfo(c)).toEqual([expect.stringContaining("served to loopback clients only (frontend.metrics: loopback)")]);
+  expect(exposureInfo(c)).toEqual([expect.stringContaining("served to loopback clients only (frontend.metrics: loopback)"), "frontend on 0.0.0.0:8000: TLS (frontend.tls)"]);
   c.frontend.metrics = "token";
   expect(exposureWarnings(c, [])).toEqual([expect.stringContaining("frontend.admin_token is empty")]);
   c.frontend.admin_token = TOKEN;
-  expect(exposureInfo(c)).toEqual([expect.stringContaining("admin-token holders and loopback clients")]);
+  expect(exposureInfo(c)).toEqual([expect.stringContaining("admin-token holders and loopback clients"), "frontend on 0.0.0.0:8000: TLS (frontend.tls)"]);
 });
 
 test("the /metrics route follows frontend.metrics for a remote client", async () => {

@@ -3,11 +3,11 @@
 // assertions: "the loop was not frozen" is asserted as ordering (another client is answered while
 // the flood is still being processed), memory as the server's own held-byte counters.
 import { afterAll, describe, expect, test } from "bun:test";
-import type { Socket } from "bun";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { RespServer, type RespServerOptions } from "../../src/tier/resp/server.ts";
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
 import { cmd } from "./resp-helpers.ts";
+import { rawConnect, writeAll } from "../helpers/raw-socket.ts";
 
 afterAll(cleanupDirs);
 
@@ -18,64 +18,7 @@ function server(extra: Partial<RespServerOptions> = {}) {
   return { s, tier };
 }
 
-interface Client {
-  sock: Socket<undefined>;
-  bytes: () => number;
-  text: () => string;
-  closed: () => boolean;
-  /** Resolves once `n` reply bytes arrived or the server closed. */
-  until: (n: number) => Promise<void>;
-}
-
-async function client(port: number, opts: { paused?: boolean; keep?: boolean } = {}): Promise<Client> {
-  let got = 0;
-  let closed = false;
-  const kept: Buffer[] = [];
-  let wake = () => {};
-  const sock = await Bun.connect({
-    hostname: "127.0.0.1",
-    port,
-    socket: {
-      data(_s, d) {
-        got += d.length;
-        if (opts.keep) kept.push(Buffer.from(d));
-        wake();
-      },
-      close() {
-        closed = true;
-        wake();
-      },
-      error() {},
-    },
-  });
-  if (opts.paused) sock.pause();
-  return {
-    sock,
-    bytes: () => got,
-    text: () => Buffer.concat(kept).toString("latin1"),
-    closed: () => closed,
-    until: async (n) => {
-      for (let i = 0; i < 6000 && got < n && !closed; i++) await new Promise<void>((r) => ((wake = r), setTimeout(r, 10)));
-    },
-  };
-}
-
-/** Write `data` respecting the socket's backpressure; resolves with the bytes the kernel took. */
-async function writeAll(sock: Socket<undefined>, data: Uint8Array, stallMs = 300): Promise<number> {
-  let off = 0;
-  let idle = 0;
-  while (off < data.length && idle < stallMs) {
-    const n = sock.write(data.subarray(off, Math.min(data.length, off + (1 << 20))));
-    if (n > 0) {
-      off += n;
-      idle = 0;
-    } else {
-      await Bun.sleep(10);
-      idle += 10;
-    }
-  }
-  return off;
-}
+const client = (port: number, opts: { paused?: boolean; keep?: boolean } = {}) => rawConnect(port, opts);
 
 describe("row 5: a pipelined PING flood does not hold the loop", () => {
   test("1.5M inline PINGs: all answered, and another client is answered while the flood runs", async () => {
