@@ -13,6 +13,7 @@ import { HerdMetrics } from "../../src/metrics/herd-metrics.ts";
 import { Router } from "../../src/router/index.ts";
 import { WorkerRegistry } from "../../src/workers/registry.ts";
 import { engine, randomPortStart, testConfig } from "../fixtures/engines/config.ts";
+import { readChatStream, type ChatStreamRead } from "../helpers/chat-stream.ts";
 import { memoryLogger } from "../helpers/log.ts";
 
 const MAX_TOKENS = 300;
@@ -49,28 +50,8 @@ afterAll(async () => {
 
 const body = (i: number, stream: boolean) => JSON.stringify({ model: "m", messages: [{ role: "user", content: `drain me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, ...(stream ? { stream: true, stream_options: { include_usage: true } } : {}) });
 
-async function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<{ text: string; deltas: number; error: string | null; usage: any; worker: string }> {
-  const res = await fetch(`${server!.url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(i, true) });
-  const out = { text: "", deltas: 0, error: null as string | null, usage: null as any, worker: res.headers.get("x-herd-worker") ?? "" };
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of res.body as ReadableStream<Uint8Array>) {
-    buf += dec.decode(chunk, { stream: true });
-    for (let k = buf.indexOf("\n\n"); k >= 0; k = buf.indexOf("\n\n")) {
-      const data = buf.slice(0, k).replace(/^data: ?/, "");
-      buf = buf.slice(k + 2);
-      if (data === "[DONE]") continue;
-      const o = JSON.parse(data);
-      if (o.error) out.error = JSON.stringify(o.error);
-      if (o.usage) out.usage = o.usage;
-      const c = o.choices?.[0]?.delta?.content;
-      if (typeof c === "string" && c !== "") {
-        out.text += c;
-        onDelta(++out.deltas);
-      }
-    }
-  }
-  return out;
+function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<ChatStreamRead> {
+  return readChatStream(server!.url, body(i, true), onDelta);
 }
 
 async function whole(i: number): Promise<{ status: number; body: any }> {

@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { readChatStream, type ChatStreamRead } from "../helpers/chat-stream.ts";
 
 const MODEL = "mig-sim";
 const STREAMS = 32;
@@ -38,47 +39,10 @@ afterAll(async () => {
   if (dir) cleanup(dir);
 });
 
-interface Read {
-  ids: Set<string>;
-  text: string;
-  deltas: number;
-  usage: any;
-  error: string | null;
-  done: boolean;
-  worker: string;
-}
-
 /** One stream, read to its end; `onDelta` sees each content delta's running count. */
-async function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<Read> {
-  const res = await fetch(`${herd!.url}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
-  });
-  const out: Read = { ids: new Set(), text: "", deltas: 0, usage: null, error: null, done: false, worker: res.headers.get("x-herd-worker") ?? "" };
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of res.body as ReadableStream<Uint8Array>) {
-    buf += dec.decode(chunk, { stream: true });
-    for (let k = buf.indexOf("\n\n"); k >= 0; k = buf.indexOf("\n\n")) {
-      const data = buf.slice(0, k).replace(/^data: ?/, "");
-      buf = buf.slice(k + 2);
-      if (data === "[DONE]") {
-        out.done = true;
-        continue;
-      }
-      const o = JSON.parse(data);
-      if (o.error) out.error = JSON.stringify(o.error);
-      if (o.id) out.ids.add(o.id);
-      if (o.usage) out.usage = o.usage;
-      const c = o.choices?.[0]?.delta?.content;
-      if (typeof c === "string" && c !== "") {
-        out.text += c;
-        onDelta(++out.deltas);
-      }
-    }
-  }
-  return out;
+function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<ChatStreamRead> {
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+  return readChatStream(herd!.url, body, onDelta);
 }
 
 test(`kill -9 of an engine under ${STREAMS} concurrent streams: every stream completes, exactly max_tokens, contiguous`, async () => {

@@ -9,6 +9,7 @@ import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { readChatStream, type ChatStreamRead } from "../helpers/chat-stream.ts";
 
 const MODEL = "shut-sim";
 const PER_NODE = 12;
@@ -54,39 +55,9 @@ afterAll(async () => {
   if (dir) cleanup(dir);
 });
 
-interface Read { ids: Set<string>; text: string; deltas: number; usage: any; error: string | null; done: boolean; worker: string }
-
-async function stream(entry: Name, i: number, onDelta: (n: number) => void = () => {}): Promise<Read> {
-  const res = await fetch(`${url(entry)}/v1/chat/completions`, {
-    method: "POST",
-    headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `shut down under me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } }),
-  });
-  const out: Read = { ids: new Set(), text: "", deltas: 0, usage: null, error: null, done: false, worker: res.headers.get("x-herd-worker") ?? "" };
-  if (res.status !== 200) return { ...out, error: `HTTP ${res.status}: ${await res.text()}` };
-  const dec = new TextDecoder();
-  let buf = "";
-  for await (const chunk of res.body as ReadableStream<Uint8Array>) {
-    buf += dec.decode(chunk, { stream: true });
-    for (let k = buf.indexOf("\n\n"); k >= 0; k = buf.indexOf("\n\n")) {
-      const data = buf.slice(0, k).replace(/^data: ?/, "");
-      buf = buf.slice(k + 2);
-      if (data === "[DONE]") {
-        out.done = true;
-        continue;
-      }
-      const o = JSON.parse(data);
-      if (o.error) out.error = JSON.stringify(o.error);
-      if (o.id) out.ids.add(o.id);
-      if (o.usage) out.usage = o.usage;
-      const c = o.choices?.[0]?.delta?.content;
-      if (typeof c === "string" && c !== "") {
-        out.text += c;
-        onDelta(++out.deltas);
-      }
-    }
-  }
-  return out;
+function stream(entry: Name, i: number, onDelta: (n: number) => void = () => {}): Promise<ChatStreamRead> {
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `shut down under me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+  return readChatStream(url(entry), body, onDelta);
 }
 
 test(`SIGTERM to a node under ${2 * PER_NODE} streams: the ones on its engine migrate (entering it or its peer), all complete`, async () => {
