@@ -17,19 +17,15 @@ import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
 import OpenAI from "openai";
-import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { cleanup, HerdNodes, portBase, startHerd, tempDir } from "../helpers/herd.ts";
 
 const TOKEN = "e2e-pd-cluster-token";
 const NAMES = ["pa", "pb"] as const;
 type Name = (typeof NAMES)[number];
 
 let dir = "";
-let base = 0;
-const nodes = new Map<Name, HerdProc>();
-const port = (n: Name) => base + NAMES.indexOf(n);
-const url = (n: Name) => `http://127.0.0.1:${port(n)}`;
-const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-2500)}`).join("\n");
-const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 10_000) => waitForLog(what, fn, timeoutMs, logs);
+const herds = new HerdNodes(NAMES, { logTailChars: 2500, waitMs: 10_000 });
+const { procs: nodes, port, url, logs, waitFor } = herds;
 const get = async (n: Name, path: string): Promise<any> => (await fetch(`${url(n)}${path}`, { signal: AbortSignal.timeout(2000) })).json();
 const metricsText = async (n: Name) => (await fetch(`${url(n)}/metrics`, { signal: AbortSignal.timeout(2000) })).text();
 const client = (n: Name) => new OpenAI({ baseURL: `${url(n)}/v1`, apiKey: "none", maxRetries: 0, timeout: 10_000 });
@@ -47,7 +43,7 @@ function config(n: Name): string {
   return `node: { name: ${n}, advertise: 127.0.0.1, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend: { drain_timeout_ms: 2000, first_token_timeout_ms: 4000, idle_timeout_ms: 5000 }
 router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
-supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
+supervisor: { port_range_start: ${herds.base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
 pd: { min_prefill_tokens: 64, nixl_metadata: herd, kv_load_failure_policy: recompute }
 models: [{ name: m }]
 engines:
@@ -62,7 +58,7 @@ cluster:
 const workers = async (n: Name): Promise<any[]> => (await get(n, "/admin/cluster")).workers;
 
 beforeAll(async () => {
-  base = portBase();
+  herds.base = portBase();
   dir = tempDir("herd-pd-cluster-e2e-");
   await Promise.all(
     NAMES.map(async (n) => {

@@ -11,19 +11,15 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { cleanup, HerdNodes, portBase, startHerd, tempDir } from "../helpers/herd.ts";
 
 const TOKEN = "e2e-planner-token";
 const NAMES = ["a", "b", "c"] as const;
 type Name = (typeof NAMES)[number];
 
 let dir = "";
-let base = 0;
-const nodes = new Map<Name, HerdProc>();
-const port = (n: Name) => base + NAMES.indexOf(n);
-const url = (n: Name) => `http://127.0.0.1:${port(n)}`;
-const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-2000)}`).join("\n");
-const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 40_000) => waitForLog(what, fn, timeoutMs, logs);
+const herds = new HerdNodes(NAMES, { logTailChars: 2000, waitMs: 40_000 });
+const { procs: nodes, port, url, logs, waitFor } = herds;
 const get = async (n: Name, path: string): Promise<any> => (await fetch(`${url(n)}${path}`, { signal: AbortSignal.timeout(3000) })).json();
 
 // Each node declares one GPU (its entry names GPU 0): one engine per host at most. On a, a model
@@ -36,7 +32,7 @@ function config(n: Name): string {
   return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend: { first_token_timeout_ms: 20000, drain_timeout_ms: 1000 }
 router: { policy: least-loaded }
-supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
+supervisor: { port_range_start: ${herds.base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
 models: [{ name: m }, { name: other }]
 engines:
   - { kind: sim, model: m, count: 1, gpus: [0], share_gpu: true, args: ["--time-scale", "10", "--startup-delay-ms", "2500"] }
@@ -91,7 +87,7 @@ function burst(entry: Name, n: number): Promise<number[]> {
 
 describe("one planner for the cluster: the leader's", () => {
   beforeAll(async () => {
-    base = portBase();
+    herds.base = portBase();
     dir = tempDir("herd-planner-cluster-");
     await Promise.all(
       NAMES.map(async (n) => {

@@ -6,7 +6,7 @@
 import { afterAll, beforeAll, describe, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { cleanup, HerdNodes, portBase, startHerd, tempDir } from "../helpers/herd.ts";
 
 const NAMES = ["a", "b"] as const;
 type Name = (typeof NAMES)[number];
@@ -14,21 +14,17 @@ const RPM = 30;
 const KEY = "sk-quota-e2e";
 
 let dir = "";
-let base = 0;
 /** Before the nodes start: the leader's bucket cannot have begun refilling earlier. */
 let tStart = 0;
-const nodes = new Map<Name, HerdProc>();
-const port = (n: Name) => base + NAMES.indexOf(n);
-const url = (n: Name) => `http://127.0.0.1:${port(n)}`;
-const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-2500)}`).join("\n");
-const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000) => waitForLog(what, fn, timeoutMs, logs);
+const herds = new HerdNodes(NAMES, { logTailChars: 2500, waitMs: 30_000 });
+const { procs: nodes, port, url, logs, waitFor } = herds;
 
 function config(n: Name): string {
   return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend:
   api_keys:
     - { name: team, key: ${KEY}, rpm: ${RPM} }
-supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
+supervisor: { port_range_start: ${herds.base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
 models:
   - { name: shared }
 engines:
@@ -53,7 +49,7 @@ async function metric(name: string): Promise<number> {
 describe("quotas counted across two nodes", () => {
   beforeAll(async () => {
     tStart = performance.now();
-    base = portBase();
+    herds.base = portBase();
     dir = tempDir("herd-quota-e2e-");
     await Promise.all(
       NAMES.map(async (n) => {

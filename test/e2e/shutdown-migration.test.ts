@@ -8,7 +8,7 @@
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { mkdirSync } from "node:fs";
 import { join } from "node:path";
-import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
+import { cleanup, HerdNodes, portBase, startHerd, tempDir } from "../helpers/herd.ts";
 import { readChatStream, type ChatStreamRead } from "../helpers/chat-stream.ts";
 
 const MODEL = "shut-sim";
@@ -18,19 +18,15 @@ const NAMES = ["a", "b"] as const;
 type Name = (typeof NAMES)[number];
 
 let dir = "";
-let base = 0;
-const nodes = new Map<Name, HerdProc>();
-const port = (n: Name) => base + NAMES.indexOf(n);
-const url = (n: Name) => `http://127.0.0.1:${port(n)}`;
-const logs = () => [...nodes].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-3000)}`).join("\n");
-const waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = 30_000) => waitForLog(what, fn, timeoutMs, logs);
+const herds = new HerdNodes(NAMES, { logTailChars: 3000, waitMs: 30_000 });
+const { procs: nodes, port, url, logs, waitFor } = herds;
 const admin = async (n: Name): Promise<any> => (await fetch(`${url(n)}/admin/cluster`, { signal: AbortSignal.timeout(2000) })).json();
 
 function config(n: Name): string {
   return `node: { name: ${n}, data_dir: ${JSON.stringify(join(dir, n, "data"))} }
 frontend: { first_token_timeout_ms: 10000, idle_timeout_ms: 5000, drain_timeout_ms: 1000, leave_grace_ms: 300, migration_limit: 3, migration_grace_ms: 30000 }
 router: { policy: round-robin, metrics_scrape_interval_ms: 200 }
-supervisor: { port_range_start: ${base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
+supervisor: { port_range_start: ${herds.base + 100 + 100 * NAMES.indexOf(n)}, health_interval_ms: 100, health_timeout_ms: 300 }
 models: [ { name: ${MODEL} } ]
 engines: [ { kind: sim, model: ${MODEL}, count: 1, args: ["--time-scale", "1"] } ]
 cluster:
@@ -41,7 +37,7 @@ cluster:
 }
 
 beforeAll(async () => {
-  base = portBase();
+  herds.base = portBase();
   dir = tempDir("herd-shutdown-migration-");
   await Promise.all(NAMES.map(async (n) => {
     mkdirSync(join(dir, n));

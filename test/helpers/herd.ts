@@ -120,3 +120,18 @@ export async function startHerd(dir: string, yaml: string, opts: StartOptions = 
   }
   return h;
 }
+
+/**
+ * The nodes of a multi-node e2e test on loopback: node `names[i]` listens on `base + i` (set `base`
+ * in beforeAll, e.g. from portBase()), `procs` holds the started herds, `logs()` their last
+ * `logTailChars` each for a failed wait's message, and `waitFor` defaults to `waitMs`.
+ */
+export class HerdNodes<N extends string> {
+  base = 0;
+  readonly procs = new Map<N, HerdProc>();
+  constructor(readonly names: readonly N[], private readonly o: { logTailChars: number; waitMs: number }) {}
+  readonly port = (n: N): number => this.base + this.names.indexOf(n);
+  readonly url = (n: N): string => `http://127.0.0.1:${this.port(n)}`;
+  readonly logs = (): string => [...this.procs].map(([n, h]) => `--- ${n} ---\n${h.log().slice(-this.o.logTailChars)}`).join("\n");
+  readonly waitFor = <T>(what: string, fn: () => Promise<T | null | undefined | false>, timeoutMs = this.o.waitMs): Promise<T> => waitFor(what, fn, timeoutMs, this.logs);
+}
