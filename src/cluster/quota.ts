@@ -9,6 +9,7 @@
 // live lease (no leader, leader unreachable for LEASE_MS) spends from a local bucket of limit / nodes
 // — never unlimited, never zero — and the leader debits those `unleased` units when it hears again.
 // No I/O here: quota-sync.ts carries asks to the leader; time comes from the caller's clock readings.
+import { RefillBucket } from "../core/refill-bucket.ts";
 
 export type QuotaKind = "requests" | "tokens";
 
@@ -45,23 +46,6 @@ export interface QuotaReply {
 /** The key of one limit of a tenant on the wire: its name (never its API key) and the limit. */
 export const quotaKey = (tenant: string, kind: QuotaKind) => `${tenant}/${kind}`;
 
-class Refill {
-  level: number;
-  private atMs: number;
-  constructor(
-    public perMinute: number,
-    nowMs: number,
-  ) {
-    this.level = perMinute;
-    this.atMs = nowMs;
-  }
-  at(nowMs: number): number {
-    this.level = Math.min(this.perMinute, this.level + ((nowMs - this.atMs) * this.perMinute) / 60_000);
-    this.atMs = nowMs;
-    return this.level;
-  }
-}
-
 interface NodeRecord {
   granted: number;
   base: number;
@@ -71,7 +55,7 @@ interface NodeRecord {
 
 /** The leader's side: every key's bucket and what each node (name + boot) holds of it. */
 export class QuotaLedger {
-  private readonly buckets = new Map<string, Refill>();
+  private readonly buckets = new Map<string, RefillBucket>();
   /** `${node}/${boot}` → key → record; plus when that node last asked. */
   private readonly nodes = new Map<string, { heardMs: number; keys: Map<string, NodeRecord> }>();
 
@@ -90,7 +74,7 @@ export class QuotaLedger {
     for (const k of ask.keys.slice(0, QUOTA_KEYS_MAX)) {
       if (!(k.per_minute > 0)) continue;
       let b = this.buckets.get(k.key);
-      if (!b) this.buckets.set(k.key, (b = new Refill(k.per_minute, nowMs)));
+      if (!b) this.buckets.set(k.key, (b = new RefillBucket(k.per_minute, nowMs)));
       b.perMinute = k.per_minute; // nodes share one config; the latest ask's limit wins
       b.at(nowMs);
       let r = n.keys.get(k.key);
@@ -140,7 +124,7 @@ interface Held {
   leaderLevel: number;
   /** The lease is void from here (the send time of the ask that got it + QUOTA_LEASE_MS). */
   validUntilMs: number;
-  fallback: Refill;
+  fallback: RefillBucket;
 }
 
 /** A node's side: its leases, and the local fallback while it has none. */
@@ -164,7 +148,7 @@ export class QuotaLeases {
       const key = quotaKey(l.tenant, l.kind);
       const old = this.held.get(key);
       if (old && old.perMinute === l.perMinute) next.set(key, old);
-      else next.set(key, { key, perMinute: l.perMinute, spent: 0, unleased: 0, unleasedAcked: 0, needMax: 0, ledger: "", granted: 0, base: 0, leaderLevel: 0, validUntilMs: -Infinity, fallback: new Refill(this.localShare(l.perMinute), nowMs) });
+      else next.set(key, { key, perMinute: l.perMinute, spent: 0, unleased: 0, unleasedAcked: 0, needMax: 0, ledger: "", granted: 0, base: 0, leaderLevel: 0, validUntilMs: -Infinity, fallback: new RefillBucket(this.localShare(l.perMinute), nowMs) });
     }
     this.held = next;
   }

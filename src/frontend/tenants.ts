@@ -10,6 +10,7 @@
 // flight. A refusal is 429 `rate_limit_exceeded` with OpenAI's headers (x-ratelimit-limit-*,
 // -remaining-*, -reset-* for requests and tokens) and Retry-After; the same headers go on every
 // answer for a key with a limit.
+import { RefillBucket } from "../core/refill-bucket.ts";
 import { createHash, timingSafeEqual } from "node:crypto";
 import { readFileSync } from "node:fs";
 import type { Clock } from "../core/clock.ts";
@@ -56,39 +57,23 @@ function sharedBudget(shared: SharedBudgets, tenant: string, kind: "requests" | 
   };
 }
 
-/** A continuously refilled bucket of `perMinute` units. */
-class Bucket implements Budget {
-  private level: number;
-  private atMs: number;
-  constructor(
-    readonly perMinute: number,
-    nowMs: number,
-  ) {
-    this.level = perMinute;
-    this.atMs = nowMs;
-  }
-  private refill(nowMs: number): void {
-    this.level = Math.min(this.perMinute, this.level + ((nowMs - this.atMs) * this.perMinute) / 60_000);
-    this.atMs = nowMs;
-  }
+/** A continuously refilled bucket of `perMinute` units (core/refill-bucket.ts) as a tenant's Budget. */
+class Bucket extends RefillBucket implements Budget {
   /** Units available now. */
   remaining(nowMs: number): number {
-    this.refill(nowMs);
-    return Math.floor(this.level);
+    return Math.floor(this.at(nowMs));
   }
   /** ms until `n` units are available (0 if now). */
   waitMs(nowMs: number, n: number): number {
-    this.refill(nowMs);
-    return this.level >= n ? 0 : Math.ceil(((n - this.level) * 60_000) / this.perMinute);
+    const level = this.at(nowMs);
+    return level >= n ? 0 : Math.ceil(((n - level) * 60_000) / this.perMinute);
   }
   /** ms until the bucket is full again (OpenAI's x-ratelimit-reset-*). */
   resetMs(nowMs: number): number {
-    this.refill(nowMs);
-    return Math.ceil(((this.perMinute - this.level) * 60_000) / this.perMinute);
+    return Math.ceil(((this.perMinute - this.at(nowMs)) * 60_000) / this.perMinute);
   }
   canTake(nowMs: number, n: number): boolean {
-    this.refill(nowMs);
-    return this.level >= n;
+    return this.at(nowMs) >= n;
   }
   take(_nowMs: number, n: number): void {
     this.level -= n;
