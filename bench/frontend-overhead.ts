@@ -6,6 +6,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 400);
 const CONC = Number(process.argv[3] ?? 32);
@@ -14,34 +15,6 @@ const ROOT = resolve(import.meta.dir, "..");
 const MODEL = "bench-sim";
 const body = (stream: boolean) =>
   JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
-
-async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string): Promise<string> {
-  const dec = new TextDecoder();
-  let buf = "";
-  const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
-  const deadline = performance.now() + 30_000;
-  while (performance.now() < deadline) {
-    const r = await reader.read();
-    if (r.done) break;
-    buf += dec.decode(r.value);
-    const m = re.exec(buf);
-    if (m) {
-      // Keep draining so the child never blocks on a full pipe.
-      void (async () => {
-        while (!(await reader.read()).done);
-      })();
-      return m[1]!;
-    }
-  }
-  throw new Error(`${what} did not start:\n${buf}`);
-}
-
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, fetch: () => new Response() });
-  const p = s.port!;
-  await s.stop(true);
-  return p;
-}
 
 async function once(url: string, stream: boolean): Promise<number> {
   const t0 = performance.now();
@@ -78,18 +51,8 @@ async function latency(direct: string, viaHerd: string, stream: boolean) {
 }
 
 /** Completed requests in `ms` with CONC clients in a closed loop. */
-async function window(url: string, ms: number): Promise<number> {
-  const end = performance.now() + ms;
-  let done = 0;
-  await Promise.all(
-    Array.from({ length: CONC }, async () => {
-      while (performance.now() < end) {
-        await once(url, false);
-        done++;
-      }
-    }),
-  );
-  return done;
+function window(url: string, ms: number): Promise<number> {
+  return closedLoop(CONC, ms, () => once(url, false));
 }
 
 /** Max requests/s, alternating one-second windows between direct and herd. */

@@ -7,6 +7,7 @@
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 300);
 const CONC = Number(process.argv[3] ?? 16);
@@ -15,26 +16,6 @@ const ROUNDS = 5;
 const ROOT = resolve(import.meta.dir, "..");
 const MODEL = "bench-sim";
 const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream: true });
-
-async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string): Promise<string> {
-  const dec = new TextDecoder();
-  let buf = "";
-  const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
-  const deadline = performance.now() + 30_000;
-  while (performance.now() < deadline) {
-    const r = await reader.read();
-    if (r.done) break;
-    buf += dec.decode(r.value);
-    const m = re.exec(buf);
-    if (m) {
-      void (async () => {
-        while (!(await reader.read()).done);
-      })();
-      return m[1]!;
-    }
-  }
-  throw new Error(`${what} did not start:\n${buf}`);
-}
 
 async function once(url: string): Promise<number> {
   const t0 = performance.now();
@@ -46,16 +27,8 @@ async function once(url: string): Promise<number> {
 
 const pct = (s: number[], p: number) => s[Math.min(s.length - 1, Math.floor(p * s.length))]!;
 
-async function window(url: string, ms: number): Promise<number> {
-  const end = performance.now() + ms;
-  let done = 0;
-  await Promise.all(Array.from({ length: CONC }, async () => {
-    while (performance.now() < end) {
-      await once(url);
-      done++;
-    }
-  }));
-  return done;
+function window(url: string, ms: number): Promise<number> {
+  return closedLoop(CONC, ms, () => once(url));
 }
 
 let exported = 0;
@@ -65,12 +38,6 @@ const sink = Bun.serve({ port: 0, hostname: "127.0.0.1", async fetch(req) {
   return new Response(new Uint8Array(0), { headers: { "content-type": "application/x-protobuf" } });
 } });
 const dir = mkdtempSync(join(tmpdir(), "herd-bench-tracing-"));
-const freePort = async () => {
-  const s = Bun.serve({ port: 0, fetch: () => new Response() });
-  const p = s.port!;
-  await s.stop(true);
-  return p;
-};
 const simPort = await freePort();
 const sim = Bun.spawn([process.execPath, "src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
 const variants = [
