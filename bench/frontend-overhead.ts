@@ -3,6 +3,8 @@
 // process only generates load (fetch, keep-alive). Prints p50/p99 latency at concurrency 1 for
 // non-streaming and streaming requests, and max requests/s at concurrency C, with herd/direct ratios.
 // Run: ./node_modules/.bin/bun bench/frontend-overhead.ts [requests=400] [concurrency=32] [seconds=3]
+// BENCH_MIGRATION_LIMIT=0 turns request migration off in herd (default 3, herd's default): with it on,
+// a non-streamed chat is streamed from the engine and assembled by herd (src/request/collect.ts).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -79,6 +81,7 @@ const cfg = join(dir, "herd.yaml");
 writeFileSync(
   cfg,
   `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
+frontend: { migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)} }
 router: { policy: round-robin }
 models: [{ name: ${MODEL} }]
 engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
