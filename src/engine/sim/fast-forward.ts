@@ -5,7 +5,7 @@
 // preempted: no block is freed during quiet steps, so taking them in order cannot run short). Such a
 // step changes only token counts, blocks and the prefix cache, and its cost is known in advance:
 // T = B tokens, no prefill pairs, decode context growing by B per step (src/engine/sim/cost.ts).
-// The scheduler then runs those steps without a timer each (scheduler.ts `catchUp`), with the same
+// The scheduler then runs those steps without a timer each (scheduler-quiet.ts `QuietWindows.catchUp`), with the same
 // schedule()/endStep() code, and one timer at the window's end. The step end times are computed as
 // the VirtualClock computes a step's timer (`now + (due − now)`, then the next step starts at
 // max(due, now − maxLagMs)), so every time is bit-identical to stepping one timer at a time
