@@ -13,6 +13,7 @@ import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { QWEN3_8B_KV_BYTES_PER_BLOCK } from "../src/engine/sim/options.ts";
+import { readStreamTiming, type StreamTiming } from "./lib/stream-timing.ts";
 
 const N = Number(process.argv[2] ?? 24);
 const CONC = Number(process.argv[3] ?? 6);
@@ -60,28 +61,13 @@ async function startHerd(yaml: string, workers: number): Promise<Herd> {
   }
 }
 
-interface Timing {
-  ttftMs: number;
-  maxGapMs: number;
-}
+type Timing = StreamTiming;
 
 async function one(url: string, body: unknown): Promise<Timing> {
   const t0 = performance.now();
   const res = await fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify(body) });
   if (res.status !== 200) throw new Error(`HTTP ${res.status}: ${await res.text()}`);
-  const reader = res.body!.getReader();
-  let first = -1;
-  let last = 0;
-  let maxGap = 0;
-  for (;;) {
-    const r = await reader.read();
-    if (r.done) break;
-    const now = performance.now();
-    if (first < 0) first = now;
-    else maxGap = Math.max(maxGap, now - last);
-    last = now;
-  }
-  return { ttftMs: (first - t0) * SCALE, maxGapMs: maxGap * SCALE };
+  return readStreamTiming(res, t0, SCALE);
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;

@@ -18,6 +18,7 @@ import { defaultConfig } from "../src/config/index.ts";
 import { Router, type RouteRequest } from "../src/router/index.ts";
 import { WorkerRegistry } from "../src/workers/registry.ts";
 import { emptyLoad, type Worker } from "../src/workers/worker.ts";
+import { readStreamTiming, type StreamTiming } from "./lib/stream-timing.ts";
 
 const N = Number(process.argv[2] ?? 24);
 const CONC = Number(process.argv[3] ?? 6);
@@ -25,10 +26,7 @@ const SCALE = Number(process.argv[4] ?? 10);
 const LINK = Number(process.argv[5] ?? 25) * 1e9;
 const WIRE_BYTES_PER_BLOCK = 1024;
 
-interface Timing {
-  ttftMs: number;
-  maxGapMs: number;
-}
+type Timing = StreamTiming;
 
 /**
  * One request's legs: routed by the router (the router.pd presets), streamed; for the client leg
@@ -48,25 +46,9 @@ class TimingRunner implements LegRunner {
     const res = await fetch(`${leg.worker.url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json", "x-request-id": this.requestId }, body: leg.body, signal });
     if (res.status !== 200) return { kind: "failed", reason: "status_5xx", message: `HTTP ${res.status}: ${await res.text()}`, status: res.status };
     if (!leg.toClient) return { kind: "done", text: await res.text() };
-    this.timings.push(await readStream(res, this.t0));
+    this.timings.push(await readStreamTiming(res, this.t0, SCALE));
     return { kind: "committed", answer: null };
   }
-}
-
-async function readStream(res: Response, t0: number): Promise<Timing> {
-  const reader = res.body!.getReader();
-  let first = -1;
-  let last = 0;
-  let maxGap = 0;
-  for (;;) {
-    const r = await reader.read();
-    if (r.done) break;
-    const now = performance.now();
-    if (first < 0) first = now;
-    else maxGap = Math.max(maxGap, now - last);
-    last = now;
-  }
-  return { ttftMs: (first - t0) * SCALE, maxGapMs: maxGap * SCALE };
 }
 
 const pct = (xs: number[], p: number) => [...xs].sort((a, b) => a - b)[Math.min(xs.length - 1, Math.floor(p * xs.length))]!;

@@ -13,6 +13,7 @@ import { mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { makePki } from "../test/helpers/pki.ts";
+import { freePort } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 300);
 const ROUNDS = 5;
@@ -20,13 +21,6 @@ const ROOT = resolve(import.meta.dir, "..");
 const MODEL = "bench-sim";
 const TOKEN = "bench-peer-token";
 const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8 });
-
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, hostname: "127.0.0.1", fetch: () => new Response() });
-  const p = s.port!;
-  await s.stop(true);
-  return p;
-}
 
 const procs: ReturnType<typeof Bun.spawn>[] = [];
 function spawn(args: string[]) {
@@ -58,12 +52,12 @@ const dir = mkdtempSync(join(tmpdir(), "herd-bench-tls-"));
 try {
   mkdirSync(join(dir, "pki"));
   const pki = makePki(join(dir, "pki"), ["a", "b"]);
-  const simPort = await freePort();
+  const simPort = await freePort("127.0.0.1");
   spawn(["sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"]);
   await until("the sim engine", async () => (await fetch(`http://127.0.0.1:${simPort}/health`)).ok);
 
   async function cluster(mode: "plain" | "tls") {
-    const [fa, fb, pa, pb] = [await freePort(), await freePort(), await freePort(), await freePort()];
+    const [fa, fb, pa, pb] = [await freePort("127.0.0.1"), await freePort("127.0.0.1"), await freePort("127.0.0.1"), await freePort("127.0.0.1")];
     const seeds = JSON.stringify([`127.0.0.1:${pa}`, `127.0.0.1:${pb}`]);
     for (const [name, front, peerPort] of [["a", fa, pa], ["b", fb, pb]] as const) {
       const tls = mode === "tls" ? `\n  tls: { cert: ${pki.nodes[name]!.cert}, key: ${pki.nodes[name]!.key}, ca: ${pki.ca} }` : "";

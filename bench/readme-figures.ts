@@ -11,6 +11,7 @@ import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
 import { checkoutCommit } from "../src/version.ts";
+import { freePort } from "./lib/child.ts";
 
 const ROOT = resolve(import.meta.dir, "..");
 const BUN = process.execPath;
@@ -30,13 +31,6 @@ function replaceFlag(argv: string[], flag: string, value: string): string[] {
   return i < 0 ? argv : [...argv.slice(0, i + 1), value, ...argv.slice(i + 2)];
 }
 
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
-  const port = s.port!;
-  await s.stop(true);
-  return port;
-}
-
 const load = () => loadavg().map((x) => x.toFixed(1)).join(" ");
 
 async function main(): Promise<void> {
@@ -45,7 +39,7 @@ async function main(): Promise<void> {
   const simArgv = readmeCommand(readme, "simulate");
   const dir = mkdtempSync(join(tmpdir(), "herd-readme-figures-"));
   const loadBefore = load();
-  const port = await freePort();
+  const port = await freePort("127.0.0.1");
   const daemon = Bun.spawn([BUN, "src/cli.ts", "run", "--listen", `127.0.0.1:${port}`], {
     cwd: ROOT, stdout: "ignore", stderr: "ignore", stdin: "ignore", env: { ...process.env, XDG_DATA_HOME: dir },
   });

@@ -9,6 +9,7 @@
 // (root: another checkout of herd to measure, e.g. the code before the fix.)
 import { readFileSync } from "node:fs";
 import { resolve } from "node:path";
+import { freePort } from "./lib/child.ts";
 
 const SECONDS = Number(process.argv[2] === "--attack" ? 0 : (process.argv[2] ?? 15));
 const ATTACKERS = Number(process.argv[3] ?? 4);
@@ -50,13 +51,6 @@ const ALL_ATTACKS: { name: string; path: string; body: string }[] = [
 // HERD_BENCH_ATTACKS=name,name… keeps only those bodies (to see which one costs what).
 const only = process.env.HERD_BENCH_ATTACKS?.split(",");
 const ATTACKS = only ? ALL_ATTACKS.filter((a) => only.includes(a.name)) : ALL_ATTACKS;
-
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, fetch: () => new Response() });
-  const p = s.port!;
-  await s.stop(true);
-  return p;
-}
 
 function rssKb(pid: number): { rss: number; hwm: number } {
   try {

@@ -10,6 +10,7 @@ import { copyFileSync, existsSync, readFileSync, rmSync, writeFileSync } from "n
 import { join } from "node:path";
 import { parseRuntimeInfo, runtimeFilePath } from "../src/ops/runtime.ts";
 import { cleanup, tempDir } from "./helpers/herd.ts";
+import { freePort } from "./helpers/ports.ts";
 
 const ROOT = join(import.meta.dir, "..");
 const README = readFileSync(join(ROOT, "README.md"), "utf8");
@@ -90,13 +91,6 @@ const commands = readmeCommands(README);
 const dataHome = tempDir("herd-readme-");
 let port = 0;
 let npmStart: ReturnType<typeof Bun.spawn> | null = null;
-
-async function freePort(): Promise<number> {
-  const s = Bun.serve({ hostname: "127.0.0.1", port: 0, fetch: () => new Response() });
-  const p = s.port!;
-  await s.stop(true);
-  return p;
-}
 
 const env = () => ({ ...process.env, XDG_DATA_HOME: dataHome, NO_COLOR: "1" });
 

@@ -1,5 +1,6 @@
-// Pieces the subprocess benches share (bench/frontend-overhead.ts, bench/tracing-overhead.ts): wait
-// for a child's listening line, pick a free port, and count a closed loop's completions.
+// Pieces the subprocess benches share (bench/frontend-overhead.ts, bench/tracing-overhead.ts,
+// bench/worst-case-body.ts, bench/peer-tls.ts, bench/readme-figures.ts): wait for a child's listening
+// line, pick a free port, and count a closed loop's completions.
 
 /** Read the child's stderr until `re` matches and return its first group; keep draining after. */
 export async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string): Promise<string> {
@@ -23,8 +24,9 @@ export async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, wh
   throw new Error(`${what} did not start:\n${buf}`);
 }
 
-export async function freePort(): Promise<number> {
-  const s = Bun.serve({ port: 0, fetch: () => new Response() });
+/** A port free now on `hostname` (default: every interface), for a child to listen on. */
+export async function freePort(hostname?: string): Promise<number> {
+  const s = Bun.serve({ ...(hostname === undefined ? {} : { hostname }), port: 0, fetch: () => new Response() });
   const p = s.port!;
   await s.stop(true);
   return p;

@@ -4,6 +4,7 @@ import { expect } from "bun:test";
 import { spawnSync } from "node:child_process";
 import { chmodSync, cpSync, existsSync, mkdirSync, readFileSync, readdirSync, readlinkSync, statSync, symlinkSync, writeFileSync } from "node:fs";
 import { dirname, join, resolve } from "node:path";
+export { freePort } from "../helpers/ports.ts";
 
 export const REPO = resolve(import.meta.dir, "../..");
 export const INSTALL = join(REPO, "scripts/install.sh");
@@ -114,13 +115,6 @@ try:
 except socket.timeout:
     pass
 `;
-
-export async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 export interface Listener {
   pid: number;

@@ -7,16 +7,10 @@ import { resolve } from "node:path";
 import OpenAI from "openai";
 import { pdEngineFlags } from "../../src/pd/engine-flags.ts";
 import { kvTransferParamsOf, vllmDecodeBody, vllmPrefillBody } from "../../src/pd/legs.ts";
+import { freePort } from "../helpers/ports.ts";
 
 const MAIN = resolve(import.meta.dir, "../../src/engine/sim/main.ts");
 const BYTES_PER_BLOCK = 64 * 1024;
-
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 interface Proc {
   child: ChildProcess;

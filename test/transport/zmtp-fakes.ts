@@ -1,6 +1,7 @@
 // Socketless harness: a ZmtpConnection over a fake socket that records writes and can accept only
 // part of each write, like Bun's unbuffered socket.write().
 import { type Clock, VirtualClock } from "../../src/core/clock.ts";
+import { concatBytes } from "../helpers/fuzz.ts";
 import { memoryLogger } from "../helpers/log.ts";
 import { type RawSocket, ZmtpConnection } from "../../src/transport/zmtp/connection.ts";
 import type { ZmtpSocket } from "../../src/transport/zmtp/socket.ts";
@@ -33,15 +34,8 @@ export class FakeSocket implements RawSocket {
   }
 }
 
-export function concat(parts: Uint8Array[]): Uint8Array {
-  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-  let at = 0;
-  for (const p of parts) {
-    out.set(p, at);
-    at += p.length;
-  }
-  return out;
-}
+/** The ZMTP tests' name for test/helpers/fuzz.ts concatBytes. */
+export const concat = concatBytes;
 
 /** The bytes a peer of `type` (speaking 3.`minor`) opens with: greeting + READY. */
 export function peerHello(type: SocketType, minor = 1, identity?: Uint8Array): Uint8Array {

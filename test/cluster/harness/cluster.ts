@@ -6,6 +6,9 @@ import { mkdtempSync, readFileSync, rmSync, existsSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join } from "node:path";
 import type { ClusterView } from "../../../src/cluster/service.ts";
+import { freePort } from "../../helpers/ports.ts";
+
+export { freePort };
 
 export interface NodeSpec {
   name: string;
@@ -24,13 +27,6 @@ export interface NodeSpec {
 }
 
 const NODE_SCRIPT = join(import.meta.dir, "node.ts");
-
-export async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const p = s.port;
-  s.stop(true);
-  return p;
-}
 
 export const sleep = (ms: number) => new Promise((r) => setTimeout(r, ms));
 export const now = () => performance.now();

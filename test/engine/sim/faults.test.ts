@@ -2,18 +2,12 @@ import { describe, expect, test } from "bun:test";
 import { spawn } from "node:child_process";
 import { resolve } from "node:path";
 import { startSimEngine } from "../../../src/engine/sim/server.ts";
+import { freePort } from "../../helpers/ports.ts";
 
 const MAIN = resolve(import.meta.dir, "../../../src/engine/sim/main.ts");
 
 const complete = (url: string, body: Record<string, unknown>, signal?: AbortSignal) =>
   fetch(`${url}/v1/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: JSON.stringify({ prompt: "hello", max_tokens: 3, ...body }), signal: signal ?? null });
-
-async function freePort(): Promise<number> {
-  const s = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data() {} } });
-  const port = s.port;
-  s.stop(true);
-  return port;
-}
 
 describe("fault knobs", () => {
   test("--fail-after N: later requests get 500 with an error body", async () => {
