@@ -9,7 +9,6 @@
 // between a prefill and a decode engine is timed at the link bandwidth (pd-upstream.ts). Seeded:
 // one seed gives one result.
 import { runSettled } from "../core/clock.ts";
-import type { Logger } from "../core/log.ts";
 import { SeededRng } from "../core/rng.ts";
 import type { Config } from "../config/types.ts";
 import { DEFAULT_OPTIONS } from "../engine/sim/options.ts";
@@ -17,11 +16,12 @@ import { blockHashes } from "../kv/hash.ts";
 import { pdPlanBuilder } from "../pd/plan.ts";
 import { runRequest, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
-import { Admission, type RequestRecorder, type Ticket } from "../request/ticket.ts";
+import { Admission, type Ticket } from "../request/ticket.ts";
 import type { ChunkSource, ReadResult } from "../request/upstream.ts";
 import { shapedArrivals, type RateShape } from "../workload/rate-shapes.ts";
 import { SimCluster } from "./cluster.ts";
 import { type PdChunk, VirtualPd } from "./pd-upstream.ts";
+import { outcomeRecorder, QUIET } from "./quiet.ts";
 
 /** Qwen3-8B's KV: 144 KiB per token (36 layers × 8 KV heads × 128 × 2 (K, V) × 2 bytes). */
 export const QWEN3_8B_KV_BYTES_PER_TOKEN = 144 * 1024;
@@ -60,8 +60,6 @@ export interface PdSimResult {
   load_failures: number;
 }
 
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
-
 /** One request in flight: when it arrived, its first and last token. */
 interface InFlight {
   atMs: number;
@@ -90,21 +88,15 @@ export async function simulatePd(spec: PdSimSpec, mode: "aggregated" | "pd"): Pr
   let lastMs = 0;
   let disaggregated = 0;
   const inFlight = new Map<Ticket, InFlight>();
-  const recorder: RequestRecorder = {
-    inFlight() {},
-    firstToken() {},
-    upstreamError() {},
-    retry() {},
-    done: (t, o) => {
-      const q = inFlight.get(t)!;
-      inFlight.delete(t);
-      if (o.kind !== "complete" || o.status !== 200 || q.firstMs === null) return void failed++;
-      done++;
-      ttft.push(q.firstMs - q.atMs);
-      if (q.tokens > 1) itl.push((q.lastMs - q.firstMs) / (q.tokens - 1));
-      lastMs = Math.max(lastMs, q.lastMs);
-    },
-  };
+  const recorder = outcomeRecorder((t, o) => {
+    const q = inFlight.get(t)!;
+    inFlight.delete(t);
+    if (o.kind !== "complete" || o.status !== 200 || q.firstMs === null) return void failed++;
+    done++;
+    ttft.push(q.firstMs - q.atMs);
+    if (q.tokens > 1) itl.push((q.lastMs - q.firstMs) / (q.tokens - 1));
+    lastMs = Math.max(lastMs, q.lastMs);
+  });
   const admission = new Admission(clock, recorder, config.frontend.max_in_flight);
   const deps: LifecycleDeps<PdChunk> = {
     router: c.router, upstream, clock, log: QUIET,

@@ -8,13 +8,12 @@
 // when router.allowRetry says so. Requests are timed the way `herd bench` times them (TTFT from
 // send, every inter-token gap, E2E to the last token), as RequestRecords for bench's summarize().
 import { HerdError } from "../core/errors.ts";
-import type { Logger } from "../core/log.ts";
 import { policyNeedsPrompt } from "../preprocess/shared.ts";
 import { checkRequest } from "../protocol/openai.ts";
 import { OutputVocabulary } from "../engine/sim/output.ts";
 import { refusal, runRequest, type LifecycleDeps } from "../request/lifecycle.ts";
 import { aggregatedPlan, type Plan } from "../request/plan.ts";
-import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../request/ticket.ts";
+import { Admission, type Outcome, type Ticket } from "../request/ticket.ts";
 import type { Arrivals, Limit, Workload } from "../workload/plan.ts";
 import { plan } from "../workload/plan.ts";
 import type { RequestRecord } from "../workload/stats.ts";
@@ -23,6 +22,7 @@ import { type ClusterConfig, SimCluster } from "./cluster.ts";
 import type { PromptEncoder } from "./prompts.ts";
 import { consume, simUpstream, type InRun } from "./sim-client.ts";
 import { ReuseStats, SharingStats } from "./reuse.ts";
+import { outcomeRecorder, QUIET } from "./quiet.ts";
 
 export interface RunSpec {
   workload: Workload;
@@ -70,8 +70,6 @@ interface Session {
 
 
 /** simulate logs nothing per request (a seeded run prints its summary only). */
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
-
 /** The RequestRecord error of a request's outcome (null: answered in full). */
 function errorOf(o: Outcome): string | null {
   switch (o.kind) {
@@ -121,18 +119,12 @@ class SimRun {
     this.it = plan(spec.workload, spec.arrivals, spec.limit, cfg.seed)[Symbol.iterator]();
     this.hashPrompts = policyNeedsPrompt({ policy: cfg.policy });
     // The ticket's outcome is the record's error; it is the last thing that happens to a request.
-    const recorder: RequestRecorder = {
-      inFlight() {},
-      firstToken() {},
-      upstreamError() {},
-      retry() {},
-      done: (t, o) => {
-        const q = this.byTicket.get(t)!;
-        this.byTicket.delete(t);
-        q.rec.error = errorOf(o);
-        this.finish(q);
-      },
-    };
+    const recorder = outcomeRecorder((t, o) => {
+      const q = this.byTicket.get(t)!;
+      this.byTicket.delete(t);
+      q.rec.error = errorOf(o);
+      this.finish(q);
+    });
     this.admission = new Admission(this.clock, recorder, cfg.frontend.max_in_flight);
     this.deps = {
       router: this.c.router,

@@ -10,7 +10,6 @@
 // Recorded as they happen, for the invariants (check.ts): every persisted vote (voter, term →
 // candidate), every leadership (term → node), every actuation (node, action → count, term).
 import type { VirtualClock } from "../../core/clock.ts";
-import type { Logger } from "../../core/log.ts";
 import type { Rng } from "../../core/rng.ts";
 import { PeersBackend } from "../../cluster/peers.ts";
 import { StateStore, type StateFiles } from "../../cluster/state.ts";
@@ -22,8 +21,7 @@ import { NodeClock } from "./node-clock.ts";
 import type { VirtualNet } from "./net.ts";
 import type { EventLog } from "./event-log.ts";
 import type { Checker } from "./check.ts";
-
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
+import { QUIET } from "../quiet.ts";
 
 /** Deliberate bugs, to prove the checker fails (test/simulate/faults.test.ts). Never set in a real run. */
 export interface ControlBugs {

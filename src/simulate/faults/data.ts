@@ -23,14 +23,12 @@ import { KvConsumer } from "../../kv/consumer.ts";
 import { WorkerBlockMap } from "../../kv/worker-blocks.ts";
 import type { Upstream } from "../../request/upstream.ts";
 import { sendHangable } from "./hang.ts";
-import type { Logger } from "../../core/log.ts";
 import { VirtualPd, type PdChunk } from "../pd-upstream.ts";
 import { toWireEvent } from "../kv.ts";
 import { VirtualTier } from "../virtual-tier.ts";
 import { VirtualKvLink, type KvLinkCounters, type KvLinkFaults } from "./kv-link.ts";
 import type { EventLog } from "./event-log.ts";
-
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
+import { QUIET } from "../quiet.ts";
 
 export const MODEL = "m";
 export const BLOCK_SIZE = 16;

@@ -9,7 +9,6 @@ import { VirtualClock } from "../../core/clock.ts";
 import { SeededRng } from "../../core/rng.ts";
 import { seedFor } from "../../core/seed.ts";
 import type { Config, Role, RouterConfig } from "../../config/types.ts";
-import type { Logger } from "../../core/log.ts";
 import { aggregatedPlan } from "../../request/plan.ts";
 import { pdPlanBuilder } from "../../pd/plan.ts";
 import { Checker, type Violation } from "./check.ts";
@@ -20,6 +19,7 @@ import { VirtualNet } from "./net.ts";
 import { describeFault, drawSchedule, type FaultKind } from "./schedule.ts";
 import { Workload, type WorkloadCounters } from "./workload.ts";
 import { FaultInjector } from "./world.ts";
+import { QUIET } from "../quiet.ts";
 
 export interface FaultRunOptions {
   nodes: number;
@@ -53,7 +53,6 @@ export interface FaultRunResult {
   instants: number;
 }
 
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
 const FIRST_TOKEN_TIMEOUT_MS = 1500;
 const IDLE_TIMEOUT_MS = 400;
 const MAX_TOKENS = 25;

@@ -7,20 +7,18 @@
 // idle_timeout_ms + 1 s (× 2 legs for P/D); the checker's I4 holds every request to it and to a visible end.
 import type { VirtualClock } from "../../core/clock.ts";
 import { HerdError } from "../../core/errors.ts";
-import type { Logger } from "../../core/log.ts";
 import type { Rng } from "../../core/rng.ts";
 import { blockHashes } from "../../kv/hash.ts";
 import { runRequest, refusal, type LifecycleDeps } from "../../request/lifecycle.ts";
 import { evidenceRecorder } from "../../request/evidence.ts";
-import { Admission, type Outcome, type RequestRecorder, type Ticket } from "../../request/ticket.ts";
+import { Admission, type Outcome, type Ticket } from "../../request/ticket.ts";
 import type { ReadResult } from "../../request/upstream.ts";
 import type { PdChunk } from "../pd-upstream.ts";
 import type { PlanBuilder } from "../../request/plan.ts";
 import { BLOCK_SIZE, MODEL, type DataPlane } from "./data.ts";
 import type { Checker } from "./check.ts";
 import type { EventLog } from "./event-log.ts";
-
-const QUIET: Logger = { debug() {}, info() {}, warn() {}, error() {}, child: () => QUIET };
+import { outcomeRecorder, QUIET } from "../quiet.ts";
 
 export interface WorkloadOptions {
   requests: number;
@@ -71,13 +69,7 @@ export class Workload {
     private readonly check: Checker,
     private readonly log: EventLog,
   ) {
-    const inner: RequestRecorder = {
-      inFlight() {},
-      firstToken() {},
-      upstreamError() {},
-      retry() {},
-      done: (t, o) => this.done(t, o),
-    };
+    const inner = outcomeRecorder((t, o) => this.done(t, o));
     this.admission = new Admission(clock, evidenceRecorder(inner, () => data.router), o.maxInFlight);
     this.deps = { router: data.router, upstream: data.upstream, clock, log: QUIET, firstTokenTimeoutMs: o.firstTokenTimeoutMs, idleTimeoutMs: o.idleTimeoutMs };
     this.prefixes = Array.from({ length: 4 }, () => this.tokens(BLOCK_SIZE * (2 + rng.int(6))));
