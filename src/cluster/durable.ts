@@ -1,4 +1,4 @@
-// Durable small-file writes for cluster state (votes, terms, heartbeats). The sequence is
+// Durable small-file writes for cluster state (votes, incarnation, term files). The sequence is
 // tmp + fsync + rename + directory fsync, the crash-safe pattern etcd-io/raft and hashicorp/raft
 // rely on for their HardState; all calls are synchronous on purpose, so a vote handler checks,
 // persists and answers without an `await` in between (no other handler can interleave).

@@ -12,12 +12,21 @@
 // on filesystems that do not (some FUSE/SMB mounts) two nodes can take the same term. A stalled
 // leader may still act until its next tick sees the newer term: every leader duty must carry the
 // term and be refused below the highest term a host has seen (fencing).
+//
+// Heartbeat and lease-beat files are written asynchronously (latest-writer.ts: a busy disk must not
+// stall the event loop), so the holder counts its lease only from writes that have completed: the
+// lease runs until `leaseUntil`, the time the newest completed beat was queued (or the term file
+// created) plus dead_after_ms less a margin. An observer times a lapse from when it first sees a
+// beat, which is after that beat was queued, so it cannot take over before the holder has stopped
+// counting itself leader; a lease that ran out is given up (a new term is needed to lead again).
+// Creating the term file stays synchronous: it is the one-leader-per-term primitive.
 import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import { DEFAULT_TIMING, Emitter, sameView, type ClusterEvent, type DiscoveryBackend, type HeartbeatTiming, type LeaderView, type Member, type NodeMeta, type SelfInfo } from "./backend.ts";
-import { createExclusive, readJson, writeDurable } from "./durable.ts";
+import { createExclusive, readJson } from "./durable.ts";
+import { type AsyncDurableFs, LatestWriter, nodeAsyncFs, type WriteResult } from "./latest-writer.ts";
 import { LivenessTable, type HeartbeatRecord } from "./liveness.ts";
 
 export interface FileBackendOptions {
@@ -27,6 +36,8 @@ export interface FileBackendOptions {
   /** Persisted restart counter of this node (see state.ts). */
   incarnation: number;
   timing?: HeartbeatTiming;
+  /** The async fs calls of the heartbeat writes (default node:fs/promises; a test holds writes). */
+  fs?: AsyncDurableFs;
 }
 
 interface TermBeat {
@@ -37,6 +48,8 @@ interface TermBeat {
 
 /** How many old term files the leader keeps (history for debugging; the rest are removed). */
 const TERMS_KEPT = 16;
+/** At most one log line per this many ms about failed heartbeat writes (with the count since the last). */
+const WRITE_ERROR_LOG_MS = 30_000;
 
 export class FileBackend implements DiscoveryBackend {
   readonly kind = "file";
@@ -52,16 +65,32 @@ export class FileBackend implements DiscoveryBackend {
   private watched = { term: -1, beat: "", advancedAt: 0 };
   private membersKey = "";
   private closed = false;
+  private readonly fs: AsyncDurableFs;
+  private nodeWriter: LatestWriter | null = null;
+  private beatWriter: LatestWriter | null = null;
+  /** While `held`: the clock time until which completed writes back the lease (see the header). */
+  private leaseUntil = 0;
+  /** How long a completed beat backs the lease: dead_after_ms less a margin for the observers' read-to-clock gap and clock rates. */
+  private readonly leaseMs: number;
+  private errors = { total: 0, sinceLog: 0, loggedAt: -Infinity };
 
   constructor(private readonly o: FileBackendOptions) {
     this.timing = o.timing ?? DEFAULT_TIMING;
     this.table = new LivenessTable(o.clock, this.timing.dead_after_ms);
+    this.fs = o.fs ?? nodeAsyncFs;
+    this.leaseMs = this.timing.dead_after_ms - Math.min(this.timing.heartbeat_ms, this.timing.dead_after_ms / 2);
+  }
+
+  /** Heartbeat and lease-beat writes that failed since start. */
+  get writeErrors(): number {
+    return this.errors.total;
   }
 
   async start(self: SelfInfo): Promise<void> {
     mkdirSync(join(this.o.dir, "nodes"), { recursive: true });
     mkdirSync(join(this.o.dir, "terms"), { recursive: true });
     this.self = { ...self, incarnation: this.o.incarnation, beat: 0 };
+    this.nodeWriter = new LatestWriter(this.nodePath(self.name), this.fs, this.onWriteError);
     this.tick();
   }
 
@@ -93,17 +122,17 @@ export class FileBackend implements DiscoveryBackend {
     if (this.held === null) return;
     const term = this.held;
     this.held = null;
-    try {
-      writeDurable(this.beatPath(term), JSON.stringify({ name: this.self.name, beat: ++this.heldBeat, resigned: true }), { fsync: false });
-    } catch (e) {
-      this.o.log.warn("could not mark the lease resigned; it lapses by itself", { term, error: String(e) });
-    }
     this.setView({ leader: null, term, self: false });
+    // The resigned mark hands the lease over at once; if it cannot be written in time the lease
+    // lapses by itself after dead_after_ms.
+    const written = await this.bounded(new Promise<WriteResult>((ok) => this.beatWriterFor(term).write(JSON.stringify({ name: this.self.name, beat: ++this.heldBeat, resigned: true }), ok)));
+    if (written !== "written") this.o.log.warn("could not mark the lease resigned; it lapses by itself", { term, result: written ?? "timed out" });
   }
 
   leader(): LeaderView {
     // A takeover creates term held+1; one stat tells a resumed (paused) leader before its next tick.
     if (this.held !== null && existsSync(this.termPath(this.held + 1))) this.stepDown(`term ${this.held + 1} exists`);
+    this.checkLease();
     return { ...this.view };
   }
 
@@ -112,7 +141,20 @@ export class FileBackend implements DiscoveryBackend {
     this.closed = true;
     this.timer?.cancel();
     await this.resign();
+    // A heartbeat renamed after the removal would bring the record back.
+    if (this.nodeWriter !== null) await this.bounded(this.nodeWriter.idle());
     rmSync(this.nodePath(this.self.name), { force: true });
+  }
+
+  /** `p`, or undefined after dead_after_ms (a stalled disk must not hold a shutdown forever). */
+  private bounded<T>(p: Promise<T>): Promise<T | undefined> {
+    return new Promise((ok) => {
+      const t = this.o.clock.setTimer(this.timing.dead_after_ms, () => ok(undefined));
+      void p.then((v) => {
+        t.cancel();
+        ok(v);
+      });
+    });
   }
 
   private nodePath = (name: string) => join(this.o.dir, "nodes", `${encodeURIComponent(name)}.json`);
@@ -134,11 +176,44 @@ export class FileBackend implements DiscoveryBackend {
 
   private heartbeat(): void {
     this.self = { ...this.self, beat: this.self.beat + 1 };
-    writeDurable(this.nodePath(this.self.name), JSON.stringify(this.self), { fsync: false });
+    this.nodeWriter!.write(JSON.stringify(this.self));
+    // This node is a member of its own view from its first beat, not from when the write lands.
+    this.table.observe(this.self);
   }
 
+  private beatWriterFor(term: number): LatestWriter {
+    const path = this.beatPath(term);
+    if (this.beatWriter?.path !== path) this.beatWriter = new LatestWriter(path, this.fs, this.onWriteError);
+    return this.beatWriter;
+  }
+
+  /** Queue a lease beat of the held `term`; once it is written, the lease runs leaseMs from now. */
+  private writeBeat(term: number, beat: number): void {
+    const queuedAt = this.o.clock.now();
+    this.beatWriterFor(term).write(JSON.stringify({ name: this.self.name, beat }), (r) => {
+      if (this.held !== term) return; // stepped down meanwhile: a late beat backs nothing
+      if (r === "written") this.leaseUntil = Math.max(this.leaseUntil, queuedAt + this.leaseMs);
+      else if (r === "failed") this.stepDown("cannot write the lease beat");
+    });
+  }
+
+  /** Give up a lease no completed write backs any more. */
+  private checkLease(): void {
+    if (this.held !== null && this.o.clock.now() > this.leaseUntil) this.stepDown(`no lease beat written for ${this.leaseMs} ms`);
+  }
+
+  private readonly onWriteError = (e: unknown, path: string): void => {
+    this.errors.total++;
+    this.errors.sinceLog++;
+    const now = this.o.clock.now();
+    if (now - this.errors.loggedAt < WRITE_ERROR_LOG_MS) return;
+    this.o.log.warn("file discovery: heartbeat writes failing", { dir: this.o.dir, path, error: String(e), failed: this.errors.sinceLog, failed_total: this.errors.total });
+    this.errors.loggedAt = now;
+    this.errors.sinceLog = 0;
+  };
+
   private readMembers(): void {
-    const seen = new Set<string>();
+    const seen = new Set<string>([this.self.name]);
     for (const f of readdirSync(join(this.o.dir, "nodes"))) {
       if (!f.endsWith(".json") || f.startsWith(".")) continue;
       const rec = readJson<HeartbeatRecord>(join(this.o.dir, "nodes", f));
@@ -172,7 +247,9 @@ export class FileBackend implements DiscoveryBackend {
     const { term, holder } = this.latestTerm();
     if (this.held !== null) {
       if (term !== this.held) return this.stepDown(`term ${term} was taken by ${holder}`);
-      writeDurable(this.beatPath(term), JSON.stringify({ name: this.self.name, beat: ++this.heldBeat }), { fsync: false });
+      this.checkLease();
+      if (this.held === null) return;
+      this.writeBeat(term, ++this.heldBeat);
       this.setView({ leader: this.self.name, term, self: true });
       this.prune(term);
       return;
@@ -196,10 +273,13 @@ export class FileBackend implements DiscoveryBackend {
   }
 
   private take(term: number): void {
+    const startedAt = this.o.clock.now();
     if (!createExclusive(this.termPath(term), this.self.name)) return; // another node won this term
     this.held = term;
     this.heldBeat = 0;
-    writeDurable(this.beatPath(term), JSON.stringify({ name: this.self.name, beat: 0 }), { fsync: false });
+    // The term file is a completed write: observers time the new term from when they first see it.
+    this.leaseUntil = startedAt + this.leaseMs;
+    this.writeBeat(term, 0);
     this.o.log.info("leader", { term });
     this.setView({ leader: this.self.name, term, self: true });
   }
