@@ -4,8 +4,8 @@
 // The leader's service plans for the cluster (cluster-plan.ts): the nodes' summaries in, the
 // decision, assignments out through each node's AssignmentApplier (TermFence on the actuation
 // path). Offered load (src/workload/rate-shapes.ts) enters the nodes round-robin and goes through
-// herd's real Router (least-loaded over every ready engine). A planner law replaces only decide():
-// herd's, static peak provisioning, or an emulated anchor (laws.ts). Faults: a host that dies (its
+// herd's real Router (least-loaded over every ready engine): fleet-traffic.ts. A planner law
+// replaces only decide(): herd's, static peak provisioning, or an emulated anchor (laws.ts). Faults: a host that dies (its
 // engines and their requests gone), and a leader failover (the leader stalls past the election
 // timeout, the next node leads at term + 1, the old one resumes believing it still leads and keeps
 // sending for `deposedS`: the nodes refuse it). Invariants (GPU budget and host GPUs never exceeded,
@@ -15,127 +15,23 @@ import { VirtualClock } from "../../core/clock.ts";
 import { createLogger } from "../../core/log.ts";
 import { SeededRng } from "../../core/rng.ts";
 import { defaultConfig } from "../../config/index.ts";
-import type { Config } from "../../config/types.ts";
-import { DEFAULT_COST } from "../../engine/sim/cost.ts";
-import type { FinishInfo, SchedulerConfig, SubmitRequest } from "../../engine/sim/scheduler.ts";
-import type { RequestGate } from "../../request/gate.ts";
 import { Router } from "../../router/index.ts";
 import { WorkerRegistry } from "../../workers/registry.ts";
-import { lognormal, shapedArrivals, type RateShape } from "../../workload/rate-shapes.ts";
+import { lognormal } from "../../workload/rate-shapes.ts";
 import { LocalActuator } from "../../planner/actuator-local.ts";
 import { AssignmentApplier, type Assignment, type AssignmentReply } from "../../planner/assign.ts";
 import { ClusterPlanning, nodeSummary } from "../../planner/cluster-plan.ts";
 import { plannerGate } from "../../planner/gate.ts";
 import { PlannerService, type DecideFn } from "../../planner/service.ts";
-import type { Decision, Fleet, PlannerConfig, PlannerMemory, PoolSignals } from "../../planner/types.ts";
-import { Scorecard, type SimScore } from "./score.ts";
+import { FleetTraffic } from "./fleet-traffic.ts";
+import { type FleetSimResult, type FleetSimSpec, type LawExtras, nodeConfig, type SimNode } from "./fleet-types.ts";
+import { Scorecard } from "./score.ts";
 import { VirtualSupervisor } from "./virtual-supervisor.ts";
 
-/** A planner under test: herd's decide() or an emulated rule, same inputs, same outputs. */
-export interface PlannerLaw {
-  name: string;
-  decide(nowMs: number, timeOfDayS: number, signals: ReadonlyMap<string, PoolSignals & LawExtras>, fleet: Fleet, cfg: PlannerConfig, memory: PlannerMemory): Decision;
-}
-
-/** What the emulated anchors read besides herd's signals (concurrency and queue, as HPA/KPA see them). */
-export interface LawExtras {
-  /** Mean requests in flight per ready engine over the last tick. */
-  concurrencyPerEngine: number;
-  /** Requests waiting for an engine (held). */
-  waiting: number;
-}
-
-export interface FleetSimSpec {
-  shape: RateShape;
-  durationS: number;
-  seed: number;
-  planner: PlannerConfig;
-  law: PlannerLaw;
-  hosts: { name: string; gpus: number }[];
-  engine: SchedulerConfig;
-  /** Cold start: median seconds and lognormal sigma (a long tail). */
-  startMedianS: number;
-  startSigma: number;
-  wakeS: number;
-  tickS: number;
-  holdMax: number;
-  holdTimeoutS: number;
-  slo: { ttftS: number; itlS: number };
-  /** Engines ready at t = 0 (before the first tick), spread over the hosts. */
-  initialEngines: number;
-  faults?: {
-    /** A host dies at atS (engines and their requests lost); back empty at backAtS (null: never). */
-    hostDown?: { host: string; atS: number; backAtS: number | null };
-    /** From atS the leader stalls with its next start on the wire (mid-scale-up) for stallS, past the election timeout; resumed, it sends it and believes it leads for deposedS. */
-    failover?: { atS: number; stallS: number; deposedS: number };
-  };
-}
-
-export interface FleetSimResult extends SimScore {
-  mean_in_flight: number;
-  actions: string[];
-  /** Assignments the nodes refused (stale term, unknown term, no lease): the fence at work. */
-  refused: number;
-  /** Starts applied that were decided without seeing an engine another term started that was still coming. */
-  double_starts: number;
-  /** Assignment ids seen twice (suppressed). */
-  duplicates: number;
-  /** `time leader term` at every leadership change. */
-  leaders: string[];
-}
-
-/**
- * The day's engine: the sim engine's scheduler with its H100 figures (src/engine/sim/README.md:
- * 395k tokens of KV, 8192 batched tokens, Qwen3-8B's 40,960 context) and max_num_seqs 256, in
- * 128-token blocks (vLLM's largest CUDA block size; 3,087 × 128 = 395,136 tokens): a rate-shape
- * trace shares no prefix, so the block size only sets the cost of the prefix cache's bookkeeping
- * (an 8k prompt is 63 blocks, not 500; same GPU-s and SLO on a peak-rate probe with 16).
- * No one reads its KV events (the router here is least-loaded), so none are built; quiet steps are
- * fast-forwarded (same results, test/engine/sim/fast-forward.test.ts).
- */
-export const DEFAULT_ENGINE: SchedulerConfig = {
-  blockSize: 128, numBlocks: 3_087, maxNumSeqs: 256, maxNumBatchedTokens: 8192, maxWaiting: 65_536, maxModelLen: 40_960,
-  cost: DEFAULT_COST, timeScale: 1, hashSeed: 0n, kvEvents: false, fastForward: true,
-};
-
-/** Every output token of the day's requests (ignore_eos: they run to max_tokens, as a trace's osl says). */
-const NEXT_TOKEN = { id: 7, eos: false };
+export { DEFAULT_ENGINE, type FleetSimResult, type FleetSimSpec, type LawExtras, type PlannerLaw } from "./fleet-types.ts";
 
 export function runFleetSim(spec: FleetSimSpec): Promise<FleetSimResult> {
   return new FleetSim(spec).run();
-}
-
-interface SimNode {
-  name: string;
-  gpus: number;
-  sup: VirtualSupervisor;
-  planner: PlannerService;
-  applier: AssignmentApplier;
-  cluster: ClusterPlanning;
-  gate: RequestGate;
-  /** This node's view of the election. */
-  lease: { term: number; leader: string } | null;
-  up: boolean;
-  stalled: boolean;
-  /** A node that comes back is a new planner instance: its totals start again. */
-  epoch: string;
-  /** Its lease was renewed through quorum contact lately (false after a stall until it hears the cluster again). */
-  leaseFresh: boolean;
-}
-
-/** The sim's config for one node: one sim engine entry (count 0: the planner starts them), its planner section. */
-function nodeConfig(spec: FleetSimSpec, name: string): Config {
-  const base = defaultConfig();
-  const pool = spec.planner.pools[0]!;
-  return {
-    ...base,
-    node: { ...base.node, name },
-    engines: [{ kind: "sim", model: pool.model, count: 0, role: pool.role, gpus: [], host: "127.0.0.1", port: 0, args: [], env: {}, command: [], url: "", kv_events: null, health_path: "/health", gpu_memory_utilization: 0, share_gpu: false }],
-    planner: {
-      ...base.planner, enabled: true, dry_run: false, tick_ms: spec.tickS * 1000, hold_max: spec.holdMax, hold_max_bytes: spec.holdMax * 1_000_000, hold_timeout_ms: spec.holdTimeoutS * 1000,
-      pools: [{ engine: 0, min: pool.min, max: pool.max, prefill_tokens_per_s: pool.capacity.prefillTokensPerS, decode_tokens_per_s: pool.capacity.decodeTokensPerS, can_sleep: pool.canSleep, floors: [], pin: -1 }],
-    },
-  };
 }
 
 class FleetSim {
@@ -146,6 +42,7 @@ class FleetSim {
   private readonly registry = new WorkerRegistry();
   private readonly router: Router;
   private readonly score: Scorecard;
+  private readonly traffic: FleetTraffic;
   private readonly actionLog: string[] = [];
   private readonly leaders: string[] = [];
   private readonly nodes: SimNode[] = [];
@@ -154,8 +51,6 @@ class FleetSim {
   private stallArmed = false;
   /** Counts of nodes replaced by their restarted selves. */
   private readonly retired = { refused: 0, duplicates: 0 };
-  private rr = 0;
-  private reqSeq = 0;
   private doubleStarts = 0;
   private inFlightArea = 0;
   private lastAreaMs = 0;
@@ -169,6 +64,7 @@ class FleetSim {
     this.pool = spec.planner.pools[0]!;
     this.router = new Router({ config: { ...defaultConfig().router, policy: "least-loaded" }, registry: this.registry, clock: this.clock, rng: this.rng.fork() });
     this.score = new Scorecard(spec.slo, this.pool.gpusPerEngine);
+    this.traffic = new FleetTraffic({ clock: this.clock, router: this.router, score: this.score, model: this.pool.model, nodes: () => this.nodes, accrue: () => this.accrue() });
   }
 
   async run(): Promise<FleetSimResult> {
@@ -181,7 +77,7 @@ class FleetSim {
       n.sup.addReady(0);
     }
     for (const n of this.nodes) n.planner.start();
-    this.scheduleArrivals();
+    this.traffic.schedule(spec.shape, spec.durationS, this.rng.fork());
     this.scheduleSummaries();
     this.scheduleFaults();
     const endMs = spec.durationS * 1000;
@@ -363,89 +259,6 @@ class FleetSim {
     });
   }
 
-  private scheduleArrivals(): void {
-    const { clock, spec } = this;
-    const it = shapedArrivals(spec.shape, spec.durationS, this.rng.fork());
-    const next = () => {
-      const n = it.next();
-      if (n.done) return;
-      clock.setTimer(n.value.atS * 1000 - clock.now(), () => {
-        this.arrive(n.value.isl, n.value.osl);
-        next();
-      });
-    };
-    next();
-  }
-
-  private arrive(isl: number, osl: number): void {
-    const front = this.nodes.filter((n) => n.up && !n.stalled);
-    if (front.length === 0) return this.score.drop();
-    const node = front[this.rr++ % front.length]!;
-    const arrivedMs = this.clock.now();
-    node.gate.arrived(this.pool.model, isl, osl);
-    node.gate.pass(this.pool.model, { bytes: isl * 4, promptTokens: isl, signal: NEVER }).then(
-      () => {
-        if (arrivedMs !== this.clock.now()) this.score.heldWait((this.clock.now() - arrivedMs) / 1000);
-        if (!this.dispatch(isl, osl, arrivedMs, node)) this.score.drop();
-      },
-      () => this.score.drop(),
-    );
-  }
-
-  /** Route and submit one request; false when no engine can take it. */
-  private dispatch(isl: number, osl: number, arrivedMs: number, front?: SimNode): boolean {
-    const { clock } = this;
-    let routed;
-    try {
-      routed = this.router.routeAndBook({ model: this.pool.model, sessionId: null, promptTokens: isl, exclude: new Set() });
-    } catch {
-      return false;
-    }
-    const id = routed.worker.id;
-    const e = this.nodes.find((n) => n.up && n.sup.engines.has(id))?.sup.engines.get(id);
-    const sched = e?.sched;
-    if (!e || !sched) {
-      routed.lease.release();
-      return false;
-    }
-    const rec = this.score.begin(arrivedMs, clock.now());
-    const lease = routed.lease;
-    // A unique prompt of isl tokens (no prefix is shared in a rate-shape trace): its first tokens number the request.
-    const seq = this.reqSeq++;
-    const prompt = new Uint32Array(isl);
-    prompt[0] = seq % 2 ** 32;
-    prompt[1] = Math.floor(seq / 2 ** 32) + 1;
-    const sub: SubmitRequest = {
-      id: `q${seq}`, promptTokens: prompt, maxTokens: osl, ignoreEos: true, nextToken: () => NEXT_TOKEN,
-      handlers: {
-        onToken: (_id, index, nowMs) => {
-          if (index !== 0) return;
-          lease.firstToken();
-          rec.firstTokenMs = nowMs;
-        },
-        onFinish: (f: FinishInfo) => {
-          lease.release();
-          if (f.reason === "abort") return; // the host died under it: already counted as dropped
-          this.accrue();
-          e.inFlight--;
-          this.score.finish(rec, f.finishMs, osl);
-          // The entry node measures it, as a live frontend does (SLA mode's correction reads it).
-          const first = rec.firstTokenMs ?? f.finishMs;
-          if (front?.up) front.planner.recordLatency(this.pool.model, first - arrivedMs, osl > 1 ? (f.finishMs - first) / (osl - 1) : null);
-        },
-      },
-    };
-    try {
-      sched.submit(sub);
-    } catch {
-      lease.release(); // refused (too long for the engine, its queue full): a drop
-      return false;
-    }
-    this.accrue();
-    e.inFlight++;
-    return true;
-  }
-
   private totalInFlight(): number {
     let n = 0;
     for (const x of this.nodes) for (const e of x.sup.engines.values()) n += e.inFlight;
@@ -495,5 +308,3 @@ class FleetSim {
     if (budget !== null && used > budget) this.violations.push(`${used} GPUs in use over the budget ${budget} at ${this.clock.now()} ms`);
   }
 }
-
-const NEVER = new AbortController().signal;
