@@ -4,7 +4,9 @@
 // non-streaming and streaming requests, and max requests/s at concurrency C, with herd/direct ratios.
 // Run: ./node_modules/.bin/bun bench/frontend-overhead.ts [requests=400] [concurrency=32] [seconds=3]
 // BENCH_MIGRATION_LIMIT=0 turns request migration off in herd (default 3, herd's default): with it on,
-// a non-streamed chat is streamed from the engine and assembled by herd (src/request/collect.ts).
+// a non-streamed chat is streamed from the engine and assembled by herd (src/request/collect.ts) when
+// its max_tokens (8 here) is at least frontend.migration_collect_min_tokens; BENCH_COLLECT_MIN_TOKENS
+// sets that key (default: herd's default, 64; 0 collects every request, the collect path's own cost).
 import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -81,14 +83,15 @@ const cfg = join(dir, "herd.yaml");
 writeFileSync(
   cfg,
   `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
-frontend: { migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)} }
+frontend: { migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)}${process.env.BENCH_COLLECT_MIN_TOKENS ? `, migration_collect_min_tokens: ${Number(process.env.BENCH_COLLECT_MIN_TOKENS)}` : ""} }
 router: { policy: round-robin }
 models: [{ name: ${MODEL} }]
 engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
 `,
 );
-// BENCH_PROFILE_DIR=dir writes a markdown CPU profile of herd there (on exit).
-const prof = process.env.BENCH_PROFILE_DIR ? ["--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
+// BENCH_PROFILE_DIR=dir writes a markdown CPU profile of herd there (on exit); with BENCH_PROFILE_JSON=1
+// a .cpuprofile (Chrome DevTools format) instead.
+const prof = process.env.BENCH_PROFILE_DIR ? [process.env.BENCH_PROFILE_JSON ? "--cpu-prof" : "--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
 const herd = Bun.spawn([process.execPath, ...prof, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], {
   cwd: ROOT,
   stdout: "ignore",

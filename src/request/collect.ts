@@ -14,8 +14,28 @@
 // `stream_options` while not streaming is left to the engine, which refuses it. /v1/completions is
 // not collected: prompt + generated text re-tokenizes to other ids at the seam, so a completion is
 // not continued exactly (docs/cluster.md).
-import { notReplayable } from "./migrate.ts";
+//
+// Only when it is worth it (frontend.migration_collect_min_tokens, default 64): collecting costs
+// every request the engine's SSE framing and herd's reading of one event per token — about a third
+// of herd's non-streamed throughput at a zero-delay engine (docs/benchmarks.md, "Non-streamed
+// migration on the hot path") — while what it saves is the regeneration of the tokens already made
+// when an engine dies mid-answer. A non-streamed request with a small max_tokens is therefore sent
+// as the client asked. Its guarantee is unchanged: nothing reaches the client before the engine's
+// whole answer, so an engine that dies (reset or EOF before the answer) fails the attempt before
+// the commit point and the request is re-run from scratch on another worker (router.retry: a dead
+// engine's retry is exempt from the retry budget, router/retry.ts); the client still gets one
+// complete answer or a clean error, never a cut one. What it loses is at most max_tokens tokens of
+// decoding on the rare failure, and sampling may then give another (whole) answer. A request
+// without max_tokens may run to the context length: always collected.
+import { notReplayable, type MigrationConfig } from "./migrate.ts";
 import type { Leg } from "./plan.ts";
+
+/** A collectable leg long enough for a mid-answer death to cost more than collecting (see above). */
+export function worthCollecting(leg: Leg, cfg: MigrationConfig): boolean {
+  const min = cfg.collectMinTokens ?? 0;
+  const max = leg.maxTokens ?? null;
+  return cfg.limit > 0 && (max === null || max >= min) && collectable(leg);
+}
 
 /** A non-streamed chat leg herd may run as a stream and assemble (see above). */
 export function collectable(leg: Leg): boolean {

@@ -27,7 +27,7 @@ import { runOrchestrated } from "./orchestrated.ts";
 import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
-import { ChatAssembler, collectable, streamedLeg } from "./collect.ts";
+import { ChatAssembler, streamedLeg, worthCollecting } from "./collect.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -69,7 +69,7 @@ export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, reques
 function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: string, done: (a: Answer<C>) => void): void {
   const exclude = new Set<string>();
   // A non-streamed chat request runs as a stream herd assembles, so it can migrate (collect.ts).
-  const collect = d.migration !== undefined && d.migration.limit > 0 && d.upstream.format.sseBytes === true && collectable(asked);
+  const collect = d.migration !== undefined && d.upstream.format.sseBytes === true && worthCollecting(asked, d.migration);
   const leg = collect ? streamedLeg(asked) : asked;
   let lastFailure: LastFailure | null = null;
   const attempt = (n: number): void => {

@@ -27,6 +27,16 @@ export interface MigrationConfig {
   limit: number;
   /** frontend.migration_max_tokens: no migration past this many tokens sent. */
   maxTokens: number;
+  /**
+   * frontend.migration_collect_min_tokens: a non-streamed chat request is collected as a stream
+   * (collect.ts) only when its max_tokens is absent or at least this. Absent = 0 (always).
+   */
+  collectMinTokens?: number;
+}
+
+/** The migration settings of a config's `frontend` section. */
+export function migrationConfig(c: { frontend: { migration_limit: number; migration_max_tokens: number; migration_collect_min_tokens: number } }): MigrationConfig {
+  return { limit: c.frontend.migration_limit, maxTokens: c.frontend.migration_max_tokens, collectMinTokens: c.frontend.migration_collect_min_tokens };
 }
 
 const NOT_REPLAYABLE = ["logprobs", "top_logprobs", "response_format", "structured_outputs", "echo", "continue_final_message", "prompt_logprobs"];
