@@ -27,7 +27,7 @@
 // complete answer or a clean error, never a cut one. What it loses is at most max_tokens tokens of
 // decoding on the rare failure, and sampling may then give another (whole) answer. A request
 // without max_tokens may run to the context length: always collected.
-import { notReplayable, type MigrationConfig } from "./migrate.ts";
+import { notReplayable, type EventTap, type MigrationConfig } from "./migrate.ts";
 import type { Leg } from "./plan.ts";
 
 /** A collectable leg long enough for a mid-answer death to cost more than collecting (see above). */
@@ -60,8 +60,12 @@ export function streamedLeg(leg: Leg): Leg {
 /** Longest content kept (far beyond any context window): past it the answer is a failure, not a cut. */
 export const MAX_COLLECTED_CHARS = 64 << 20;
 
-/** Reads a chat stream's SSE events (as MigratingSource rewrote them) into one chat.completion. */
-export class ChatAssembler {
+/**
+ * Reads a chat stream's events into one chat.completion: as parsed objects from the
+ * MigratingSource's tap (the collect path: each event parsed once, there, after its rewrite), or
+ * as SSE bytes (`push`).
+ */
+export class ChatAssembler implements EventTap {
   private readonly dec = new TextDecoder();
   private buf = "";
   private id: string | null = null;
@@ -82,15 +86,16 @@ export class ChatAssembler {
 
   push(chunk: Uint8Array): void {
     this.buf += this.dec.decode(chunk, { stream: true }).replaceAll("\r\n", "\n");
-    for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n")) {
-      const ev = this.buf.slice(0, i);
-      this.buf = this.buf.slice(i + 2);
-      this.event(ev);
+    let start = 0;
+    for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n", start)) {
+      this.raw(this.buf.slice(start, i));
+      start = i + 2;
     }
+    this.buf = this.buf.slice(start);
     if (this.buf.length + this.content.length + this.reasoning.length > MAX_COLLECTED_CHARS) this.tooBig = true;
   }
 
-  private event(ev: string): void {
+  private raw(ev: string): void {
     const m = /^data: ?(.*)$/m.exec(ev);
     if (!m) return;
     const data = m[1]!.trim();
@@ -101,6 +106,15 @@ export class ChatAssembler {
     } catch {
       return;
     }
+    this.event(o);
+  }
+
+  unreadable(): void {
+    this.tooBig = true;
+  }
+
+  /** One data event's JSON (a chat.completion.chunk, or an error event). */
+  event(o: Record<string, any>): void {
     if (o.error !== undefined) {
       this.error = o.error;
       return;
@@ -120,6 +134,7 @@ export class ChatAssembler {
     }
     const reasoning = delta.reasoning_content ?? delta.reasoning;
     if (typeof reasoning === "string") this.reasoning += reasoning;
+    if (this.content.length + this.reasoning.length > MAX_COLLECTED_CHARS) this.tooBig = true;
     if (choice.finish_reason !== undefined && choice.finish_reason !== null) {
       this.finish = choice.finish_reason;
       this.stopReason = choice.stop_reason ?? null;

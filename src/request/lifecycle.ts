@@ -419,6 +419,8 @@ function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
 function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, mig: MigratingSource | null): void {
   const { d, t } = s.x;
   const asm = new ChatAssembler();
+  // The migrating source parses each event anyway: the assembler takes its objects (collect.ts).
+  if (mig) mig.tap = asm;
   let end: RelayEnd | null = null;
   const source = relay({
     source: (mig as unknown as ChunkSource<C> | null) ?? body,
@@ -460,7 +462,7 @@ function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C 
   const next = (): void =>
     source.read((r) => {
       if ("error" in r || r.done) return finish();
-      asm.push(r.value as unknown as Uint8Array);
+      if (!mig) asm.push(r.value as unknown as Uint8Array);
       if (asm.tooBig) {
         source.cancel();
         return finish();
