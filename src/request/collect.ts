@@ -22,8 +22,9 @@
 // when an engine dies mid-answer. A non-streamed request with a small max_tokens is therefore sent
 // as the client asked. Its guarantee is unchanged: nothing reaches the client before the engine's
 // whole answer, so an engine that dies (reset or EOF before the answer) fails the attempt before
-// the commit point and the request is re-run from scratch on another worker (router.retry: a dead
-// engine's retry is exempt from the retry budget, router/retry.ts); the client still gets one
+// the commit point and the request is re-run from scratch on another worker — like a migration, up
+// to migration_limit times and outside the retry budget (lifecycle.ts runRouted: ENGINE_GONE;
+// test/e2e/migration.test.ts kills an engine under 32 such requests); the client still gets one
 // complete answer or a clean error, never a cut one. What it loses is at most max_tokens tokens of
 // decoding on the rare failure, and sampling may then give another (whole) answer. A request
 // without max_tokens may run to the context length: always collected.

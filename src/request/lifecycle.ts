@@ -27,7 +27,7 @@ import { runOrchestrated } from "./orchestrated.ts";
 import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
-import { ChatAssembler, streamedLeg, worthCollecting } from "./collect.ts";
+import { ChatAssembler, collectable, streamedLeg, worthCollecting } from "./collect.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -72,6 +72,7 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: str
   const collect = d.migration !== undefined && d.upstream.format.sseBytes === true && worthCollecting(asked, d.migration);
   const leg = collect ? streamedLeg(asked) : asked;
   let lastFailure: LastFailure | null = null;
+  let reruns = 0;
   const attempt = (n: number): void => {
     let routed;
     try {
@@ -92,7 +93,14 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: str
       t.upstreamFailed(worker.id, reason);
       lastFailure = { reason, message: r.message, worker: worker.id };
       d.log.warn("upstream failed before first byte", { worker: worker.id, leg: leg.name, reason, err: r.message, attempt: n });
-      if (t.clientSignal?.aborted || !d.router.allowRetry(n + 1, failureOf(reason, r.status ?? undefined))) return done(upstreamFailure(t, lastFailure));
+      if (t.clientSignal?.aborted) return done(upstreamFailure(t, lastFailure));
+      // A non-streamed chat request migration covers whose engine went away before the answer is
+      // re-run whole, like a migration: up to migration_limit times, outside the retry budget (that
+      // guards overloaded engines; this one is gone). Without it a kill -9 under many short
+      // requests (not collected, collect.ts) answered most of them 502 (budget spent).
+      const rerun = ENGINE_GONE.has(reason) && reruns < (d.migration?.limit ?? 0) && collectable(asked);
+      if (rerun) reruns++;
+      else if (!d.router.allowRetry(n + 1, failureOf(reason, r.status ?? undefined))) return done(upstreamFailure(t, lastFailure));
       t.retry(reason);
       exclude.add(worker.id);
       attempt(n + 1);
@@ -100,6 +108,9 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: str
   };
   attempt(0);
 }
+
+/** Failures that say the engine went away (killed, stopped, unreachable), not that it is overloaded. */
+const ENGINE_GONE: ReadonlySet<UpstreamErrorKind> = new Set<UpstreamErrorKind>(["worker_down", "drain", "connect", "reset", "eof", "peer_unreachable"]);
 
 export const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
 
