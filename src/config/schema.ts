@@ -83,6 +83,7 @@ const frontend = obj("The OpenAI-compatible listener (also serves /admin and /me
   body_timeout_ms: ms("A request body not fully received this long after its headers gets 408 and the connection is closed.", 30_000),
   migration_limit: int("A stream whose worker dies or stalls after tokens were sent is re-sent, with the tokens so far, to another worker up to this many times (0 = never; chat streams without guided decoding, n > 1 or logprobs).", 3, { min: 0, max: 10 }),
   migration_max_tokens: int("No migration once a stream has sent this many tokens (the re-sent prompt grows with them).", 32_768, { min: 1, max: 10_000_000 }),
+  migration_collect_min_tokens: int("A non-streamed chat request is streamed from the engine and assembled by herd, so it can migrate, only when its max_tokens is absent or at least this (0 = always); a shorter one goes to the engine as asked and, if its engine fails before answering, is re-run from scratch on another worker (up to migration_limit times, outside the retry budget).", 64, { min: 0, max: 10_000_000 }),
   migration_grace_ms: ms("On SIGTERM, requests still running at drain_timeout_ms migrate to other nodes' workers instead of being cut; herd keeps relaying them this much longer before it exits (0 = cut them at the deadline).", 30_000),
   engine_first_byte_timeout_ms: ms("A local engine's stream must send its response head within this (connect included; engines send it before the first token): else the worker is ejected and the request retried.", 5000),
 });

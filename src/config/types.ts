@@ -107,6 +107,8 @@ export interface FrontendConfig {
   migration_limit: number;
   /** No migration past this many tokens sent. */
   migration_max_tokens: number;
+  /** A non-streamed chat request is collected as a stream (src/request/collect.ts) only when its max_tokens is absent or ≥ this. */
+  migration_collect_min_tokens: number;
   /** On SIGTERM: requests migrated at the drain deadline are relayed this much longer before exit. */
   migration_grace_ms: number;
   /** A local engine's stream must send its response head within this (src/request/http-upstream.ts). */

@@ -30,6 +30,7 @@ import { aggregatedPlan, type PlanBuilder } from "../request/plan.ts";
 import { AbortCause, Admission, metricsRecorder, type Outcome, type Ticket } from "../request/ticket.ts";
 import { decisionRecord, type RecordSink } from "../request/record.ts";
 import { evidenceRecorder } from "../request/evidence.ts";
+import { migrationConfig } from "../request/migrate.ts";
 import type { Upstream } from "../request/upstream.ts";
 import { ClientGone, type RequestGate } from "../request/gate.ts";
 import type { AdminRoute } from "../http/admin-route.ts";
@@ -149,7 +150,7 @@ export class Frontend {
       clock: o.clock,
       log: o.log,
       firstTokenTimeoutMs: o.config.frontend.first_token_timeout_ms,
-      migration: { limit: o.config.frontend.migration_limit, maxTokens: o.config.frontend.migration_max_tokens },
+      migration: migrationConfig(o.config),
       idleTimeoutMs: o.config.frontend.idle_timeout_ms,
     };
     this.plan = o.plan ?? aggregatedPlan;
@@ -238,7 +239,7 @@ export class Frontend {
     this.admission.maxInFlight = config.frontend.max_in_flight;
     this.deps.firstTokenTimeoutMs = config.frontend.first_token_timeout_ms;
     this.deps.idleTimeoutMs = config.frontend.idle_timeout_ms;
-    this.deps.migration = { limit: config.frontend.migration_limit, maxTokens: config.frontend.migration_max_tokens };
+    this.deps.migration = migrationConfig(config);
   }
 
   /**

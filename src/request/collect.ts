@@ -14,8 +14,29 @@
 // `stream_options` while not streaming is left to the engine, which refuses it. /v1/completions is
 // not collected: prompt + generated text re-tokenizes to other ids at the seam, so a completion is
 // not continued exactly (docs/cluster.md).
-import { notReplayable } from "./migrate.ts";
+//
+// Only when it is worth it (frontend.migration_collect_min_tokens, default 64): collecting costs
+// every request the engine's SSE framing and herd's reading of one event per token — about a third
+// of herd's non-streamed throughput at a zero-delay engine (docs/benchmarks.md, "Non-streamed
+// migration on the hot path") — while what it saves is the regeneration of the tokens already made
+// when an engine dies mid-answer. A non-streamed request with a small max_tokens is therefore sent
+// as the client asked. Its guarantee is unchanged: nothing reaches the client before the engine's
+// whole answer, so an engine that dies (reset or EOF before the answer) fails the attempt before
+// the commit point and the request is re-run from scratch on another worker — like a migration, up
+// to migration_limit times and outside the retry budget (lifecycle.ts runRouted: ENGINE_GONE;
+// test/e2e/migration.test.ts kills an engine under 32 such requests); the client still gets one
+// complete answer or a clean error, never a cut one. What it loses is at most max_tokens tokens of
+// decoding on the rare failure, and sampling may then give another (whole) answer. A request
+// without max_tokens may run to the context length: always collected.
+import { notReplayable, type EventTap, type MigrationConfig } from "./migrate.ts";
 import type { Leg } from "./plan.ts";
+
+/** A collectable leg long enough for a mid-answer death to cost more than collecting (see above). */
+export function worthCollecting(leg: Leg, cfg: MigrationConfig): boolean {
+  const min = cfg.collectMinTokens ?? 0;
+  const max = leg.maxTokens ?? null;
+  return cfg.limit > 0 && (max === null || max >= min) && collectable(leg);
+}
 
 /** A non-streamed chat leg herd may run as a stream and assemble (see above). */
 export function collectable(leg: Leg): boolean {
@@ -40,8 +61,12 @@ export function streamedLeg(leg: Leg): Leg {
 /** Longest content kept (far beyond any context window): past it the answer is a failure, not a cut. */
 export const MAX_COLLECTED_CHARS = 64 << 20;
 
-/** Reads a chat stream's SSE events (as MigratingSource rewrote them) into one chat.completion. */
-export class ChatAssembler {
+/**
+ * Reads a chat stream's events into one chat.completion: as parsed objects from the
+ * MigratingSource's tap (the collect path: each event parsed once, there, after its rewrite), or
+ * as SSE bytes (`push`).
+ */
+export class ChatAssembler implements EventTap {
   private readonly dec = new TextDecoder();
   private buf = "";
   private id: string | null = null;
@@ -62,15 +87,16 @@ export class ChatAssembler {
 
   push(chunk: Uint8Array): void {
     this.buf += this.dec.decode(chunk, { stream: true }).replaceAll("\r\n", "\n");
-    for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n")) {
-      const ev = this.buf.slice(0, i);
-      this.buf = this.buf.slice(i + 2);
-      this.event(ev);
+    let start = 0;
+    for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n", start)) {
+      this.raw(this.buf.slice(start, i));
+      start = i + 2;
     }
+    this.buf = this.buf.slice(start);
     if (this.buf.length + this.content.length + this.reasoning.length > MAX_COLLECTED_CHARS) this.tooBig = true;
   }
 
-  private event(ev: string): void {
+  private raw(ev: string): void {
     const m = /^data: ?(.*)$/m.exec(ev);
     if (!m) return;
     const data = m[1]!.trim();
@@ -81,6 +107,15 @@ export class ChatAssembler {
     } catch {
       return;
     }
+    this.event(o);
+  }
+
+  unreadable(): void {
+    this.tooBig = true;
+  }
+
+  /** One data event's JSON (a chat.completion.chunk, or an error event). */
+  event(o: Record<string, any>): void {
     if (o.error !== undefined) {
       this.error = o.error;
       return;
@@ -100,6 +135,7 @@ export class ChatAssembler {
     }
     const reasoning = delta.reasoning_content ?? delta.reasoning;
     if (typeof reasoning === "string") this.reasoning += reasoning;
+    if (this.content.length + this.reasoning.length > MAX_COLLECTED_CHARS) this.tooBig = true;
     if (choice.finish_reason !== undefined && choice.finish_reason !== null) {
       this.finish = choice.finish_reason;
       this.stopReason = choice.stop_reason ?? null;

@@ -27,7 +27,7 @@ import { runOrchestrated } from "./orchestrated.ts";
 import { attemptSpan, routeSpan } from "./spans.ts";
 import type { ChunkSource, LegReply, Upstream } from "./upstream.ts";
 import { MigratingSource, notReplayable, type MigrationConfig } from "./migrate.ts";
-import { ChatAssembler, collectable, streamedLeg } from "./collect.ts";
+import { ChatAssembler, collectable, streamedLeg, worthCollecting } from "./collect.ts";
 
 export interface LifecycleDeps<C> {
   router: Router;
@@ -69,9 +69,10 @@ export function runRequest<C>(d: LifecycleDeps<C>, t: Ticket, plan: Plan, reques
 function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: string, done: (a: Answer<C>) => void): void {
   const exclude = new Set<string>();
   // A non-streamed chat request runs as a stream herd assembles, so it can migrate (collect.ts).
-  const collect = d.migration !== undefined && d.migration.limit > 0 && d.upstream.format.sseBytes === true && collectable(asked);
+  const collect = d.migration !== undefined && d.upstream.format.sseBytes === true && worthCollecting(asked, d.migration);
   const leg = collect ? streamedLeg(asked) : asked;
   let lastFailure: LastFailure | null = null;
+  let reruns = 0;
   const attempt = (n: number): void => {
     let routed;
     try {
@@ -92,7 +93,14 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: str
       t.upstreamFailed(worker.id, reason);
       lastFailure = { reason, message: r.message, worker: worker.id };
       d.log.warn("upstream failed before first byte", { worker: worker.id, leg: leg.name, reason, err: r.message, attempt: n });
-      if (t.clientSignal?.aborted || !d.router.allowRetry(n + 1, failureOf(reason, r.status ?? undefined))) return done(upstreamFailure(t, lastFailure));
+      if (t.clientSignal?.aborted) return done(upstreamFailure(t, lastFailure));
+      // A non-streamed chat request migration covers whose engine went away before the answer is
+      // re-run whole, like a migration: up to migration_limit times, outside the retry budget (that
+      // guards overloaded engines; this one is gone). Without it a kill -9 under many short
+      // requests (not collected, collect.ts) answered most of them 502 (budget spent).
+      const rerun = ENGINE_GONE.has(reason) && reruns < (d.migration?.limit ?? 0) && collectable(asked);
+      if (rerun) reruns++;
+      else if (!d.router.allowRetry(n + 1, failureOf(reason, r.status ?? undefined))) return done(upstreamFailure(t, lastFailure));
       t.retry(reason);
       exclude.add(worker.id);
       attempt(n + 1);
@@ -100,6 +108,9 @@ function runRouted<C>(d: LifecycleDeps<C>, t: Ticket, asked: Leg, requestId: str
   };
   attempt(0);
 }
+
+/** Failures that say the engine went away (killed, stopped, unreachable), not that it is overloaded. */
+const ENGINE_GONE: ReadonlySet<UpstreamErrorKind> = new Set<UpstreamErrorKind>(["worker_down", "drain", "connect", "reset", "eof", "peer_unreachable"]);
 
 export const legId = (requestId: string, leg: Leg, n: number) => (leg.name === "main" ? `${requestId}.${n}` : `${requestId}.${leg.name}.${n}`);
 
@@ -419,6 +430,8 @@ function relayEnded<C>(s: AttemptState<C>, end: RelayEnd): void {
 function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C | null, mig: MigratingSource | null): void {
   const { d, t } = s.x;
   const asm = new ChatAssembler();
+  // The migrating source parses each event anyway: the assembler takes its objects (collect.ts).
+  if (mig) mig.tap = asm;
   let end: RelayEnd | null = null;
   const source = relay({
     source: (mig as unknown as ChunkSource<C> | null) ?? body,
@@ -460,7 +473,7 @@ function collectCommitted<C>(s: AttemptState<C>, body: ChunkSource<C>, first: C 
   const next = (): void =>
     source.read((r) => {
       if ("error" in r || r.done) return finish();
-      asm.push(r.value as unknown as Uint8Array);
+      if (!mig) asm.push(r.value as unknown as Uint8Array);
       if (asm.tooBig) {
         source.cancel();
         return finish();

@@ -27,6 +27,16 @@ export interface MigrationConfig {
   limit: number;
   /** frontend.migration_max_tokens: no migration past this many tokens sent. */
   maxTokens: number;
+  /**
+   * frontend.migration_collect_min_tokens: a non-streamed chat request is collected as a stream
+   * (collect.ts) only when its max_tokens is absent or at least this. Absent = 0 (always).
+   */
+  collectMinTokens?: number;
+}
+
+/** The migration settings of a config's `frontend` section. */
+export function migrationConfig(c: { frontend: { migration_limit: number; migration_max_tokens: number; migration_collect_min_tokens: number } }): MigrationConfig {
+  return { limit: c.frontend.migration_limit, maxTokens: c.frontend.migration_max_tokens, collectMinTokens: c.frontend.migration_collect_min_tokens };
 }
 
 const NOT_REPLAYABLE = ["logprobs", "top_logprobs", "response_format", "structured_outputs", "echo", "continue_final_message", "prompt_logprobs"];
@@ -48,6 +58,14 @@ export function notReplayable(leg: Leg): string | null {
   return null;
 }
 
+/** An observer of the events a MigratingSource passes on (parsed once, there). */
+export interface EventTap {
+  /** A data event's JSON, as it goes on (the engine's error events too). */
+  event(o: Record<string, any>): void;
+  /** Bytes that are not SSE as engines write it were passed on unread. */
+  unreadable(): void;
+}
+
 interface Attempt {
   workerId: string;
   ac: AbortController;
@@ -63,8 +81,10 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
   readonly handle: AbortController;
   private cur: Attempt;
   private readonly failed = new Set<string>();
-  private readonly dec = new TextDecoder();
+  private dec = new TextDecoder();
   private buf = "";
+  /** Sees every data event as it goes on (after any rewrite): the collect path's assembler (collect.ts). */
+  tap: EventTap | null = null;
   private id: string | null = null;
   private text = "";
   /** Content deltas relayed (one token each), and how many came before the current attempt. */
@@ -122,21 +142,33 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
 
   /** Complete SSE events of a chunk, rewritten after a migration; null when nothing is complete. */
   private pass(chunk: Uint8Array): Uint8Array | null {
+    const fresh = this.buf === "";
     // Events end with a blank line; CRLF line ends (allowed by SSE) are read as LF.
-    this.buf += this.dec.decode(chunk, { stream: true }).replaceAll("\r\n", "\n");
+    let text = this.buf + this.dec.decode(chunk, { stream: true });
+    const crlf = text.includes("\r");
+    if (crlf) text = text.replaceAll("\r\n", "\n");
     let out = "";
-    for (let i = this.buf.indexOf("\n\n"); i >= 0; i = this.buf.indexOf("\n\n")) {
-      const ev = this.buf.slice(0, i + 2);
-      this.buf = this.buf.slice(i + 2);
-      out += this.event(ev);
+    let start = 0;
+    for (let i = text.indexOf("\n\n"); i >= 0; i = text.indexOf("\n\n", start)) {
+      out += this.event(text.slice(start, i + 2));
+      start = i + 2;
     }
+    this.buf = text.slice(start);
     if (this.buf.length > MAX_EVENT_CHARS) {
       // Not SSE as engines write it: pass it on as is (and never migrate what could not be read).
       out += this.buf;
       this.buf = "";
       this.sawError = true;
+      this.tap?.unreadable();
+      return enc.encode(out);
     }
-    return out === "" ? null : enc.encode(out);
+    if (out === "") return null;
+    // Before any migration every event goes on unchanged: a chunk of whole events (it ends with the
+    // blank line, so the decoder holds no partial character; no BOM the decoder dropped) is passed
+    // on as the engine's own bytes instead of being encoded again.
+    const n = chunk.byteLength;
+    if (this.migrations === 0 && fresh && !crlf && this.buf === "" && n >= 2 && chunk[n - 1] === 10 && chunk[n - 2] === 10 && chunk[0] !== 0xef) return chunk;
+    return enc.encode(out);
   }
 
   private event(ev: string): string {
@@ -155,6 +187,7 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
     }
     if (o.error !== undefined) {
       this.sawError = true;
+      this.tap?.event(o);
       return ev;
     }
     this.id ??= typeof o.id === "string" ? o.id : null;
@@ -165,7 +198,10 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
       if (this.tokens < this.cfg.maxTokens) this.text += content;
       this.tokens++;
     }
-    if (this.migrations === 0) return ev;
+    if (this.migrations === 0) {
+      this.tap?.event(o);
+      return ev;
+    }
     if (this.skipRole && delta && delta.role !== undefined) {
       if (content === "") return "";
       delete delta.role;
@@ -177,6 +213,7 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
       const prompt = Math.max(0, (o.usage.prompt_tokens ?? 0) - this.base);
       o.usage = { ...o.usage, prompt_tokens: prompt, completion_tokens: completion, total_tokens: prompt + completion };
     }
+    this.tap?.event(o);
     return `data: ${JSON.stringify(o)}\n\n`;
   }
 
@@ -237,6 +274,7 @@ export class MigratingSource implements ChunkSource<Uint8Array> {
         this.base = this.tokens;
         this.skipRole = true;
         this.buf = "";
+        this.dec = new TextDecoder(); // a partial character of the failed stream is not this one's
         this.read(cb);
       },
     );

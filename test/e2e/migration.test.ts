@@ -4,7 +4,8 @@
 // text an uninterrupted stream of the same prompt produces (the sim's output is a deterministic walk
 // per prompt, and it continues a `continue_final_message` answer where it stopped: greedy decoding).
 // The same kill under 32 non-streamed requests: each answer is one chat.completion with all the
-// tokens (herd streams from the engine internally and migrates; src/request/collect.ts).
+// tokens (herd streams from the engine internally and migrates; src/request/collect.ts); and under
+// 32 short ones (below migration_collect_min_tokens), which are re-run whole instead.
 import { afterAll, beforeAll, expect, test } from "bun:test";
 import { join } from "node:path";
 import { cleanup, portBase, startHerd, tempDir, waitFor as waitForLog, type HerdProc } from "../helpers/herd.ts";
@@ -40,8 +41,8 @@ afterAll(async () => {
 });
 
 /** One stream, read to its end; `onDelta` sees each content delta's running count. */
-function stream(i: number, onDelta: (n: number) => void = () => {}): Promise<ChatStreamRead> {
-  const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
+function stream(i: number, maxTokens = MAX_TOKENS, onDelta: (n: number) => void = () => {}): Promise<ChatStreamRead> {
+  const body = JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: maxTokens, ignore_eos: true, stream: true, stream_options: { include_usage: true } });
   return readChatStream(herd!.url, body, onDelta);
 }
 
@@ -57,7 +58,7 @@ test(`kill -9 of an engine under ${STREAMS} concurrent streams: every stream com
   };
   const reads = await Promise.all(
     Array.from({ length: STREAMS }, (_, i) =>
-      stream(i, (n) => {
+      stream(i, MAX_TOKENS, (n) => {
         if (n === 10) started++;
         if (started >= STREAMS / 2) kill(); // most streams are mid-generation
       }),
@@ -85,11 +86,11 @@ test(`kill -9 of an engine under ${STREAMS} concurrent streams: every stream com
 }, 120_000);
 
 /** One non-streamed request (the client asks for one JSON document; herd streams it internally). */
-async function whole(i: number): Promise<{ status: number; body: any; worker: string }> {
+async function whole(i: number, maxTokens = MAX_TOKENS): Promise<{ status: number; body: any; worker: string }> {
   const res = await fetch(`${herd!.url}/v1/chat/completions`, {
     method: "POST",
     headers: { "content-type": "application/json" },
-    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: MAX_TOKENS, ignore_eos: true }),
+    body: JSON.stringify({ model: MODEL, messages: [{ role: "user", content: `migrate me ${i}` }], max_tokens: maxTokens, ignore_eos: true }),
   });
   return { status: res.status, body: await res.json(), worker: res.headers.get("x-herd-worker") ?? "" };
 }
@@ -131,4 +132,35 @@ test(`kill -9 of an engine under ${STREAMS} concurrent non-streamed requests: ev
   console.log(`[migration] ${STREAMS} non-streamed requests, one engine killed mid-generation: ${migrated} migrated, all ${answers.length} answered 200 with ${MAX_TOKENS} tokens`);
   expect(migrated).toBeGreaterThanOrEqual(1);
   expect(answers.every((a) => a.worker !== victim.id)).toBe(true); // the migrated ones name the worker that finished them
+}, 120_000);
+
+// Below frontend.migration_collect_min_tokens (64) a non-streamed request is not collected
+// (collect.ts): the killed engine's requests fail before their answer and are re-run whole on the
+// other worker (a dead engine's retry, exempt from the retry budget). Same guarantee for the client.
+const SHORT_TOKENS = 48;
+const retries = async (): Promise<number> => {
+  const metrics = await (await fetch(`${herd!.url}/metrics`)).text();
+  return [...metrics.matchAll(/herd_retries_total\{model="mig-sim",reason="[^"]+"\} (\d+)/g)].reduce((s, m) => s + Number(m[1]), 0);
+};
+test(`kill -9 of an engine under ${STREAMS} concurrent non-streamed requests of ${SHORT_TOKENS} tokens (not collected): every answer whole, no 5xx`, async () => {
+  await waitFor("both workers ready again", async () => (await cluster()).workers.filter((w: any) => w.state === "ready").length === 2);
+  const victim = (await cluster()).workers[0];
+  const before = await generated(victim.url);
+  const migratedBefore = await migrations();
+  const retriedBefore = await retries();
+  const pending = Promise.all(Array.from({ length: STREAMS }, (_, i) => whole(200 + i, SHORT_TOKENS)));
+  await waitFor("victim mid-generation", async () => (await generated(victim.url)) - before >= (STREAMS / 2) * (SHORT_TOKENS / 3), 30_000);
+  process.kill(victim.pid, "SIGKILL");
+  const answers = await pending;
+  for (const a of answers) {
+    expect(a.status).toBe(200);
+    expect(a.body.usage.completion_tokens).toBe(SHORT_TOKENS);
+    expect(a.body.choices[0].finish_reason).toBe("length");
+  }
+  for (const i of [0, 1, 2, 3]) expect(answers[i]!.body.choices[0].message.content).toBe((await stream(200 + i, SHORT_TOKENS)).text);
+  expect((await migrations()) - migratedBefore).toBe(0); // re-run whole, not migrated
+  const retried = (await retries()) - retriedBefore;
+  expect(retried).toBeGreaterThanOrEqual(1); // the kill did catch requests before their answer
+  expect(answers.every((a) => a.worker !== victim.id)).toBe(true);
+  console.log(`[migration] ${STREAMS} non-streamed requests of ${SHORT_TOKENS} tokens, one engine killed mid-generation: ${retried} re-run whole elsewhere, all answered 200 with ${SHORT_TOKENS} tokens`);
 }, 120_000);

@@ -38,7 +38,7 @@ describe("non-streaming migration", () => {
       const id = "chatcmpl-second";
       return sse([chunk(id, { role: "assistant", content: "" }), ...tokens(4, 4 + left).map((t, i) => chunk(id, { content: t }, i === left - 1 ? "length" : null)), usage(id, 7 + 4, left), "data: [DONE]\n\n"], false);
     };
-    const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3 } });
+    const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3, migration_collect_min_tokens: 0 } });
     const res = await h.drive(h.fetch("/v1/chat/completions", ask));
     expect(res.status).toBe(200);
     const out = (await h.drive(res.json())) as any;
@@ -59,7 +59,7 @@ describe("non-streaming migration", () => {
 
   test("no other worker: a clean 502, never a truncated document", async () => {
     const fakeFetch = async () => sse([chunk("chatcmpl-x", { role: "assistant", content: "" }), chunk("chatcmpl-x", { content: "a" })], true);
-    const h = virtualHerd({ workers: 1, upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3 } });
+    const h = virtualHerd({ workers: 1, upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3, migration_collect_min_tokens: 10 } });
     const res = await h.drive(h.fetch("/v1/chat/completions", ask));
     expect(res.status).toBe(502);
     expect(((await h.drive(res.json())) as any).error.code).toBe("upstream_reset");
@@ -72,7 +72,7 @@ describe("non-streaming migration", () => {
       bodies.push(JSON.parse(String(init.body)));
       return Response.json({ id: "chatcmpl-j", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "ok" }, finish_reason: "stop" }], usage: { prompt_tokens: 1, completion_tokens: 1, total_tokens: 2 } });
     };
-    const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3 } });
+    const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3, migration_collect_min_tokens: 0 } });
     for (const extra of [{ logprobs: true }, { n: 2 }, { response_format: { type: "json_object" } }]) {
       const res = await h.drive(h.fetch("/v1/chat/completions", { ...ask, ...extra }));
       expect(res.status).toBe(200);
@@ -85,6 +85,29 @@ describe("non-streaming migration", () => {
     const off = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 0 } });
     await off.drive(off.fetch("/v1/chat/completions", ask));
     expect(bodies.at(-1).stream).toBeUndefined();
+  });
+
+  test("below migration_collect_min_tokens the request goes unstreamed; an engine dying before its answer is re-run whole elsewhere", async () => {
+    const bodies: any[] = [];
+    const fakeFetch = async (_url: string, init: RequestInit) => {
+      bodies.push(JSON.parse(String(init.body)));
+      // The first engine dies before answering (a non-streamed answer's head comes at the end).
+      if (bodies.length === 1) throw new Error("socket closed");
+      return Response.json({ id: "chatcmpl-r", object: "chat.completion", choices: [{ index: 0, message: { role: "assistant", content: "whole" }, finish_reason: "length" }], usage: { prompt_tokens: 1, completion_tokens: 10, total_tokens: 11 } });
+    };
+    const h = virtualHerd({ upstream: () => new HttpUpstream(fakeFetch), frontend: { migration_limit: 3, migration_collect_min_tokens: 11 } });
+    const res = await h.drive(h.fetch("/v1/chat/completions", ask));
+    expect(res.status).toBe(200);
+    expect(((await h.drive(res.json())) as any).choices[0].message.content).toBe("whole");
+    expect(bodies).toHaveLength(2);
+    for (const b of bodies) expect(b.stream).toBeUndefined();
+    // Without max_tokens the answer may run to the context length: collected whatever the threshold.
+    await h.drive(h.fetch("/v1/chat/completions", { model: MODEL, messages: ask.messages }));
+    expect(bodies.at(-1).stream).toBe(true);
+    // At the threshold: collected.
+    await h.drive(h.fetch("/v1/chat/completions", { ...ask, max_tokens: 11 }));
+    expect(bodies.at(-1).stream).toBe(true);
+    expect(h.frontend.inFlightCount).toBe(0);
   });
 });
 
