@@ -15,6 +15,7 @@ import { DirMedium } from "../src/tier/dir-medium.ts";
 import { lru } from "../src/tier/policy.ts";
 import { KvTier, crc32 } from "../src/tier/tier.ts";
 import { BenchClient } from "./kv-tier/client.ts";
+import { freePort } from "./lib/child.ts";
 
 const MiB = 1024 * 1024;
 const OBJECTS = Number(process.env.KV_TIER_BENCH_OBJECTS ?? 1_000_000);
@@ -61,12 +62,15 @@ async function respRound(port: number, size: number, n: number): Promise<{ setMB
 }
 
 async function resp(): Promise<void> {
-  const rport = 20000 + (process.pid % 20000);
-  const redis = spawn(["redis-server", "--port", String(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--proto-max-bulk-len", "1gb"], { stdout: "ignore" });
+  // A port the kernel just handed out (a fixed pid-derived one collided with other processes' on the shared box).
+  const rport = await freePort();
+  const redis = spawn(["redis-server", "--port", String(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no", "--proto-max-bulk-len", "1gb"], { stdout: "pipe" });
   const herd = spawn([process.execPath, join(import.meta.dir, "kv-tier", "resp-child.ts"), shm, disk, String(512 * MiB)], { stdout: "pipe" });
   try {
     const hport = await waitPort(herd);
-    for (let i = 0; i < 100 && !spawnSync(["redis-cli", "-p", String(rport), "PING"]).stdout.toString().includes("PONG"); i++) await Bun.sleep(20);
+    let up = false;
+    for (let i = 0; i < 250 && !(up = spawnSync(["redis-cli", "-p", String(rport), "PING"]).stdout.toString().includes("PONG")); i++) await Bun.sleep(20);
+    if (!up) throw new Error(`redis-server on ${rport} never answered PING (exit ${redis.exitCode}): ${redis.exitCode === null ? "" : await new Response(redis.stdout as ReadableStream).text()}`);
     console.log("1. RESP over loopback, one connection, request/reply; best of 5 alternating rounds (MiB/s; herd ÷ redis-server)");
     for (const [size, n] of [[MiB, 100], [16 * MiB, 10]] as const) {
       await respRound(hport, size, 4); // warm-up
