@@ -17,6 +17,11 @@
 //   after `authTimeoutMs`, any connection after `idleTimeoutMs` without input or output progress.
 // Connections beyond `maxClients` are closed on accept. HTTP-looking input ("GET / HTTP/1.1", POST,
 // Host:) closes the connection without a reply.
+// A SET's value of ≥ 64 KiB from an authenticated client is parsed straight into its tier slot
+// (store.reserve, tier.ts): one copy from the socket's chunk into shared memory, where the parser's
+// scratch buffer made it two (as Redis reads a large bulk into the string it then stores,
+// networking.c processMultibulkBuffer). The slot is committed by the SET, given back on anything else
+// (an error reply, the client leaving mid-value, stop()); open slots are bounded in total.
 // With a `remote` source (remote.ts) a local GET/EXISTS miss is looked up asynchronously; the
 // connection goes on executing its pipelined commands but replies leave in command order: a reply
 // behind a pending lookup waits in the connection's slots (≤ PIPELINE_SLOTS_MAX, then it stops).
