@@ -13,6 +13,8 @@
 // changes or GROUP_COMMIT_MS after the first (a commit per row cost one to several copies of 1 MiB: docs/benchmarks.md);
 // locations freed meanwhile are released only after that commit, so the committed catalog never names
 // a reused location. A crash loses at most the last group's changes: objects become misses (a cache).
+// `reserve` is put in two halves for a caller that writes the value in place (the RESP server's SET):
+// room and an extent now, the row at commit; until then no row names the extent.
 
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { CRC_UNKNOWN, Catalog, type Row } from "./catalog.ts";
