@@ -20,6 +20,8 @@ export interface Medium {
    * space is free (the tier evicts and retries). `fp` is called half-way through for crash tests.
    */
   write(data: Uint8Array, fp?: (name: FailpointName) => void): string | undefined;
+  /** Optional (shm): claim a fresh location of `size` bytes without writing it; the caller fills read(loc). */
+  allocate?(size: number): string | undefined;
   /** The bytes at `loc` (a view for shm: valid until that location is freed), or undefined if unreadable. */
   read(loc: string, size: number): Uint8Array | undefined;
   free(loc: string, size: number): void;

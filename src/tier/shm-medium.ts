@@ -94,6 +94,14 @@ export class ShmMedium implements Medium {
     return undefined;
   }
 
+  allocate(size: number): string | undefined {
+    for (let i = 0; i < this.segs.length; i++) {
+      const off = this.segs[i]!.alloc.alloc(size);
+      if (off !== undefined) return `${i}:${off}`;
+    }
+    return undefined;
+  }
+
   read(loc: string, size: number): Uint8Array | undefined {
     const p = this.parse(loc, size);
     return p ? p.seg.map.subarray(p.off, p.off + size) : undefined;

@@ -15,6 +15,20 @@ export interface TierStore {
   delete(key: string): boolean;
   /** Keys in byte order, at most `limit`. */
   list(limit?: number): string[];
+  /**
+   * Optional: a location of `size` bytes for `key`'s next value, filled by the caller through `bytes`
+   * and stored by `commit()` (as put would, replacing any previous value), or given back by `abort()`.
+   * Undefined when the store prefers put() for this value. Exactly one of commit/abort must follow.
+   */
+  reserve?(key: string, size: number): PutSlot | undefined;
+}
+
+/** A value being written in place (TierStore.reserve). */
+export interface PutSlot {
+  readonly bytes: Uint8Array;
+  /** Store the value (false if the slot was already closed). */
+  commit(): boolean;
+  abort(): void;
 }
 
 /** Model name from an LMCache key (`model@world_size@worker_id@hash@dtype`, the older `fmt@model@…`,

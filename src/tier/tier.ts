@@ -13,13 +13,15 @@
 // changes or GROUP_COMMIT_MS after the first (a commit per row cost one to several copies of 1 MiB: docs/benchmarks.md);
 // locations freed meanwhile are released only after that commit, so the committed catalog never names
 // a reused location. A crash loses at most the last group's changes: objects become misses (a cache).
+// `reserve` is put in two halves for a caller that writes the value in place (the RESP server's SET):
+// room and an extent now, the row at commit; until then no row names the extent.
 
 import type { Clock, TimerHandle } from "../core/clock.ts";
 import { CRC_UNKNOWN, Catalog, type Row } from "./catalog.ts";
 import { type FailpointName, Failpoints, NO_FAILPOINTS } from "./failpoints.ts";
 import type { Medium, TierName } from "./medium.ts";
 import { CANDIDATE_WINDOW, POLICIES, type PolicyName } from "./policy.ts";
-import { modelOfKey, type TierStore } from "./store.ts";
+import { modelOfKey, type PutSlot, type TierStore } from "./store.ts";
 import { recover, type RecoveryReport } from "./recover.ts";
 import type { ShmOptions } from "./shm-medium.ts";
 import type { TierChange } from "./index-feed.ts";
@@ -113,29 +115,75 @@ export class KvTier implements TierStore {
   }
 
   put(key: string, data: Uint8Array, model = modelOfKey(key)): boolean {
-    this.begin();
     const kc = keyCharge(key);
-    const target = this.placement(data.length, kc);
+    const target = this.room(key, data.length, model, kc);
     if (!target) return false;
-    const quota = this.opts.modelQuotaBytes?.[model];
-    if (quota !== undefined && target.charge(data.length) > quota) return false;
-    if (quota !== undefined) this.enforceQuota(model, quota, target.charge(data.length), key);
-    const loc = this.writeWithRoom(target, data, (n) => this.fp.hit(n), kc);
+    const loc = this.writeWithRoom(target, data.length, (n) => this.fp.hit(n), kc, (fp) => target.write(data, fp));
     if (loc === undefined) return false;
+    this.stored(key, target, loc, data.length, model, kc, target.tier === "cpu" ? CRC_UNKNOWN : crc32(data));
+    return true;
+  }
+
+  /**
+   * A fresh CPU location for a value of `size` bytes that the caller fills before `commit()` (the RESP
+   * server parses a SET's payload straight into it: one copy from the socket's chunk instead of two).
+   * Room is made now, as put would; the location is in no catalog row until commit, so a crash before
+   * it leaves an orphan extent (reclaimed on open) and never a row pointing at partial data.
+   * Undefined when the value would not go to the CPU tier: the caller falls back to put().
+   */
+  reserve(key: string, size: number, model = modelOfKey(key)): PutSlot | undefined {
+    const cpu = this.media.cpu;
+    if (!cpu?.allocate) return undefined;
+    const kc = keyCharge(key);
+    const target = this.room(key, size, model, kc);
+    if (target !== cpu) return undefined;
+    const loc = this.writeWithRoom(cpu, size, undefined, kc, () => cpu.allocate!(size));
+    const bytes = loc === undefined ? undefined : cpu.read(loc, size);
+    if (loc === undefined || !bytes) return undefined;
+    // Until it is committed or aborted the slot counts against the model's quota and the key bytes of
+    // the CPU tier, so that slots open at once on several connections cannot overshoot either.
+    const charged = cpu.charge(size);
+    const hold = (sign: number) => {
+      this.addModel(model, sign * charged);
+      this.keyBytes.cpu += sign * kc;
+    };
+    hold(1);
+    let open = true;
+    return {
+      bytes,
+      commit: () => {
+        if (!open) return false;
+        open = false;
+        hold(-1);
+        this.begin();
+        this.stored(key, cpu, loc, size, model, kc, CRC_UNKNOWN);
+        return true;
+      },
+      abort: () => {
+        if (!open) return;
+        open = false;
+        hold(-1);
+        cpu.free(loc, size); // no row names it: free at once
+      },
+    };
+  }
+
+  /** The medium a value goes to, after the model's quota made room for it; undefined when it cannot. */
+  private room(key: string, size: number, model: string, kc: number): Medium | undefined {
+    this.begin();
+    const target = this.placement(size, kc);
+    if (!target) return undefined;
+    const quota = this.opts.modelQuotaBytes?.[model];
+    if (quota !== undefined && target.charge(size) > quota) return undefined;
+    if (quota !== undefined) this.enforceQuota(model, quota, target.charge(size), key);
+    return target;
+  }
+
+  /** The value's bytes are at `loc`: its row goes into the open group, then the old copy is released. */
+  private stored(key: string, target: Medium, loc: string, size: number, model: string, kc: number, crc: number): void {
     this.fp.hit("set.after_data");
     const now = this.nowMs();
-    const row: Row = {
-      key,
-      tier: target.tier,
-      loc,
-      size: data.length,
-      charged: target.charge(data.length),
-      crc: target.tier === "cpu" ? CRC_UNKNOWN : crc32(data),
-      created_ms: now,
-      access_ms: now,
-      hits: 0,
-      model,
-    };
+    const row: Row = { key, tier: target.tier, loc, size, charged: target.charge(size), crc, created_ms: now, access_ms: now, hits: 0, model };
     // Read the old row only now: making room may have demoted or evicted it.
     const prev = this.cat.get(key);
     this.cat.put(row);
@@ -147,7 +195,6 @@ export class KvTier implements TierStore {
     if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
     this.changed("stored", row.tier, key);
     this.wrote();
-    return true;
   }
 
   get(key: string): Uint8Array | undefined {
@@ -254,13 +301,19 @@ export class KvTier implements TierStore {
     return undefined;
   }
 
-  /** Evict from `m` until `data` fits under its capacity and a location is found; then write it. */
-  private writeWithRoom(m: Medium, data: Uint8Array, fp: ((n: FailpointName) => void) | undefined, keyBytes: number): string | undefined {
-    const need = m.charge(data.length) + keyBytes;
+  /** Evict from `m` until `size` bytes fit under its capacity and `place` finds a location for them. */
+  private writeWithRoom(
+    m: Medium,
+    size: number,
+    fp: ((n: FailpointName) => void) | undefined,
+    keyBytes: number,
+    place: (fp: ((n: FailpointName) => void) | undefined) => string | undefined,
+  ): string | undefined {
+    const need = m.charge(size) + keyBytes;
     for (let round = 0; ; round++) {
       const used = m.usedBytes + this.keyBytes[m.tier];
       if (used + need <= m.capacityBytes) {
-        const loc = m.write(data, fp);
+        const loc = place(fp);
         if (loc !== undefined) return loc;
       }
       // Locations released by the open group are free once it commits: commit before evicting more.
@@ -295,7 +348,7 @@ export class KvTier implements TierStore {
     // The bytes leave shared memory here: checksum them now (a CRC known from an earlier SSD read must still match).
     const crc = crc32(data);
     if (row.crc !== CRC_UNKNOWN && crc !== row.crc) return false;
-    const loc = this.writeWithRoom(ssd, data, undefined, kc);
+    const loc = this.writeWithRoom(ssd, data.length, undefined, kc, () => ssd.write(data));
     if (loc === undefined) return false;
     this.fp.hit("demote.after_write");
     this.cat.move(row.key, "ssd", loc, ssd.charge(row.size), crc);
@@ -315,7 +368,7 @@ export class KvTier implements TierStore {
     const cpu = this.media.cpu!;
     const copy = data; // a private buffer read from the file, untouched by the evictions below
     const kc = keyCharge(row.key);
-    const loc = this.writeWithRoom(cpu, copy, undefined, kc);
+    const loc = this.writeWithRoom(cpu, copy.length, undefined, kc, () => cpu.write(copy));
     if (loc === undefined) return undefined;
     this.fp.hit("promote.after_copy");
     const now = this.cat.get(row.key);

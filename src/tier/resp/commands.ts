@@ -8,13 +8,15 @@
 // Keys are bounded (`keyBytesMax`, issue 22 row 9: a 100 MiB key grew the catalog by GBs); the parser
 // refuses an oversized key as it arrives (argBytesMax), an inline command's here.
 
-import type { TierStore } from "../store.ts";
+import type { PutSlot, TierStore } from "../store.ts";
 import { type ArgBytesMax, latin1 } from "./parser.ts";
 
 export interface Session {
   authed: boolean;
   /** Failed AUTH attempts on this connection (the server delays the next command after each). */
   authFailures: number;
+  /** The tier slot the parser wrote this SET's value into (server.ts), committed by SET. */
+  slot?: PutSlot | undefined;
 }
 
 export interface CommandContext {
@@ -99,6 +101,11 @@ export function execute(args: Uint8Array[], s: Session, ctx: CommandContext): Re
     }
     case "set":
       if (args.length !== 3) return err("ERR syntax error");
+      if (s.slot && s.slot.bytes === args[2]) {
+        const slot = s.slot;
+        s.slot = undefined;
+        return slot.commit() ? OK : err("ERR value does not fit the KV tier");
+      }
       return ctx.store.put(key(), args[2]!) ? OK : err("ERR value does not fit the KV tier");
     case "exists":
       return int(args.slice(1).filter((k) => ctx.store.has(latin1(k))).length);

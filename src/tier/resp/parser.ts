@@ -5,7 +5,8 @@
 // no newline after 64 KiB is "too big inline request" / "too big mbulk count string" / "too big bulk
 // count string". Every protocol error is final: the server replies and closes.
 // A bulk's bytes are copied once, straight into a buffer of its declared size (allocated when the
-// header arrives, which the limits above bound).
+// header arrives, which the limits above bound), or into one the `sink` hands out for it (the server:
+// a SET's value goes straight into its shared-memory slot).
 // Beyond Redis (issue 22): the arguments of one command count against `commandBytesMax` as they
 // arrive (Redis keeps an unknown command's 25 × 64 MiB arguments until the last one is in), and a
 // `$N` header is refused at once when N is over what the command may use at that position (`argBytesMax`:
@@ -24,6 +25,10 @@ export interface RespLimits {
 
 /** The most bytes argument `index` may have, given the command's name (undefined while index is 0). */
 export type ArgBytesMax = (name: Uint8Array | undefined, index: number) => number;
+
+/** Where a large bulk goes instead of a buffer of the parser's: `size` bytes for argument `index`
+ * (the arguments before it are complete, `left` counts it and those after it), or undefined. */
+export type BulkSink = (args: readonly Uint8Array[], index: number, left: number, size: number) => Uint8Array | undefined;
 
 export const REDIS_LIMITS: RespLimits = {
   maxInlineBytes: 64 * 1024,
@@ -63,6 +68,8 @@ export class RespReader {
     /** True while the client must still authenticate (limits apply). */
     private readonly authRequired: () => boolean,
     private readonly argMax: ArgBytesMax = () => limits.maxBulkBytes,
+    /** Asked for large bulks first (the server: a SET's value straight into its tier slot). */
+    private readonly sink?: BulkSink,
   ) {
     this.commandMax = limits.commandBytesMax ?? limits.maxBulkBytes + (1 << 20);
   }
@@ -176,7 +183,9 @@ export class RespReader {
     // MiB-sized buffer per SET made garbage collection the bottleneck. Not zero-filled: every byte
     // is written before the bulk is used.
     const i = this.args.length;
-    if (n >= SCRATCH_MIN_BYTES && n <= SCRATCH_MAX_BYTES) {
+    const sunk = n >= SCRATCH_MIN_BYTES ? this.sink?.(this.args, i, this.argsLeft, n) : undefined;
+    if (sunk && sunk.length === n) this.bulk = sunk;
+    else if (n >= SCRATCH_MIN_BYTES && n <= SCRATCH_MAX_BYTES) {
       let sc = this.scratch[i];
       if (!sc || sc.length < n) this.scratch[i] = sc = Buffer.allocUnsafe(Math.min(SCRATCH_MAX_BYTES, Math.max(n, (sc?.length ?? 0) * 2)));
       this.bulk = sc.subarray(0, n);

@@ -17,6 +17,11 @@
 //   after `authTimeoutMs`, any connection after `idleTimeoutMs` without input or output progress.
 // Connections beyond `maxClients` are closed on accept. HTTP-looking input ("GET / HTTP/1.1", POST,
 // Host:) closes the connection without a reply.
+// A SET's value of ≥ 64 KiB from an authenticated client is parsed straight into its tier slot
+// (store.reserve, tier.ts): one copy from the socket's chunk into shared memory, where the parser's
+// scratch buffer made it two (as Redis reads a large bulk into the string it then stores,
+// networking.c processMultibulkBuffer). The slot is committed by the SET, given back on anything else
+// (an error reply, the client leaving mid-value, stop()); open slots are bounded in total.
 // With a `remote` source (remote.ts) a local GET/EXISTS miss is looked up asynchronously; the
 // connection goes on executing its pipelined commands but replies leave in command order: a reply
 // behind a pending lookup waits in the connection's slots (≤ PIPELINE_SLOTS_MAX, then it stops).
@@ -37,6 +42,10 @@ export const PIPELINE_SLOTS_MAX = 1024;
 export const SLICE_COMMANDS = 1024;
 /** Argument plus reply bytes one connection handles per slice (a few 16 MiB SETs at most). */
 const SLICE_BYTES = 32 * 1024 * 1024;
+/** SET values being received straight into tier slots, across all connections; beyond it a value is
+ * parsed into the connection's own buffer as before (a client that announces a value and stalls
+ * holds its slot until the idle timeout: this bounds what such clients make the tier evict). */
+export const SLOTS_TOTAL_BYTES = 128 * 1024 * 1024;
 
 interface Conn extends Session {
   reader: RespReader;
@@ -53,6 +62,8 @@ interface Conn extends Session {
   paused: boolean;
   openedMs: number;
   activeMs: number;
+  /** Bytes of `slot` (the SET value being received into the tier), counted in `slotsBytes`. */
+  slotSize: number;
 }
 
 
@@ -73,6 +84,8 @@ export class RespServer {
   /** Connections stopped by the total output bound. */
   private readonly waiting = new Set<Socket<Conn>>();
   private sweep: TimerHandle | undefined;
+  /** Bytes of the open tier slots of all connections (≤ SLOTS_TOTAL_BYTES). */
+  private slotsBytes = 0;
 
   constructor(private readonly opts: RespServerOptions) {
     if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(opts.host) && opts.password === undefined) {
@@ -123,7 +136,10 @@ export class RespServer {
   stop(): void {
     this.sweep?.cancel();
     this.sweep = undefined;
-    for (const s of this.open) s.data.later?.cancel();
+    for (const s of this.open) {
+      s.data.later?.cancel();
+      this.dropSlot(s.data);
+    }
     this.listener?.stop(true);
     this.listener = undefined;
   }
@@ -145,8 +161,11 @@ export class RespServer {
       paused: false,
       openedMs: now,
       activeMs: now,
+      slotSize: 0,
     };
-    conn.reader = new RespReader(this.limits, () => !conn.authed, argBytesMax(this.ctx.keyBytesMax, this.limits.maxBulkBytes));
+    conn.reader = new RespReader(this.limits, () => !conn.authed, argBytesMax(this.ctx.keyBytesMax, this.limits.maxBulkBytes), (args, i, left, n) =>
+      this.slotFor(conn, args, i, left, n),
+    );
     s.data = conn;
     this.open.add(s);
     if (this.stats.clients > (this.opts.maxClients ?? 1024)) {
@@ -164,6 +183,7 @@ export class RespServer {
     this.stats.clients--;
     this.open.delete(s);
     this.waiting.delete(s);
+    this.dropSlot(c);
     c.out.clear();
     this.budget.queuedBytes -= c.slotBytes;
     c.slotBytes = 0;
@@ -205,6 +225,7 @@ export class RespServer {
       }
       cmds--;
       if ("error" in p) {
+        this.dropSlot(c);
         this.stats.protocol_errors++;
         if (c.slots.length > 0) {
           this.hold(c, err(`ERR ${p.error}`, true));
@@ -217,6 +238,7 @@ export class RespServer {
       for (const a of p.args) bytes -= a.length;
       const name = latin1(p.args[0]!.subarray(0, 8)).toLowerCase();
       if (HTTP_COMMANDS.has(name) || (p.inline && p.args.length === 3 && HTTP_LINE.test(p.args.map(latin1).join(" ")))) {
+        this.dropSlot(c);
         this.stats.http_closed++;
         this.close(s);
         break;
@@ -235,6 +257,7 @@ export class RespServer {
       }
       const failures = c.authFailures;
       const r = execute(p.args, c, this.ctx);
+      this.dropSlot(c); // a SET committed it; any other outcome (an error reply) gives it back
       for (const b of r.chunks) bytes -= b.length;
       if (c.slots.length > 0) this.hold(c, r);
       else this.reply(s, r);
@@ -252,6 +275,30 @@ export class RespServer {
     c.out.flush(s);
     this.peaks(c);
     this.setPaused(s, blocked);
+  }
+
+  /** The parser's sink: a SET's value of ≥ 64 KiB goes straight into a tier slot (one copy from the
+   * socket's chunk; the store's reserve) when the client is authenticated and the slots' bound allows. */
+  private slotFor(c: Conn, args: readonly Uint8Array[], index: number, left: number, size: number): Uint8Array | undefined {
+    const reserve = this.opts.store.reserve;
+    if (!reserve || index !== 2 || left !== 1 || !c.authed || c.closing || c.slot) return undefined;
+    const name = args[0]!;
+    if (name.length !== 3 || (name[0]! | 0x20) !== 0x73 || (name[1]! | 0x20) !== 0x65 || (name[2]! | 0x20) !== 0x74) return undefined; // "set"
+    if (this.slotsBytes + size > SLOTS_TOTAL_BYTES) return undefined;
+    const slot = reserve.call(this.opts.store, latin1(args[1]!), size);
+    if (!slot) return undefined;
+    c.slot = slot;
+    c.slotSize = size;
+    this.slotsBytes += size;
+    return slot.bytes;
+  }
+
+  private dropSlot(c: Conn): void {
+    if (c.slotSize === 0) return;
+    c.slot?.abort();
+    c.slot = undefined;
+    this.slotsBytes -= c.slotSize;
+    c.slotSize = 0;
   }
 
   /** Stop reading while the connection cannot execute (its client feels TCP backpressure). */

@@ -1,0 +1,76 @@
+// Which socket layer to build the RESP server on (issue 25): a bare server that only counts a SET
+// request's bytes and answers `+OK`, on Bun.listen and on node:net in Bun, against redis-server, all
+// driven by bench/kv-tier's client (one connection, one 1 MiB SET in flight). Each server is its own
+// process; best of 5 alternating rounds of 200 SETs, MiB/s, and the ratio to redis-server.
+// Run: ./node_modules/.bin/bun bench/kv-tier/socket-layer.ts
+//   (the child role: socket-layer.ts serve <bun|node> <request bytes>)
+import * as net from "node:net";
+import { spawn, spawnSync } from "bun";
+import { BenchClient } from "./client.ts";
+import { freePort } from "../lib/child.ts";
+
+const MiB = 1024 * 1024;
+const OK = Buffer.from("+OK\r\n");
+const [role, kind, sizeS] = process.argv.slice(2);
+
+function serve(): void {
+  const size = Number(sizeS);
+  // Count bytes only: what is measured is the socket layer's receive and reply, not parsing.
+  if (kind === "bun") {
+    let got = 0;
+    const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data(s, d) { got += d.length; for (; got >= size; got -= size) s.write(OK); } } });
+    console.log(`PORT ${l.port}`);
+  } else {
+    const srv = net.createServer((s) => {
+      s.setNoDelay(true);
+      let got = 0;
+      s.on("data", (d) => { got += d.length; for (; got >= size; got -= size) s.write(OK); });
+    });
+    srv.listen(0, "127.0.0.1", () => console.log(`PORT ${(srv.address() as net.AddressInfo).port}`));
+  }
+}
+
+async function portOf(p: ReturnType<typeof spawn>): Promise<number> {
+  const r = (p.stdout as ReadableStream<Uint8Array>).getReader();
+  let text = "";
+  for (;;) {
+    const { value, done } = await r.read();
+    if (done) throw new Error("server exited");
+    text += new TextDecoder().decode(value);
+    const m = /PORT (\d+)/.exec(text);
+    if (m) return Number(m[1]);
+  }
+}
+
+async function main(): Promise<void> {
+  const v = new Uint8Array(MiB);
+  const reqBytes = Buffer.byteLength(`*3\r\n$3\r\nSET\r\n$2\r\nk0\r\n$${MiB}\r\n`) + MiB + 2;
+  const kids = (["bun", "node"] as const).map((k) => spawn([process.execPath, import.meta.path, "serve", k, String(reqBytes)], { stdout: "pipe" }));
+  const rport = await freePort();
+  const redis = spawn(["redis-server", "--port", String(rport), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"], { stdout: "ignore" });
+  try {
+    let up = false;
+    for (let i = 0; i < 250 && !(up = spawnSync(["redis-cli", "-p", String(rport), "PING"]).stdout.toString().includes("PONG")); i++) await Bun.sleep(20);
+    if (!up) throw new Error("redis-server never answered PING");
+    const ports = { "Bun.listen": await portOf(kids[0]!), "node:net": await portOf(kids[1]!), "redis-server": rport };
+    const best: Record<string, number> = {};
+    for (let round = 0; round < 5; round++) {
+      for (const [name, port] of Object.entries(ports)) {
+        const c = await BenchClient.connect(port);
+        const t = performance.now();
+        for (let i = 0; i < 200; i++) await c.set("k0", v);
+        best[name] = Math.max(best[name] ?? 0, 200 / ((performance.now() - t) / 1000));
+        c.close();
+      }
+    }
+    const r = best["redis-server"]!;
+    console.log("bare 1 MiB SET receivers, one connection, one request in flight (MiB/s; ÷ redis-server)");
+    for (const [name, x] of Object.entries(best)) console.log(`   ${name.padEnd(13)} ${x.toFixed(0).padStart(6)}  ${(x / r).toFixed(2)}`);
+  } finally {
+    for (const k of kids) k.kill();
+    redis.kill();
+  }
+}
+
+if (role === "serve") serve();
+else await main();
