@@ -326,7 +326,7 @@ export class WorkerBlockMap {
   // credit()'s callback state (one bound callback, not a closure per store).
   private already = 0;
   private creditExtra: Map<bigint, number> = this.extra[0];
-  private creditAdded = new Uint32Array(0);
+  private creditAdded: Uint32Array = new Uint32Array(0);
   /**
    * A block the worker already holds on this medium under another engine hash (cache_salt,
    * multimodal inputs): the index bit stays set until every engine hash naming it is removed.
