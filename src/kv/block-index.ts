@@ -38,9 +38,18 @@ export class BlockIndex implements KvIndex {
     this.table = new U64Table(NM, initialCapacity);
   }
 
+  /** slotFor's last answer: ingest applies runs of one worker's events (removeWorker forgets it). */
+  private lastWorker: string | null = null;
+  private lastSlot = 0;
+
   private slotFor(worker: string): number {
+    if (worker === this.lastWorker) return this.lastSlot;
     let s = this.slotOf.get(worker);
-    if (s !== undefined) return s;
+    if (s !== undefined) {
+      this.lastWorker = worker;
+      this.lastSlot = s;
+      return s;
+    }
     s = this.free.pop() ?? this.names.length;
     if (s >= this.words * 32) this.widen(this.words + 1);
     this.slotOf.set(worker, s);
@@ -237,6 +246,7 @@ export class BlockIndex implements KvIndex {
   }
 
   removeWorker(worker: string): void {
+    this.lastWorker = null; // its slot may be handed to another worker
     const ws = this.slotOf.get(worker);
     if (ws === undefined) return;
     this.clearSlot(ws);

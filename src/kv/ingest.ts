@@ -315,7 +315,16 @@ export class KvEventStream implements KvEventSink {
     for (let e = 0; e < o.n; e++) {
       const k = o.kind[e]!;
       if (k === OP_REMOVED) {
-        blocks.removedFrom(o.group[e]!, o.locality[e]!, o.medium[e]!, o.hashes, o.hStart[e]!, o.hCount[e]!);
+        // vLLM sends one BlockRemoved per evicted block: a run of removals with the same fields is
+        // one call (their hashes are consecutive in the columns), in the same order.
+        const g = o.group[e]!;
+        const loc = o.locality[e]!;
+        const med = o.medium[e]!;
+        let last = e;
+        while (last + 1 < o.n && o.kind[last + 1] === OP_REMOVED && o.group[last + 1] === g && o.locality[last + 1] === loc && o.medium[last + 1] === med) last++;
+        const h0 = o.hStart[e]!;
+        blocks.removedFrom(g, loc, med, o.hashes, h0, o.hStart[last]! + o.hCount[last]! - h0, last - e + 1);
+        e = last;
       } else if (k === OP_STORED) {
         blocks.flush();
         const t0 = o.tStart[e]!;

@@ -317,18 +317,25 @@ export class WorkerBlockMap {
   /** Index the newly held herd hashes (u32 pairs) on `medium`. */
   private credit(medium: Medium, added: Uint32Array, nAdded: number): void {
     if (nAdded === 0) return;
-    let already = 0;
-    const extra = this.extra[MEDIUM_INDEX[medium]]!;
-    // A block the worker already holds on this medium under another engine hash (cache_salt,
-    // multimodal inputs): the index bit stays set until every engine hash naming it is removed.
-    const unchanged = (k: number) => {
-      already++;
-      const h = join64(added[2 * k]!, added[2 * k + 1]!);
-      extra.set(h, (extra.get(h) ?? 0) + 1);
-    };
-    this.indexPairs("stored", medium, added, nAdded, unchanged);
-    this.counters.blocksStored += nAdded - already;
+    this.already = 0;
+    this.creditExtra = this.extra[MEDIUM_INDEX[medium]]!;
+    this.creditAdded = added;
+    this.indexPairs("stored", medium, added, nAdded, this.unchanged);
+    this.counters.blocksStored += nAdded - this.already;
   }
+  // credit()'s callback state (one bound callback, not a closure per store).
+  private already = 0;
+  private creditExtra: Map<bigint, number> = this.extra[0];
+  private creditAdded: Uint32Array = new Uint32Array(0);
+  /**
+   * A block the worker already holds on this medium under another engine hash (cache_salt,
+   * multimodal inputs): the index bit stays set until every engine hash naming it is removed.
+   */
+  private readonly unchanged = (k: number): void => {
+    this.already++;
+    const h = join64(this.creditAdded[2 * k]!, this.creditAdded[2 * k + 1]!);
+    this.creditExtra.set(h, (this.creditExtra.get(h) ?? 0) + 1);
+  };
 
   /** Hand u32-pair hashes to the index: allocation-free for BlockIndex, bigint[] for any other. */
   private indexPairs(kind: "stored" | "removed", medium: Medium, pairs: Uint32Array, n: number, unchanged?: (i: number) => void): void {
@@ -346,12 +353,13 @@ export class WorkerBlockMap {
 
   /**
    * A BlockRemoved given field by field (deferred like applyDeferred: call flush() after the
-   * batch): `count` engine hashes at `hp[2·hStart …]`.
+   * batch): `count` engine hashes at `hp[2·hStart …]`; `events` consecutive BlockRemoved events
+   * with these fields whose hashes these are (counted as that many when filtered).
    */
-  removedFrom(groupIdx: number | null, locality: string | null, mediumName: string | null, hp: Uint32Array, hStart: number, count: number): void {
-    if (!this.accepted(groupIdx, null, locality)) return void this.counters.filtered++;
+  removedFrom(groupIdx: number | null, locality: string | null, mediumName: string | null, hp: Uint32Array, hStart: number, count: number, events = 1): void {
+    if (!this.accepted(groupIdx, null, locality)) return void (this.counters.filtered += events);
     const medium = normalizeMedium(mediumName);
-    if (medium === null) return void this.counters.unknownMedium++;
+    if (medium === null) return void (this.counters.unknownMedium += events);
     const mi = MEDIUM_INDEX[medium];
     if (this.goneCount > 0 && medium !== this.goneMedium) this.flush();
     this.goneMedium = medium;
