@@ -13,6 +13,7 @@
 // JSON guard), measured on that thread (with `?gc=1` after a collection there): the main thread's
 // heapStats() does not see their heaps (src/core/thread-memory.ts). All threads are asked at once,
 // each answer bounded by THREAD_MEMORY_TIMEOUT_MS, so a stuck thread costs the route that long, no more.
+// mimalloc's figures (malloc_bytes) are process-wide: every thread's native allocations.
 import { heapStats } from "bun:jsc";
 import type { AdminRoute } from "../http/admin-route.ts";
 import type { ThreadMemoryAnswer, ThreadMemorySource } from "../core/thread-memory.ts";
@@ -79,8 +80,10 @@ export function memoryAdminRoute(threads: () => readonly ThreadMemorySource[] = 
     path: "/debug/memory",
     handle: async (req) => {
       const gc = new URL(req.url).searchParams.get("gc") === "1";
-      const main = memoryFigures(gc);
-      return Response.json({ ...main, threads: await threadFigures(threads(), gc) });
+      // The threads first: mimalloc's figures are the process's, so measured after every thread's
+      // collection they count only what all of them still hold.
+      const perThread = await threadFigures(threads(), gc);
+      return Response.json({ ...memoryFigures(gc), threads: perThread });
     },
   };
 }
