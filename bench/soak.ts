@@ -199,7 +199,7 @@ const nixl = async () => {
 // src/daemon/memory.ts). Every --gc-every-s also the live heap: the same endpoint with ?gc=1, which
 // runs a full collection first, so only what survives one is counted — the figure a leak raises.
 type ThreadMem = { heap_used_bytes: number; heap_capacity_bytes: number; extra_bytes: number; object_count: number; top_object_types: [string, number][] } | { error: string };
-type Mem = { heap_bytes: number; heap_capacity_bytes: number; extra_bytes: number; malloc_bytes: number | null; malloc_committed_bytes: number | null; object_count: number; top_object_types: [string, number][]; threads?: Record<string, ThreadMem> };
+type Mem = { heap_bytes: number; heap_capacity_bytes: number; extra_bytes: number; malloc_bytes: number | null; object_count: number; top_object_types: [string, number][]; threads?: Record<string, ThreadMem> };
 /** Each worker thread's live heap after a GC on that thread (MiB), by name; a thread that did not answer is left out. */
 type ThreadLive = { heapMiB: number; capacityMiB: number; extraMiB: number };
 const threadLive = (m: Mem | null): Record<string, ThreadLive> => {
@@ -217,7 +217,7 @@ const MiB = (b: number | null | undefined) => (b == null ? NaN : b / 1048576);
 const statusMiB = (field: string, text = readFileSync(`/proc/${pid}/status`, "utf8")) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN) / 1024;
 const rssMiBNow = () => statusMiB("VmRSS");
 const fdsNow = () => readdirSync(`/proc/${pid}/fd`).length;
-const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null; liveCommittedMiB: number | null; liveCapacityMiB: number | null; threads: Record<string, ThreadLive> | null }[] = [];
+const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null; liveCapacityMiB: number | null; anonAfterGcMiB: number | null; threads: Record<string, ThreadLive> | null }[] = [];
 const t0 = performance.now();
 const baseline = await memory(true);
 let nextGcAt = 0;
@@ -234,9 +234,9 @@ async function sample(): Promise<void> {
   // SOAK_SMAPS_DIR: the daemon's mappings after each collection, for telling which region grows
   // (mimalloc's segments, JSC's heap, thread stacks) when the figures above stay flat.
   if (gc && process.env.SOAK_SMAPS_DIR) Bun.write(join(process.env.SOAK_SMAPS_DIR, `smaps-${String(s).padStart(4, "0")}.txt`), readFileSync(`/proc/${pid}/smaps`, "utf8"));
-  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null, liveCommittedMiB: gc ? MiB(gc.malloc_committed_bytes) : null, liveCapacityMiB: gc ? MiB(gc.heap_capacity_bytes) : null, threads: gc ? threadLive(gc) : null };
+  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null, liveCapacityMiB: gc ? MiB(gc.heap_capacity_bytes) : null, anonAfterGcMiB: gc ? statusMiB("RssAnon") : null, threads: gc ? threadLive(gc) : null };
   samples.push(row);
-  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: heap ${row.liveMiB.toFixed(1)}/${row.liveCapacityMiB!.toFixed(0)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)}/${row.liveCommittedMiB!.toFixed(0)} MiB${Object.entries(row.threads ?? {}).map(([k, v]) => `, ${k} ${v.heapMiB.toFixed(1)}/${v.capacityMiB.toFixed(0)}+${v.extraMiB.toFixed(1)}`).join("")}` : ""}`);
+  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: RssAnon ${row.anonAfterGcMiB!.toFixed(0)} MiB, heap ${row.liveMiB.toFixed(1)}/${row.liveCapacityMiB!.toFixed(0)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB${Object.entries(row.threads ?? {}).map(([k, v]) => `, ${k} ${v.heapMiB.toFixed(1)}/${v.capacityMiB.toFixed(0)}+${v.extraMiB.toFixed(1)}`).join("")}` : ""}`);
 }
 const sampler = (async () => {
   for (let next = performance.now(); live(); ) {
@@ -317,13 +317,14 @@ console.log(`RSS MiB, every sample: ${samples.map((x) => x.rssMiB.toFixed(0)).jo
 console.log(`fds, every sample: ${samples.map((x) => x.fds).join(", ")}`);
 console.log(`live heap after GC (MiB) at t=s: ${samples.filter((x) => x.liveMiB !== null).map((x) => `${x.s}:${x.liveMiB!.toFixed(1)}`).join(", ")}`);
 console.log(`malloc in use after GC (MiB) at t=s: ${samples.filter((x) => x.liveMallocMiB !== null).map((x) => `${x.s}:${x.liveMallocMiB!.toFixed(1)}`).join(", ")}`);
-console.log(`malloc committed after GC (MiB) at t=s: ${samples.filter((x) => x.liveCommittedMiB !== null).map((x) => `${x.s}:${x.liveCommittedMiB!.toFixed(0)}`).join(", ")}; main heap capacity: ${samples.filter((x) => x.liveCapacityMiB !== null).map((x) => x.liveCapacityMiB!.toFixed(0)).join(", ")}`);
+console.log(`RssAnon right after each full GC (MiB) at t=s: ${samples.filter((x) => x.anonAfterGcMiB !== null).map((x) => `${x.s}:${x.anonAfterGcMiB!.toFixed(0)}`).join(", ")}`);
+console.log(`main heap capacity after GC (MiB): ${samples.filter((x) => x.liveCapacityMiB !== null).map((x) => x.liveCapacityMiB!.toFixed(0)).join(", ")}`);
 console.log(`RssAnon MiB, every sample: ${samples.map((x) => x.anonMiB.toFixed(0)).join(", ")}`);
 console.log(`RssShmem MiB, every sample: ${samples.map((x) => x.shmemMiB.toFixed(0)).join(", ")}`);
 console.log(`RSS floor per ${WINDOW_S} s window (MiB): ${floorPts.map((p) => p.v.toFixed(0)).join(", ")}; RssAnon floor: ${anonFloorPts.map((p) => p.v.toFixed(0)).join(", ")}`);
 const fdFlat = trend("open fds", "fds", post.map((x) => ({ t: x.s / 60, v: x.fds })), 4);
 const liveFlat = trend("live heap after GC", "MiB", post.filter((x) => x.liveMiB !== null).map((x) => ({ t: x.s / 60, v: x.liveMiB! })), 4);
-trend("(malloc committed after GC: mimalloc's pages held from the OS, freed or not)", "MiB", post.filter((x) => x.liveCommittedMiB !== null && Number.isFinite(x.liveCommittedMiB)).map((x) => ({ t: x.s / 60, v: x.liveCommittedMiB! })), 8);
+trend("(RssAnon right after each full GC of every thread)", "MiB", post.filter((x) => x.anonAfterGcMiB !== null).map((x) => ({ t: x.s / 60, v: x.anonAfterGcMiB! })), 8);
 const mallocFlat = trend("malloc in use after GC", "MiB", post.filter((x) => x.liveMallocMiB !== null && Number.isFinite(x.liveMallocMiB)).map((x) => ({ t: x.s / 60, v: x.liveMallocMiB! })), 8);
 trend("(VmRSS floor, shared tier pages included)", "MiB", floorPts, 8);
 const floorFlat = trend("RssAnon floor (window minima)", "MiB", anonFloorPts, 8);
