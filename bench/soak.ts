@@ -217,7 +217,7 @@ const MiB = (b: number | null | undefined) => (b == null ? NaN : b / 1048576);
 const statusMiB = (field: string, text = readFileSync(`/proc/${pid}/status`, "utf8")) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN) / 1024;
 const rssMiBNow = () => statusMiB("VmRSS");
 const fdsNow = () => readdirSync(`/proc/${pid}/fd`).length;
-const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null; liveCapacityMiB: number | null; anonAfterGcMiB: number | null; threads: Record<string, ThreadLive> | null }[] = [];
+const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null; liveCapacityMiB: number | null; anonAfterGcMiB: number | null; threads: Record<string, ThreadLive> | null; threadsNow: Record<string, ThreadLive> }[] = [];
 const t0 = performance.now();
 const baseline = await memory(true);
 let nextGcAt = 0;
@@ -234,7 +234,7 @@ async function sample(): Promise<void> {
   // SOAK_SMAPS_DIR: the daemon's mappings after each collection, for telling which region grows
   // (mimalloc's segments, JSC's heap, thread stacks) when the figures above stay flat.
   if (gc && process.env.SOAK_SMAPS_DIR) Bun.write(join(process.env.SOAK_SMAPS_DIR, `smaps-${String(s).padStart(4, "0")}.txt`), readFileSync(`/proc/${pid}/smaps`, "utf8"));
-  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null, liveCapacityMiB: gc ? MiB(gc.heap_capacity_bytes) : null, anonAfterGcMiB: gc ? statusMiB("RssAnon") : null, threads: gc ? threadLive(gc) : null };
+  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null, liveCapacityMiB: gc ? MiB(gc.heap_capacity_bytes) : null, anonAfterGcMiB: gc ? statusMiB("RssAnon") : null, threads: gc ? threadLive(gc) : null, threadsNow: threadLive(m) };
   samples.push(row);
   console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: RssAnon ${row.anonAfterGcMiB!.toFixed(0)} MiB, heap ${row.liveMiB.toFixed(1)}/${row.liveCapacityMiB!.toFixed(0)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB${Object.entries(row.threads ?? {}).map(([k, v]) => `, ${k} ${v.heapMiB.toFixed(1)}/${v.capacityMiB.toFixed(0)}+${v.extraMiB.toFixed(1)}`).join("")}` : ""}`);
 }
@@ -306,6 +306,7 @@ const floorOf = (f: (x: (typeof samples)[number]) => number) => {
   for (const x of post) {
     const w = Math.floor((x.s - WARMUP_S) / WINDOW_S);
     const cur = windows.get(w);
+    if (!Number.isFinite(f(x))) continue;
     if (!cur || f(x) < cur.v) windows.set(w, { t: WARMUP_S + (w + 0.5) * WINDOW_S, v: f(x) });
   }
   return [...windows.entries()].filter(([w]) => post.some((x) => x.s >= WARMUP_S + (w + 1) * WINDOW_S - SAMPLE_S)).map(([, p]) => ({ t: p.t / 60, v: p.v })); // whole windows only
@@ -322,6 +323,11 @@ console.log(`main heap capacity after GC (MiB): ${samples.filter((x) => x.liveCa
 console.log(`RssAnon MiB, every sample: ${samples.map((x) => x.anonMiB.toFixed(0)).join(", ")}`);
 console.log(`RssShmem MiB, every sample: ${samples.map((x) => x.shmemMiB.toFixed(0)).join(", ")}`);
 console.log(`RSS floor per ${WINDOW_S} s window (MiB): ${floorPts.map((p) => p.v.toFixed(0)).join(", ")}; RssAnon floor: ${anonFloorPts.map((p) => p.v.toFixed(0)).join(", ")}`);
+// What the floor is made of: the same window minima of mimalloc's bytes in use (every thread's heap
+// and native allocations: it tracks RssAnon within tens of MiB) and of each heap as sampled, garbage
+// included — a heap whose floor rises while its live size after GC does not is collecting later and later.
+const floorLine = (label: string, f: (x: (typeof samples)[number]) => number) => `${label} ${floorOf(f).map((p) => (Number.isFinite(p.v) ? p.v.toFixed(0) : "?")).join(", ")}`;
+console.log(`window minima (MiB): ${[floorLine("malloc in use", (x) => x.mallocMiB), floorLine("main heap", (x) => x.heapMiB), ...[...new Set(samples.flatMap((x) => Object.keys(x.threadsNow)))].sort().map((n) => floorLine(`${n} heap`, (x) => x.threadsNow[n]?.heapMiB ?? NaN))].join("; ")}`);
 const fdFlat = trend("open fds", "fds", post.map((x) => ({ t: x.s / 60, v: x.fds })), 4);
 const liveFlat = trend("live heap after GC", "MiB", post.filter((x) => x.liveMiB !== null).map((x) => ({ t: x.s / 60, v: x.liveMiB! })), 4);
 trend("(RssAnon right after each full GC of every thread)", "MiB", post.filter((x) => x.anonAfterGcMiB !== null).map((x) => ({ t: x.s / 60, v: x.anonAfterGcMiB! })), 8);
