@@ -281,6 +281,16 @@ const slope = (pts: { t: number; v: number }[]) => {
   const den = pts.reduce((a, p) => a + (p.t - tm) ** 2, 0);
   return den === 0 ? NaN : pts.reduce((a, p) => a + (p.t - tm) * (p.v - vm), 0) / den;
 };
+/** The slope's standard error (same units; NaN with fewer than 3 points): how far noise alone moves the trend. */
+const slopeSe = (pts: { t: number; v: number }[]) => {
+  if (pts.length < 3) return NaN;
+  const b = slope(pts);
+  const tm = mean(pts.map((p) => p.t));
+  const vm = mean(pts.map((p) => p.v));
+  const den = pts.reduce((a, p) => a + (p.t - tm) ** 2, 0);
+  const rss = pts.reduce((a, p) => a + (p.v - (vm + b * (p.t - tm))) ** 2, 0);
+  return Math.sqrt(rss / (pts.length - 2) / den);
+};
 // The verdict (argued in docs/benchmarks.md "Soak"): after a warm-up, a series is flat when its
 // least-squares trend, extrapolated over the measured window, grows less than --tolerance % of its
 // mean level (or an absolute floor: 4 fds, 4 MiB of live heap, 8 MiB of malloc after GC or RSS floor).
@@ -297,7 +307,9 @@ const trend = (name: string, unit: string, pts: { t: number; v: number }[], absF
   const growth = perMin * spanMin;
   const limit = Math.max(absFloor, (TOLERANCE_PCT / 100) * level);
   const flat = pts.length >= 3 && growth <= limit;
-  console.log(`${name}: ${pts.length} points, mean ${level.toFixed(1)} ${unit}, trend ${perMin >= 0 ? "+" : ""}${perMin.toFixed(2)} ${unit}/min → ${growth >= 0 ? "+" : ""}${growth.toFixed(1)} ${unit} over ${spanMin.toFixed(1)} min (limit +${limit.toFixed(1)}): ${flat ? "FLAT" : pts.length < 3 ? "TOO FEW POINTS" : "GROWING"}`);
+  // The verdict is unchanged (growth vs limit); ± is the trend's standard error, printed so a reader
+  // can tell a trend from the noise of its points (a window floor's is often as large as the limit).
+  console.log(`${name}: ${pts.length} points, mean ${level.toFixed(1)} ${unit}, trend ${perMin >= 0 ? "+" : ""}${perMin.toFixed(2)} ± ${slopeSe(pts).toFixed(2)} ${unit}/min → ${growth >= 0 ? "+" : ""}${growth.toFixed(1)} ${unit} over ${spanMin.toFixed(1)} min (limit +${limit.toFixed(1)}): ${flat ? "FLAT" : pts.length < 3 ? "TOO FEW POINTS" : "GROWING"}`);
   return flat;
 };
 /** Each whole --window-s window's minimum of `f` after the warm-up (the sawtooth's floor), at the window's middle. */
