@@ -6,10 +6,15 @@
 // that never read their replies (and, with --pd, TCPStore garbage, huge declared lengths and key
 // floods on the NIXL store). Every few seconds it samples the daemon's RSS (/proc/PID/status VmRSS),
 // open fds (/proc/PID/fd) and JS heap (/admin/debug/memory, src/daemon/memory.ts; every --gc-every-s
-// after a forced full collection: the live heap), prints the curves, and ends with a verdict: after
-// a warm-up, each series' least-squares trend over the run must stay under --tolerance % of its level
-// — fds, the live heap, and RSS's floor (the minimum of each --window-s window; the sawtooth's peaks
-// are the collector's timing). Legitimate requests that failed are counted and printed too.
+// after a forced full collection: the live heap; the endpoint also collects and measures each worker
+// thread — KV tier, NIXL store, JSON guard — on that thread), prints the curves, and ends with a
+// verdict: after a warm-up, each series' least-squares trend over the run must stay under
+// --tolerance % of its level — fds, the main live heap, each thread's live heap and extra memory,
+// mimalloc's bytes in use after GC (the whole process), and RSS's floor (the minimum of each
+// --window-s window; the sawtooth's peaks are the collector's timing). Floods go out whole through
+// the raw client's queued send (a bare sock.write takes only what the kernel buffer holds).
+// SOAK_SMAPS_DIR=dir dumps /proc/PID/smaps after each collection. Legitimate requests that failed
+// are counted and printed too.
 // Run: ./node_modules/.bin/bun bench/soak.ts [--seconds 600] [--sample-s 5] [--tolerance 10] [--gc-every-s 30]
 //        [--window-s 60] [--warmup-s 60] [--pd]
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
