@@ -13,7 +13,8 @@
 // JSON guard), measured on that thread (with `?gc=1` after a collection there): the main thread's
 // heapStats() does not see their heaps (src/core/thread-memory.ts). All threads are asked at once,
 // each answer bounded by THREAD_MEMORY_TIMEOUT_MS, so a stuck thread costs the route that long, no more.
-// mimalloc's figures (malloc_bytes) are process-wide: every thread's native allocations.
+// mimalloc's figures (malloc_bytes) are process-wide: every thread's native allocations and, since
+// JavaScriptCore allocates its heaps through mimalloc in Bun, every thread's JS heap too.
 import { heapStats } from "bun:jsc";
 import type { AdminRoute } from "../http/admin-route.ts";
 import type { ThreadMemoryAnswer, ThreadMemorySource } from "../core/thread-memory.ts";
