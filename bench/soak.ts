@@ -6,10 +6,15 @@
 // that never read their replies (and, with --pd, TCPStore garbage, huge declared lengths and key
 // floods on the NIXL store). Every few seconds it samples the daemon's RSS (/proc/PID/status VmRSS),
 // open fds (/proc/PID/fd) and JS heap (/admin/debug/memory, src/daemon/memory.ts; every --gc-every-s
-// after a forced full collection: the live heap), prints the curves, and ends with a verdict: after
-// a warm-up, each series' least-squares trend over the run must stay under --tolerance % of its level
-// — fds, the live heap, and RSS's floor (the minimum of each --window-s window; the sawtooth's peaks
-// are the collector's timing). Legitimate requests that failed are counted and printed too.
+// after a forced full collection: the live heap; the endpoint also collects and measures each worker
+// thread — KV tier, NIXL store, JSON guard — on that thread), prints the curves, and ends with a
+// verdict: after a warm-up, each series' least-squares trend over the run must stay under
+// --tolerance % of its level — fds, the main live heap, each thread's live heap and extra memory,
+// mimalloc's bytes in use after GC (the whole process), and RSS's floor (the minimum of each
+// --window-s window; the sawtooth's peaks are the collector's timing). Floods go out whole through
+// the raw client's queued send (a bare sock.write takes only what the kernel buffer holds).
+// SOAK_SMAPS_DIR=dir dumps /proc/PID/smaps after each collection. Legitimate requests that failed
+// are counted and printed too.
 // Run: ./node_modules/.bin/bun bench/soak.ts [--seconds 600] [--sample-s 5] [--tolerance 10] [--gc-every-s 30]
 //        [--window-s 60] [--warmup-s 60] [--pd]
 import { mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from "node:fs";
@@ -88,13 +93,19 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const respCmd = (...a: (string | Uint8Array)[]) => Buffer.concat([enc(`*${a.length}\r\n`), ...a.flatMap((x) => { const b = typeof x === "string" ? enc(x) : x; return [enc(`$${b.length}\r\n`), b, enc("\r\n")]; })]);
 
 /** A raw TCP client: write `payload`, optionally read until `until` says done or the server closes; bounded by `holdMs`. */
-async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) => void) => Promise<void>), opts: { read?: boolean; holdMs?: number; until?: (got: number) => boolean } = {}): Promise<number> {
+async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) => void) => Promise<void>), opts: { read?: boolean; holdMs?: number; until?: (got: number) => boolean; what?: string } = {}): Promise<number> {
   const c = await rawConnect(port, { paused: opts.read === false }).catch(() => null);
   if (!c) return 0;
-  const write = (b: Uint8Array) => void (c.closed() ? 0 : c.sock.write(b));
+  // c.send queues what the socket does not take at once and writes it as it drains: a flood larger
+  // than the kernel's send buffer arrives whole (a bare sock.write sends a prefix and drops the rest).
+  const write = (b: Uint8Array) => void (c.closed() ? 0 : c.send(b));
   if (typeof payload === "function") await payload(write);
   else write(payload);
+  const want = typeof payload === "function" ? NaN : payload.length;
   await c.waitUntil((got) => opts.until?.(got) ?? false, opts.holdMs ?? 5_000, 50);
+  // A flood counts as sent once all its bytes went out before the hold ended (for a client that
+  // never reads, the server stops reading too, so some stay unwritten by design).
+  if (opts.what && !Number.isNaN(want) && opts.read !== false) count(`${opts.what ?? "raw"} written whole`, c.sent() === want);
   c.end();
   return c.bytes();
 }
@@ -170,8 +181,9 @@ const slowloris = async () => {
 };
 const floods = async () => {
   const n = 200_000;
-  await raw(respPort, enc("PING\r\n".repeat(n)), { until: (got) => got >= 7 * n, holdMs: 30_000 });
-  await raw(frontPort, enc("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".repeat(500)), { holdMs: 5_000 });
+  const got = await raw(respPort, enc("PING\r\n".repeat(n)), { until: (got) => got >= 7 * n, holdMs: 30_000, what: "flood RESP PING" });
+  count("flood RESP PING all answered", got >= 7 * n);
+  await raw(frontPort, enc("GET /health HTTP/1.1\r\nHost: x\r\n\r\n".repeat(500)), { holdMs: 5_000, what: "flood HTTP" });
 };
 const neverRead = async () => {
   const big = respCmd("SET", "lmcache:soak:big", new Uint8Array(4 << 20));
@@ -183,7 +195,7 @@ const nixl = async () => {
   const u64 = (x: bigint) => { const b = new Uint8Array(8); new DataView(b.buffer).setBigUint64(0, x, true); return b; };
   const r = rng.int(3);
   if (r === 0) await raw(nixlPort, Buffer.concat([validate, Uint8Array.of(1), u64(2n ** 62n)]), { holdMs: 2_000 }); // a huge declared key
-  else if (r === 1) await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 5000 }, (_, i) => Buffer.concat([Uint8Array.of(1), encodeBlob(enc(`soak/${rng.int(1e9)}/${i}`)), encodeBlob(new Uint8Array(512))]))]), { holdMs: 2_000 });
+  else if (r === 1) await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 5000 }, (_, i) => Buffer.concat([Uint8Array.of(1), encodeBlob(enc(`soak/${rng.int(1e9)}/${i}`)), encodeBlob(new Uint8Array(512))]))]), { holdMs: 2_000, what: "flood NIXL SET" });
   else await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 2000 }, () => Buffer.concat([Uint8Array.of(3), encodeBlob(enc("nope"))]))]), { read: false, holdMs: 5_000 });
 };
 
@@ -191,7 +203,15 @@ const nixl = async () => {
 // Every sample: VmRSS and open fds from /proc, and the JS heap as it stands (/admin/debug/memory,
 // src/daemon/memory.ts). Every --gc-every-s also the live heap: the same endpoint with ?gc=1, which
 // runs a full collection first, so only what survives one is counted — the figure a leak raises.
-type Mem = { heap_bytes: number; extra_bytes: number; malloc_bytes: number | null; object_count: number; top_object_types: [string, number][] };
+type ThreadMem = { heap_used_bytes: number; heap_capacity_bytes: number; extra_bytes: number; object_count: number; top_object_types: [string, number][] } | { error: string };
+type Mem = { heap_bytes: number; heap_capacity_bytes: number; extra_bytes: number; malloc_bytes: number | null; object_count: number; top_object_types: [string, number][]; threads?: Record<string, ThreadMem> };
+/** Each worker thread's live heap after a GC on that thread (MiB), by name; a thread that did not answer is left out. */
+type ThreadLive = { heapMiB: number; capacityMiB: number; extraMiB: number };
+const threadLive = (m: Mem | null): Record<string, ThreadLive> => {
+  const out: Record<string, ThreadLive> = {};
+  for (const [name, t] of Object.entries(m?.threads ?? {})) if (!("error" in t)) out[name] = { heapMiB: MiB(t.heap_used_bytes), capacityMiB: MiB(t.heap_capacity_bytes), extraMiB: MiB(t.extra_bytes) };
+  return out;
+};
 const memory = async (gc: boolean): Promise<Mem | null> => {
   const r = await fetch(`${herd.url}/admin/debug/memory${gc ? "?gc=1" : ""}`, { signal: AbortSignal.timeout(10_000) }).catch(() => null);
   return r?.ok ? ((await r.json()) as Mem) : null;
@@ -202,7 +222,7 @@ const MiB = (b: number | null | undefined) => (b == null ? NaN : b / 1048576);
 const statusMiB = (field: string, text = readFileSync(`/proc/${pid}/status`, "utf8")) => Number(new RegExp(`${field}:\\s+(\\d+)`).exec(text)?.[1] ?? NaN) / 1024;
 const rssMiBNow = () => statusMiB("VmRSS");
 const fdsNow = () => readdirSync(`/proc/${pid}/fd`).length;
-const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null }[] = [];
+const samples: { s: number; rssMiB: number; anonMiB: number; shmemMiB: number; fds: number; heapMiB: number; mallocMiB: number; liveMiB: number | null; liveMallocMiB: number | null; liveCapacityMiB: number | null; anonAfterGcMiB: number | null; threads: Record<string, ThreadLive> | null; threadsNow: Record<string, ThreadLive> }[] = [];
 const t0 = performance.now();
 const baseline = await memory(true);
 let nextGcAt = 0;
@@ -216,9 +236,12 @@ async function sample(): Promise<void> {
   const m = await memory(false);
   const gc = s >= nextGcAt ? await memory(true) : null;
   if (gc) nextGcAt = s + GC_EVERY_S;
-  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null };
+  // SOAK_SMAPS_DIR: the daemon's mappings after each collection, for telling which region grows
+  // (mimalloc's segments, JSC's heap, thread stacks) when the figures above stay flat.
+  if (gc && process.env.SOAK_SMAPS_DIR) Bun.write(join(process.env.SOAK_SMAPS_DIR, `smaps-${String(s).padStart(4, "0")}.txt`), readFileSync(`/proc/${pid}/smaps`, "utf8"));
+  const row = { s, rssMiB, anonMiB, shmemMiB, fds, heapMiB: MiB(m?.heap_bytes), mallocMiB: MiB(m?.malloc_bytes), liveMiB: gc ? MiB(gc.heap_bytes) : null, liveMallocMiB: gc ? MiB(gc.malloc_bytes) : null, liveCapacityMiB: gc ? MiB(gc.heap_capacity_bytes) : null, anonAfterGcMiB: gc ? statusMiB("RssAnon") : null, threads: gc ? threadLive(gc) : null, threadsNow: threadLive(m) };
   samples.push(row);
-  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: heap ${row.liveMiB.toFixed(1)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB` : ""}`);
+  console.log(`t=${String(s).padStart(4)} s  RSS ${rssMiB.toFixed(1).padStart(7)} MiB (anon ${anonMiB.toFixed(0)}, shm ${shmemMiB.toFixed(0)})  fds ${String(fds).padStart(4)}  heap ${row.heapMiB.toFixed(1).padStart(6)} MiB  malloc ${row.mallocMiB.toFixed(1).padStart(6)} MiB${row.liveMiB !== null ? `  after GC: RssAnon ${row.anonAfterGcMiB!.toFixed(0)} MiB, heap ${row.liveMiB.toFixed(1)}/${row.liveCapacityMiB!.toFixed(0)} MiB, malloc ${row.liveMallocMiB!.toFixed(1)} MiB${Object.entries(row.threads ?? {}).map(([k, v]) => `, ${k} ${v.heapMiB.toFixed(1)}/${v.capacityMiB.toFixed(0)}+${v.extraMiB.toFixed(1)}`).join("")}` : ""}`);
 }
 const sampler = (async () => {
   for (let next = performance.now(); live(); ) {
@@ -263,6 +286,16 @@ const slope = (pts: { t: number; v: number }[]) => {
   const den = pts.reduce((a, p) => a + (p.t - tm) ** 2, 0);
   return den === 0 ? NaN : pts.reduce((a, p) => a + (p.t - tm) * (p.v - vm), 0) / den;
 };
+/** The slope's standard error (same units; NaN with fewer than 3 points): how far noise alone moves the trend. */
+const slopeSe = (pts: { t: number; v: number }[]) => {
+  if (pts.length < 3) return NaN;
+  const b = slope(pts);
+  const tm = mean(pts.map((p) => p.t));
+  const vm = mean(pts.map((p) => p.v));
+  const den = pts.reduce((a, p) => a + (p.t - tm) ** 2, 0);
+  const rss = pts.reduce((a, p) => a + (p.v - (vm + b * (p.t - tm))) ** 2, 0);
+  return Math.sqrt(rss / (pts.length - 2) / den);
+};
 // The verdict (argued in docs/benchmarks.md "Soak"): after a warm-up, a series is flat when its
 // least-squares trend, extrapolated over the measured window, grows less than --tolerance % of its
 // mean level (or an absolute floor: 4 fds, 4 MiB of live heap, 8 MiB of malloc after GC or RSS floor).
@@ -279,7 +312,9 @@ const trend = (name: string, unit: string, pts: { t: number; v: number }[], absF
   const growth = perMin * spanMin;
   const limit = Math.max(absFloor, (TOLERANCE_PCT / 100) * level);
   const flat = pts.length >= 3 && growth <= limit;
-  console.log(`${name}: ${pts.length} points, mean ${level.toFixed(1)} ${unit}, trend ${perMin >= 0 ? "+" : ""}${perMin.toFixed(2)} ${unit}/min → ${growth >= 0 ? "+" : ""}${growth.toFixed(1)} ${unit} over ${spanMin.toFixed(1)} min (limit +${limit.toFixed(1)}): ${flat ? "FLAT" : pts.length < 3 ? "TOO FEW POINTS" : "GROWING"}`);
+  // The verdict is unchanged (growth vs limit); ± is the trend's standard error, printed so a reader
+  // can tell a trend from the noise of its points (a window floor's is often as large as the limit).
+  console.log(`${name}: ${pts.length} points, mean ${level.toFixed(1)} ${unit}, trend ${perMin >= 0 ? "+" : ""}${perMin.toFixed(2)} ± ${slopeSe(pts).toFixed(2)} ${unit}/min → ${growth >= 0 ? "+" : ""}${growth.toFixed(1)} ${unit} over ${spanMin.toFixed(1)} min (limit +${limit.toFixed(1)}): ${flat ? "FLAT" : pts.length < 3 ? "TOO FEW POINTS" : "GROWING"}`);
   return flat;
 };
 /** Each whole --window-s window's minimum of `f` after the warm-up (the sawtooth's floor), at the window's middle. */
@@ -288,6 +323,7 @@ const floorOf = (f: (x: (typeof samples)[number]) => number) => {
   for (const x of post) {
     const w = Math.floor((x.s - WARMUP_S) / WINDOW_S);
     const cur = windows.get(w);
+    if (!Number.isFinite(f(x))) continue;
     if (!cur || f(x) < cur.v) windows.set(w, { t: WARMUP_S + (w + 0.5) * WINDOW_S, v: f(x) });
   }
   return [...windows.entries()].filter(([w]) => post.some((x) => x.s >= WARMUP_S + (w + 1) * WINDOW_S - SAMPLE_S)).map(([, p]) => ({ t: p.t / 60, v: p.v })); // whole windows only
@@ -299,14 +335,34 @@ console.log(`RSS MiB, every sample: ${samples.map((x) => x.rssMiB.toFixed(0)).jo
 console.log(`fds, every sample: ${samples.map((x) => x.fds).join(", ")}`);
 console.log(`live heap after GC (MiB) at t=s: ${samples.filter((x) => x.liveMiB !== null).map((x) => `${x.s}:${x.liveMiB!.toFixed(1)}`).join(", ")}`);
 console.log(`malloc in use after GC (MiB) at t=s: ${samples.filter((x) => x.liveMallocMiB !== null).map((x) => `${x.s}:${x.liveMallocMiB!.toFixed(1)}`).join(", ")}`);
+console.log(`RssAnon right after each full GC (MiB) at t=s: ${samples.filter((x) => x.anonAfterGcMiB !== null).map((x) => `${x.s}:${x.anonAfterGcMiB!.toFixed(0)}`).join(", ")}`);
+console.log(`main heap capacity after GC (MiB): ${samples.filter((x) => x.liveCapacityMiB !== null).map((x) => x.liveCapacityMiB!.toFixed(0)).join(", ")}`);
 console.log(`RssAnon MiB, every sample: ${samples.map((x) => x.anonMiB.toFixed(0)).join(", ")}`);
 console.log(`RssShmem MiB, every sample: ${samples.map((x) => x.shmemMiB.toFixed(0)).join(", ")}`);
 console.log(`RSS floor per ${WINDOW_S} s window (MiB): ${floorPts.map((p) => p.v.toFixed(0)).join(", ")}; RssAnon floor: ${anonFloorPts.map((p) => p.v.toFixed(0)).join(", ")}`);
+// What the floor is made of: the same window minima of mimalloc's bytes in use (every thread's heap
+// and native allocations: it tracks RssAnon within tens of MiB) and of each heap as sampled, garbage
+// included — a heap whose floor rises while its live size after GC does not is collecting later and later.
+const floorLine = (label: string, f: (x: (typeof samples)[number]) => number) => `${label} ${floorOf(f).map((p) => (Number.isFinite(p.v) ? p.v.toFixed(0) : "?")).join(", ")}`;
+console.log(`window minima (MiB): ${[floorLine("malloc in use", (x) => x.mallocMiB), floorLine("main heap", (x) => x.heapMiB), ...[...new Set(samples.flatMap((x) => Object.keys(x.threadsNow)))].sort().map((n) => floorLine(`${n} heap`, (x) => x.threadsNow[n]?.heapMiB ?? NaN))].join("; ")}`);
 const fdFlat = trend("open fds", "fds", post.map((x) => ({ t: x.s / 60, v: x.fds })), 4);
 const liveFlat = trend("live heap after GC", "MiB", post.filter((x) => x.liveMiB !== null).map((x) => ({ t: x.s / 60, v: x.liveMiB! })), 4);
+trend("(RssAnon right after each full GC of every thread)", "MiB", post.filter((x) => x.anonAfterGcMiB !== null).map((x) => ({ t: x.s / 60, v: x.anonAfterGcMiB! })), 8);
 const mallocFlat = trend("malloc in use after GC", "MiB", post.filter((x) => x.liveMallocMiB !== null && Number.isFinite(x.liveMallocMiB)).map((x) => ({ t: x.s / 60, v: x.liveMallocMiB! })), 8);
 trend("(VmRSS floor, shared tier pages included)", "MiB", floorPts, 8);
 const floorFlat = trend("RssAnon floor (window minima)", "MiB", anonFloorPts, 8);
+// Each worker thread's own live heap after a GC on it (src/core/thread-memory.ts): the memory the
+// main thread's figures above do not see. Same test, same 4 MiB floor as the main live heap; its
+// extra memory (Buffers' and ArrayBuffers' stores the thread holds) with the 8 MiB floor of malloc.
+const threadNames = [...new Set(post.flatMap((x) => Object.keys(x.threads ?? {})))].sort();
+let threadsFlat = true;
+for (const name of threadNames) {
+  const pts = post.filter((x) => x.threads?.[name]).map((x) => ({ t: x.s / 60, ...x.threads![name]! }));
+  const of = samples.filter((x) => x.threads?.[name]);
+  console.log(`${name} thread live heap after GC (MiB) at t=s: ${of.map((x) => `${x.s}:${x.threads![name]!.heapMiB.toFixed(1)}`).join(", ")}; capacity: ${of.map((x) => x.threads![name]!.capacityMiB.toFixed(0)).join(", ")}; extra: ${of.map((x) => x.threads![name]!.extraMiB.toFixed(1)).join(", ")}`);
+  threadsFlat = trend(`${name} thread live heap after GC`, "MiB", pts.map((p) => ({ t: p.t, v: p.heapMiB })), 4) && threadsFlat;
+  threadsFlat = trend(`${name} thread extra memory after GC`, "MiB", pts.map((p) => ({ t: p.t, v: p.extraMiB })), 8) && threadsFlat;
+}
 {
   const q = Math.floor(samples.length / 4);
   const second = median(samples.slice(q, 2 * q).map((x) => x.rssMiB));
@@ -314,15 +370,23 @@ const floorFlat = trend("RssAnon floor (window minima)", "MiB", anonFloorPts, 8)
   console.log(`(for comparison, the median test: RSS second-quarter median ${second.toFixed(1)} → last-quarter ${last.toFixed(1)} MiB, ${(100 * (last - second) / second).toFixed(1)} %)`);
 }
 if (baseline && afterMem) {
-  const before = new Map(baseline.top_object_types);
-  console.log(`most numerous object types after the run (count, change since before the traffic): ${afterMem.top_object_types.map(([k, n]) => `${k} ${n} (${n - (before.get(k) ?? 0) >= 0 ? "+" : ""}${n - (before.get(k) ?? 0)})`).join(", ")}`);
+  const delta = (now: [string, number][], was: [string, number][]) => {
+    const b = new Map(was);
+    return now.map(([k, n]) => `${k} ${n} (${n - (b.get(k) ?? 0) >= 0 ? "+" : ""}${n - (b.get(k) ?? 0)})`).join(", ");
+  };
+  console.log(`most numerous object types after the run (count, change since before the traffic): ${delta(afterMem.top_object_types, baseline.top_object_types)}`);
+  for (const [name, t] of Object.entries(afterMem.threads ?? {})) {
+    const was = baseline.threads?.[name];
+    if ("error" in t) console.log(`${name} thread after the run: ${t.error}`);
+    else console.log(`${name} thread after the run: live heap ${MiB(t.heap_used_bytes).toFixed(1)} MiB (before ${was && !("error" in was) ? MiB(was.heap_used_bytes).toFixed(1) : "?"}), extra ${MiB(t.extra_bytes).toFixed(1)} MiB, ${t.object_count} objects; ${delta(t.top_object_types, was && !("error" in was) ? was.top_object_types : [])}`);
+  }
 }
 const hs = [...healthMs].sort((a, b) => a - b);
 console.log(`/health under load: ${hs.length} probes, p50 ${hs[Math.floor(hs.length / 2)]?.toFixed(1)} ms, p99 ${hs[Math.floor(hs.length * 0.99)]?.toFixed(1)} ms, max ${hs[hs.length - 1]?.toFixed(1)} ms`);
 for (const [k, v] of Object.entries(counts).sort()) console.log(`  ${k.padEnd(32)} ok ${String(v.ok).padStart(7)}  failed ${String(v.fail).padStart(5)}`);
 console.log(afterLine);
 const alive = herd.proc.exitCode === null;
-const ok = fdFlat && liveFlat && mallocFlat && floorFlat && alive;
+const ok = fdFlat && liveFlat && mallocFlat && floorFlat && threadsFlat && alive;
 console.log(`daemon ${alive ? "alive" : `exited (${herd.proc.exitCode})`}; verdict: ${ok ? "FLAT" : "NOT FLAT"}`);
 await herd.stop();
 cleanup(dir);

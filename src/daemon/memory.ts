@@ -9,8 +9,18 @@
 // heapStats (https://bun.sh/docs/project/benchmarking#measuring-memory-usage) and `Bun.gc(true)`.
 // `?gc=1` runs a full synchronous collection first (a few ms per 100 MiB of heap): admin-only, like
 // every route here (src/admin/routes.ts), and meant for a soak or an operator, not a scraper.
+// `threads` is the same for each worker thread herd runs (the KV tier, the NIXL metadata store, the
+// JSON guard), measured on that thread (with `?gc=1` after a collection there): the main thread's
+// heapStats() does not see their heaps (src/core/thread-memory.ts). All threads are asked at once,
+// each answer bounded by THREAD_MEMORY_TIMEOUT_MS, so a stuck thread costs the route that long, no more.
+// mimalloc's figures (malloc_bytes) are process-wide: every thread's native allocations and, since
+// JavaScriptCore allocates its heaps through mimalloc in Bun, every thread's JS heap too.
 import { heapStats } from "bun:jsc";
 import type { AdminRoute } from "../http/admin-route.ts";
+import type { ThreadMemoryAnswer, ThreadMemorySource } from "../core/thread-memory.ts";
+
+/** How long the route waits for a worker thread's answer before reporting it as "timeout". */
+export const THREAD_MEMORY_TIMEOUT_MS = 2000;
 
 /** How many object types the answer lists, most numerous first (the heap has a few hundred). */
 export const TOP_OBJECT_TYPES = 16;
@@ -52,10 +62,29 @@ export function memoryFigures(gc: boolean): MemoryFigures {
   };
 }
 
-export function memoryAdminRoute(): AdminRoute {
+/** Every thread's answer by name, asked in parallel; a name given twice gets a `#2` suffix. */
+export async function threadFigures(threads: readonly ThreadMemorySource[], gc: boolean, timeoutMs = THREAD_MEMORY_TIMEOUT_MS): Promise<Record<string, ThreadMemoryAnswer>> {
+  const answers = await Promise.all(threads.map((t) => t.memory(gc, timeoutMs)));
+  const out: Record<string, ThreadMemoryAnswer> = {};
+  threads.forEach((t, i) => {
+    let name = t.name;
+    for (let n = 2; name in out; n++) name = `${t.name}#${n}`;
+    out[name] = answers[i]!;
+  });
+  return out;
+}
+
+/** `threads`: the worker threads to ask, read at each request (a thread may start later). */
+export function memoryAdminRoute(threads: () => readonly ThreadMemorySource[] = () => []): AdminRoute {
   return {
     method: "GET",
     path: "/debug/memory",
-    handle: (req) => Response.json(memoryFigures(new URL(req.url).searchParams.get("gc") === "1")),
+    handle: async (req) => {
+      const gc = new URL(req.url).searchParams.get("gc") === "1";
+      // The threads first: mimalloc's figures are the process's, so measured after every thread's
+      // collection they count only what all of them still hold.
+      const perThread = await threadFigures(threads(), gc);
+      return Response.json({ ...memoryFigures(gc), threads: perThread });
+    },
   };
 }

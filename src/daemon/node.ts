@@ -63,6 +63,7 @@ import type { PdObserver, PdTrace } from "../pd/orchestrator.ts";
 import type { PlanBuilder } from "../request/plan.ts";
 import { RecentRequests, recentRequestsRoute, type DecisionRecord } from "../request/record.ts";
 import { memoryAdminRoute } from "./memory.ts";
+import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import { certNotAfterS, loadListenerTls } from "../http/tls-files.ts";
 import type { Endpoint } from "../protocol/openai.ts";
 
@@ -184,6 +185,12 @@ export class HerdNode {
     // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.
     const fromZero = this.planner !== null && config.engines.length > 0 && config.engines.every((_, i) => config.planner.pools.some((p) => p.engine === i && p.min === 0));
     this.readiness = new Readiness({ registry: this.registry, notify: o.notify, clock, log, url: () => this.url, readyWithoutWorkers: fromZero });
+  }
+
+  /** The worker threads GET /admin/debug/memory asks for their own heaps (src/core/thread-memory.ts). */
+  private workerThreads(): ThreadMemorySource[] {
+    const tier = this.tier.threadMemory;
+    return [...(tier ? [tier] : []), ...(this.nixl ? [this.nixl] : []), ...(this.frontend ? [this.frontend.json] : [])];
   }
 
   /** This node's workers of a model (what its KV tier holds is credited to them). */
@@ -351,7 +358,7 @@ export class HerdNode {
       plan: pdPlan,
       tracer: this.o.tracer ?? NOOP_TRACER,
       ...(planner ? { gate: plannerGate(planner, registry, config.planner.dry_run) } : {}),
-      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs), memoryAdminRoute()],
+      adminRoutes: [...tierAdminRoutes(this.tier), ...(planner && this.plannerWire ? plannerAdminRoutes(this.plannerWire) : []), recentRequestsRoute(this.recent, wallClockMs), memoryAdminRoute(() => this.workerThreads())],
       // The planner's SLA mode reads each finished request's measured TTFT and ITL.
       records: fanOut(this.recent.sink, ...(this.decisionLog ? [this.decisionLog.write] : []), ...(planner ? [(r: DecisionRecord) => r.model !== null && planner.recordLatency(r.model, r.ttft_ms, r.itl_ms)] : [])),
       sharedBudgets: cluster.quota.leases,

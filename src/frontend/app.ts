@@ -123,7 +123,7 @@ export class Frontend {
   /** Finished responses by id, for previous_response_id (responses.ts). */
   readonly responses: ResponsesStore;
   /** Bounded JSON parsing (issue 10): a body whose parse would hold the event loop is a 400 first. */
-  private readonly json = new JsonGuard();
+  readonly json = new JsonGuard();
   /** Requests refused before routing (a malformed Host): one line per interval, with the count. */
   private readonly refusedLog: LogLimiter;
   private prepWarnedAtMs = -Infinity;

@@ -9,12 +9,16 @@
 import { HerdError, badRequest, unavailable } from "../core/errors.ts";
 import { parseJson, readBodyChunks } from "./body.ts";
 import { MAX_JSON_DEPTH, scanJson, scanJsonBytes } from "./json-scan.ts";
+import { type Clock, RealClock } from "../core/clock.ts";
+import { measureThreadMemory, type ThreadMemory, type ThreadMemoryAnswer, ThreadMemoryAsker } from "../core/thread-memory.ts";
 
 export interface JsonGuardOptions {
   /** Bodies up to this many bytes are scanned on the calling thread. Default 256 Ki. */
   inlineMaxChars?: number;
   /** Scans queued or running on the helper thread beyond this get 503. Default 256. */
   maxPending?: number;
+  /** For the deadlines of memory questions (GET /admin/debug/memory). Default: real time. */
+  clock?: Clock;
 }
 
 type Verdict = ReturnType<typeof scanJson>;
@@ -22,8 +26,11 @@ type Answer = { verdict: Verdict; text: string | null };
 
 // On the thread: join the chunks, scan the bytes, and only for a body within bounds decode it to
 // text (the event loop then gets a string copy, no UTF-8 decoding of its own).
+// A `memory` question (GET /admin/debug/memory) is answered with the thread's own heap.
 const WORKER_SOURCE = `const scanJsonBytes = ${scanJsonBytes.toString()};
+const measureThreadMemory = ${measureThreadMemory.toString()};
 self.onmessage = (ev) => {
+  if (ev.data.memory !== undefined) return self.postMessage({ memory: ev.data.memory, m: measureThreadMemory(ev.data.gc, require("bun:jsc").heapStats) });
   const { id, chunks, bytes, maxValues, maxDepth } = ev.data;
   let all = chunks.length === 1 ? chunks[0] : new Uint8Array(bytes);
   if (chunks.length !== 1) { let off = 0; for (const c of chunks) { all.set(c, off); off += c.byteLength; } }
@@ -45,8 +52,16 @@ export class JsonGuard {
   private closed = false;
   private readonly inlineMaxChars: number;
   private readonly maxPending: number;
+  readonly name = "json-guard";
+  /** GET /admin/debug/memory's questions (the deadlines only: no scan has one). */
+  private readonly mem: ThreadMemoryAsker;
 
   constructor(opts: JsonGuardOptions = {}) {
+    this.mem = new ThreadMemoryAsker(opts.clock ?? new RealClock({ unref: true }), (id, gc) => {
+      if (!this.worker) return false;
+      this.worker.postMessage({ memory: id, gc });
+      return true;
+    });
     this.inlineMaxChars = opts.inlineMaxChars ?? 256 * 1024;
     this.maxPending = opts.maxPending ?? 256;
   }
@@ -93,6 +108,11 @@ export class JsonGuard {
     return { text, parsed: parseJson(text) };
   }
 
+  /** The helper thread's own heap; "not_running" before the first large body started it. */
+  memory(gc: boolean, timeoutMs: number): Promise<ThreadMemoryAnswer> {
+    return this.mem.ask(gc, timeoutMs);
+  }
+
   /** Scans queued or running on the helper thread. */
   get pendingScans(): number {
     return this.pending.size;
@@ -129,7 +149,8 @@ export class JsonGuard {
     const url = URL.createObjectURL(new Blob([WORKER_SOURCE], { type: "application/javascript" }));
     const w = new Worker(url);
     w.unref();
-    w.onmessage = (ev: MessageEvent<{ id: number; verdict: Verdict; text: string | null }>) => {
+    w.onmessage = (ev: MessageEvent<{ id: number; verdict: Verdict; text: string | null } | { memory: number; m: ThreadMemory }>) => {
+      if ("memory" in ev.data) return this.mem.answer(ev.data.memory, ev.data.m);
       const job = this.pending.get(ev.data.id);
       if (!job) return;
       this.pending.delete(ev.data.id);
@@ -146,6 +167,7 @@ export class JsonGuard {
   }
 
   private failAll(e: Error): void {
+    this.mem.failAll();
     for (const j of this.pending.values()) j.reject(e);
     this.pending.clear();
   }

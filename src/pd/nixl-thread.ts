@@ -8,11 +8,13 @@ import type { Clock, TimerHandle } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Service } from "../core/service.ts";
 import type { NixlMetadataOptions } from "./nixl-metadata.ts";
+import { type ThreadMemory, type ThreadMemoryAnswer, ThreadMemoryAsker } from "../core/thread-memory.ts";
 
 export type NixlThreadOptions = Omit<NixlMetadataOptions, "clock" | "log">;
-export type ToNixl = { t: "start"; options: NixlThreadOptions } | { t: "stop" };
+export type ToNixl = { t: "start"; options: NixlThreadOptions } | { t: "memory"; id: number; gc: boolean } | { t: "stop" };
 export type FromNixl =
   | { t: "started"; port: number; error?: string }
+  | { t: "memory"; id: number; m: ThreadMemory }
   | { t: "log"; level: "debug" | "info" | "warn" | "error"; msg: string; fields?: Record<string, unknown> }
   | { t: "stopped" };
 
@@ -34,8 +36,21 @@ export class NixlMetadataThread implements Service {
   private stopping = false;
   private restartTimer: TimerHandle | null = null;
   restarts = 0;
+  /** GET /admin/debug/memory's questions to the thread, each with its own deadline. */
+  private readonly mem: ThreadMemoryAsker;
 
-  constructor(private readonly o: NixlThreadOptions & { clock: Clock; log: Logger }) {}
+  constructor(private readonly o: NixlThreadOptions & { clock: Clock; log: Logger }) {
+    this.mem = new ThreadMemoryAsker(o.clock, (id, gc) => {
+      if (!this.worker) return false;
+      this.worker.postMessage({ t: "memory", id, gc } satisfies ToNixl);
+      return true;
+    });
+  }
+
+  /** The thread's own heap (after a GC on it when `gc`); "timeout" when it does not answer in time. */
+  memory(gc: boolean, timeoutMs: number): Promise<ThreadMemoryAnswer> {
+    return this.mem.ask(gc, timeoutMs);
+  }
 
   get port(): number {
     return this.bound || this.o.port;
@@ -56,6 +71,7 @@ export class NixlMetadataThread implements Service {
     this.restartTimer?.cancel();
     const w = this.worker;
     this.worker = null;
+    this.mem.failAll();
     if (!w) return;
     await new Promise<void>((resolve) => {
       const wedged = this.o.clock.setTimer(2000, resolve); // a wedged thread is terminated anyway
@@ -78,6 +94,7 @@ export class NixlMetadataThread implements Service {
       w.onmessage = (ev: MessageEvent<FromNixl>) => {
         const m = ev.data;
         if (m.t === "log") this.o.log[m.level](m.msg, m.fields);
+        else if (m.t === "memory") this.mem.answer(m.id, m.m);
         else if (m.t === "started") {
           started = true;
           if (m.error) {
@@ -90,6 +107,7 @@ export class NixlMetadataThread implements Service {
       const died = (why: string) => {
         if (this.worker !== w || this.stopping) return;
         this.worker = null;
+        this.mem.failAll();
         if (!started && why.includes("ModuleNotFound") && at + 1 < urls.length) return void this.spawn(port, at + 1).then(resolve, reject);
         if (!started) return reject(new Error(`nixl metadata thread: ${why}`));
         this.o.log.error("nixl metadata thread died; restarting", { reason: why, restart_in_ms: RESTART_DELAY_MS });

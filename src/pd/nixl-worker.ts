@@ -1,10 +1,13 @@
 // The NIXL metadata store's thread (nixl-thread.ts has the other end): the TCPStore server runs in
 // a Bun Worker so that parsing and answering its clients (values up to 64 MiB) never runs on the
 // daemon's event loop. Its log lines go to the daemon's logger as messages.
-//   in:  start {options}, stop
-//   out: started {port | error}, log {level, msg, fields}, stopped
+//   in:  start {options}, memory {id, gc}, stop
+//   out: started {port | error}, log {level, msg, fields}, memory {id, m} (this thread's heap,
+//        src/core/thread-memory.ts), stopped
 import { RealClock } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
+import { heapStats } from "bun:jsc";
+import { measureThreadMemory } from "../core/thread-memory.ts";
 import type { Logger } from "../core/log.ts";
 import { NixlMetadataService } from "./nixl-metadata.ts";
 import type { FromNixl, ToNixl } from "./nixl-thread.ts";
@@ -33,6 +36,8 @@ self.onmessage = (ev: MessageEvent<ToNixl>) => {
     } catch (e) {
       post({ t: "started", port: 0, error: errorMessage(e) });
     }
+  } else if (m.t === "memory") {
+    post({ t: "memory", id: m.id, m: measureThreadMemory(m.gc, heapStats) });
   } else {
     svc?.stop();
     svc = undefined;

@@ -22,6 +22,7 @@ import type { AdminRoute } from "../http/admin-route.ts";
 import type { Logger } from "../core/log.ts";
 import type { TierName } from "./medium.ts";
 import { type PeerHit, TierThread } from "./tier-thread.ts";
+import type { ThreadMemorySource } from "../core/thread-memory.ts";
 
 /** How often shared directories are re-scanned and bounded (engines write between scans). */
 export const SHARED_SCAN_INTERVAL_MS = 5000;
@@ -166,6 +167,11 @@ export class TierService {
   async entries(): Promise<{ key: string; tier: TierName }[]> {
     if (this.thread) return this.thread.entries();
     return this.tier ? [...this.tier.entries()] : [];
+  }
+
+  /** The tier's thread, to ask for its own memory (GET /admin/debug/memory); null when the tier runs on this loop. */
+  get threadMemory(): ThreadMemorySource | null {
+    return this.thread ?? null;
   }
 
   /** GET /admin/kv-tier: asks the tier's thread when it has one. */

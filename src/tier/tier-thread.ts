@@ -10,6 +10,7 @@ import type { TierChange } from "./index-feed.ts";
 import type { TierName } from "./medium.ts";
 import type { KvTierFigures } from "./metrics.ts";
 import type { RemoteTierSource } from "./resp/remote.ts";
+import { type ThreadMemory, type ThreadMemoryAnswer, ThreadMemoryAsker } from "../core/thread-memory.ts";
 
 export type PeerHit = { data: Uint8Array; crc32: number };
 
@@ -21,6 +22,7 @@ export type ToTier =
   | { t: "figures"; id: number }
   | { t: "remote-found"; id: number; data: Uint8Array | null }
   | { t: "remote-available"; v: boolean }
+  | { t: "memory"; id: number; gc: boolean }
   | { t: "stop" };
 
 export type FromTier =
@@ -30,6 +32,7 @@ export type FromTier =
   | { t: "got"; id: number; hit: PeerHit | null }
   | { t: "entries"; id: number; list: { key: string; tier: TierName }[] }
   | { t: "remote-get"; id: number; key: string }
+  | { t: "memory"; id: number; m: ThreadMemory }
   | { t: "stopped" };
 
 export const RESTART_DELAY_MS = 1000;
@@ -69,8 +72,22 @@ export class TierThread {
   /** The RESP port the thread bound (kv_tier.resp.listen may say port 0). */
   port: number | null = null;
   restarts = 0;
+  readonly name = "kv-tier";
+  /** GET /admin/debug/memory's questions: apart from `pending` so they have deadlines of their own. */
+  private readonly mem: ThreadMemoryAsker;
 
-  constructor(private readonly o: TierThreadOptions) {}
+  constructor(private readonly o: TierThreadOptions) {
+    this.mem = new ThreadMemoryAsker(o.clock, (id, gc) => {
+      if (!this.worker) return false;
+      this.worker.postMessage({ t: "memory", id, gc } satisfies ToTier);
+      return true;
+    });
+  }
+
+  /** The thread's own heap (after a GC on it when `gc`); "timeout" when it does not answer in time. */
+  memory(gc: boolean, timeoutMs: number): Promise<ThreadMemoryAnswer> {
+    return this.mem.ask(gc, timeoutMs);
+  }
 
   /** Resolves once the tier is open and its RESP server listens; rejects with the tier's own error. */
   async start(): Promise<void> {
@@ -182,6 +199,9 @@ export class TierThread {
       case "remote-get":
         void this.remoteGet(m.id, m.key);
         return;
+      case "memory":
+        this.mem.answer(m.id, m.m);
+        return;
       case "stopped":
         this.stopped?.();
         this.stopped = null;
@@ -201,6 +221,7 @@ export class TierThread {
   }
 
   private failPending(): void {
+    this.mem.failAll();
     for (const r of this.pending.values()) r(null as unknown as FromTier);
     this.pending.clear();
   }

@@ -3,11 +3,14 @@
 // (parsing 1.5M pipelined PINGs, copying 16 MiB GET replies, SQLite commits) never runs on the
 // daemon's event loop. It talks to the daemon only through messages (tier-thread.ts has the other
 // end and the message types):
-//   in:  start, put, peer-get, entries, figures, remote-found, remote-available, stop
+//   in:  start, put, peer-get, entries, figures, remote-found, remote-available, memory, stop
 //   out: started, changes (batched per turn), figures (pushed every second and on request), got,
-//        entries, remote-get (a local RESP miss for the daemon's peer fetch), stopped
+//        entries, remote-get (a local RESP miss for the daemon's peer fetch), memory (this thread's
+//        heap, src/core/thread-memory.ts), stopped
 import { RealClock } from "../core/clock.ts";
 import { errorMessage } from "../core/errors.ts";
+import { heapStats } from "bun:jsc";
+import { measureThreadMemory } from "../core/thread-memory.ts";
 import type { TierChange } from "./index-feed.ts";
 import type { RemoteTierSource } from "./resp/remote.ts";
 import { TierService } from "./service.ts";
@@ -89,6 +92,9 @@ self.onmessage = async (ev: MessageEvent<ToTier>) => {
     }
     case "remote-available":
       remoteAvailable = m.v;
+      return;
+    case "memory":
+      post({ t: "memory", id: m.id, m: measureThreadMemory(m.gc, heapStats) });
       return;
     case "stop":
       flushChanges();

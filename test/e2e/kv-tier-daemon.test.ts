@@ -44,6 +44,14 @@ kv_tier:
     expect(metrics).toMatch(/herd_kv_tier_objects\{tier="cpu"\} 1/);
     const fig = (await (await fetch(`${herd.url}/admin/kv-tier`)).json()) as { tiers: { tier: string; objects: number; capacity_bytes: number }[] };
     expect(fig.tiers.find((t) => t.tier === "cpu")).toMatchObject({ objects: 1, capacity_bytes: 16 * 1024 * 1024 });
+    // The tier's thread answers for its own heap, by name (issue 22); the JSON guard's thread has
+    // not started (no large body yet) and says so instead of holding the route.
+    const mem = (await (await fetch(`${herd.url}/admin/debug/memory?gc=1`)).json()) as { gc: boolean; threads: Record<string, { gc?: boolean; heap_used_bytes?: number; error?: string }> };
+    expect(mem.gc).toBe(true);
+    expect(mem.threads["kv-tier"]).toMatchObject({ gc: true });
+    expect(mem.threads["kv-tier"]!.heap_used_bytes).toBeGreaterThan(0);
+    expect(mem.threads["json-guard"]).toEqual({ error: "not_running" });
+    expect(mem.threads["nixl-metadata"]).toBeUndefined(); // no P/D engines: no NIXL store
   }, 60_000);
 
   // Issue 22: a pipelined PING flood froze the daemon (its RESP server shared the event loop with

@@ -16,8 +16,12 @@ export interface RawClient {
   waitUntil(test: (bytes: number) => boolean, timeoutMs: number, pollMs?: number): Promise<void>;
   /** waitUntil(bytes >= n), polling every 10 ms (default: at most 60 s). */
   until(n: number, timeoutMs?: number): Promise<void>;
-  /** Writes `data` now and the rest whenever the socket drains, 1 MiB at a time. */
+  /** Writes `data` now and the rest whenever the socket drains, 1 MiB at a time, after what earlier calls left unwritten. */
   send(data: Uint8Array): void;
+  /** Bytes the kernel has taken from send() so far. */
+  sent(): number;
+  /** Bytes given to send() not yet written. */
+  pending(): number;
   end(): void;
 }
 
@@ -36,7 +40,22 @@ export async function rawConnect(port: number, opts: RawOptions = {}): Promise<R
   let closed = false;
   const kept: Buffer[] = [];
   let wake = () => {};
-  let pump = () => {};
+  const queue: Uint8Array[] = [];
+  let queueOff = 0;
+  let sentBytes = 0;
+  const pump = () => {
+    while (queue.length > 0 && !closed) {
+      const head = queue[0]!;
+      const w = sock.write(head.subarray(queueOff, Math.min(head.length, queueOff + CHUNK_BYTES)));
+      if (w <= 0) return;
+      queueOff += w;
+      sentBytes += w;
+      if (queueOff >= head.length) {
+        queue.shift();
+        queueOff = 0;
+      }
+    }
+  };
   const sock = await Bun.connect({
     hostname: opts.host ?? "127.0.0.1",
     port,
@@ -70,16 +89,12 @@ export async function rawConnect(port: number, opts: RawOptions = {}): Promise<R
     waitUntil,
     until: (n, timeoutMs = 60_000) => waitUntil((b) => b >= n, timeoutMs),
     send(data) {
-      let off = 0;
-      pump = () => {
-        while (off < data.length && !closed) {
-          const w = sock.write(data.subarray(off, Math.min(data.length, off + CHUNK_BYTES)));
-          if (w <= 0) return;
-          off += w;
-        }
-      };
+      // Queued behind what earlier calls have not written yet, so bytes go out in call order.
+      queue.push(data);
       pump();
     },
+    sent: () => sentBytes,
+    pending: () => queue.reduce((a, b) => a + b.length, 0) - queueOff,
     end: () => void sock.end(),
   };
 }

@@ -165,8 +165,11 @@ describe("NIXL metadata store on its own thread (the daemon's)", () => {
     expect(bad.closed()).toBe(true);
     for (let i = 0; i < 50 && lines.length === 0; i++) await Bun.sleep(10);
     expect(lines[0]!.msg).toBe("nixl metadata client disconnected");
+    const mem = await t.memory(true, 10_000); // the thread's own heap (GET /admin/debug/memory)
+    expect("error" in mem ? mem.error : mem.gc).toBe(true);
     a.end();
     await t.stop();
+    expect(await t.memory(true, 10_000)).toEqual({ error: "not_running" });
     await expect(Bun.connect({ hostname: "127.0.0.1", port: t.port, socket: { data() {} } })).rejects.toThrow();
   });
 });

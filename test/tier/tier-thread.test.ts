@@ -49,11 +49,20 @@ test("a tier on its own thread: RESP, figures, metrics, change feed, replay, pee
   expect(f.resp!.commands).toBe(4);
   expect((await svc.entries()).map((e) => e.key).sort()).toEqual(["from-peer", "k"]);
 
+  // The thread's own heap, asked through the same channel (GET /admin/debug/memory).
+  const mem = await svc.threadMemory!.memory(true, 10_000);
+  expect("error" in mem ? mem.error : mem.gc).toBe(true);
+  if (!("error" in mem)) expect(mem.object_count).toBeGreaterThan(0);
+  expect(svc.threadMemory!.name).toBe("kv-tier");
+
   const registry = new Registry();
   svc.registerMetrics(registry);
   expect(await registry.metrics()).toMatch(/herd_kv_tier_objects\{tier="cpu"\} 2/);
+  const thread = svc.threadMemory!;
   await svc.stop();
   expect(svc.respPort).toBeNull();
+  expect(svc.threadMemory).toBeNull();
+  expect(await thread.memory(true, 10_000)).toEqual({ error: "not_running" });
   // Stopped means stopped: the port is closed and the lock released, so a restart opens the same data.
   await svc.start();
   expect((await svc.entries()).length).toBe(2);
