@@ -46,14 +46,18 @@ self.onmessage = (ev) => {
   const w = new Worker(URL.createObjectURL(new Blob([src], { type: "application/javascript" })));
   const ask = (m: string) => new Promise<ThreadMemory>((r) => ((w.onmessage = (e) => r(e.data)), w.postMessage(m)));
   try {
+    const { heapStats } = await import("bun:jsc");
+    const mainBefore = measureThreadMemory(true, heapStats);
     const before = await ask("measure");
     const after = await ask("grow");
-    const main = measureThreadMemory(true, (await import("bun:jsc")).heapStats);
+    const mainAfter = measureThreadMemory(true, heapStats);
     expect(after.gc).toBe(true);
     expect(after.object_count - before.object_count).toBeGreaterThan(200_000);
     expect(after.heap_used_bytes - before.heap_used_bytes).toBeGreaterThan(4 << 20);
     expect(after.top_object_types.length).toBeGreaterThan(0);
-    expect(main.object_count).toBeLessThan(after.object_count); // this test's own heap is far smaller
+    // The main thread's own count is not compared absolutely: under `bun test` every test file shares
+    // this heap. What it must not show is the worker's 200k objects.
+    expect(mainAfter.object_count - mainBefore.object_count).toBeLessThan(100_000);
   } finally {
     w.terminate();
   }
