@@ -6,6 +6,7 @@
 import { mkdirSync, rmSync } from "node:fs";
 import { join } from "node:path";
 import { spawn } from "bun";
+import { waitUrl } from "../lib/child.ts";
 import { RealClock } from "../../src/core/clock.ts";
 import { RespServer } from "../../src/tier/resp/server.ts";
 import type { TierStore } from "../../src/tier/store.ts";
@@ -23,17 +24,7 @@ function serve(): void {
   console.log(`PORT ${s.port}`);
 }
 
-async function portOf(p: ReturnType<typeof spawn>): Promise<number> {
-  const r = (p.stdout as ReadableStream<Uint8Array>).getReader();
-  let text = "";
-  for (;;) {
-    const { value, done } = await r.read();
-    if (done) throw new Error("server exited");
-    text += new TextDecoder().decode(value);
-    const m = /PORT (\d+)/.exec(text);
-    if (m) return Number(m[1]);
-  }
-}
+const portOf = async (p: ReturnType<typeof spawn>): Promise<number> => Number(await waitUrl(p, /PORT (\d+)/, "server", "stdout"));
 
 async function main(): Promise<void> {
   const id = `herd-set-path-${process.pid}`;

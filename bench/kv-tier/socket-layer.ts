@@ -6,6 +6,7 @@
 //   (the child role: socket-layer.ts serve <bun|node> <request bytes>)
 import * as net from "node:net";
 import { spawn, spawnSync } from "bun";
+import { waitUrl } from "../lib/child.ts";
 import { BenchClient } from "./client.ts";
 import { freePort } from "../lib/child.ts";
 
@@ -30,17 +31,7 @@ function serve(): void {
   }
 }
 
-async function portOf(p: ReturnType<typeof spawn>): Promise<number> {
-  const r = (p.stdout as ReadableStream<Uint8Array>).getReader();
-  let text = "";
-  for (;;) {
-    const { value, done } = await r.read();
-    if (done) throw new Error("server exited");
-    text += new TextDecoder().decode(value);
-    const m = /PORT (\d+)/.exec(text);
-    if (m) return Number(m[1]);
-  }
-}
+const portOf = async (p: ReturnType<typeof spawn>): Promise<number> => Number(await waitUrl(p, /PORT (\d+)/, "server", "stdout"));
 
 async function main(): Promise<void> {
   const v = new Uint8Array(MiB);

@@ -2,11 +2,11 @@
 // bench/worst-case-body.ts, bench/peer-tls.ts, bench/readme-figures.ts): wait for a child's listening
 // line, pick a free port, and count a closed loop's completions.
 
-/** Read the child's stderr until `re` matches and return its first group; keep draining after. */
-export async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string): Promise<string> {
+/** Read the child's stderr (or stdout) until `re` matches and return its first group; keep draining after. */
+export async function waitUrl(proc: ReturnType<typeof Bun.spawn>, re: RegExp, what: string, from: "stderr" | "stdout" = "stderr"): Promise<string> {
   const dec = new TextDecoder();
   let buf = "";
-  const reader = (proc.stderr as ReadableStream<Uint8Array>).getReader();
+  const reader = (proc[from] as ReadableStream<Uint8Array>).getReader();
   const deadline = performance.now() + 30_000;
   while (performance.now() < deadline) {
     const r = await reader.read();

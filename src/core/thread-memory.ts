@@ -67,6 +67,16 @@ export const THREAD_MEMORY_PENDING_MAX = 4;
  * reply and `failAll` when the thread is gone.
  */
 export class ThreadMemoryAsker {
+  /** An asker posting `message(id, gc)` to the worker `worker()` returns; none yet = not running. */
+  static overWorker(clock: Clock, worker: () => { postMessage(m: unknown): void } | null | undefined, message: (id: number, gc: boolean) => unknown): ThreadMemoryAsker {
+    return new ThreadMemoryAsker(clock, (id, gc) => {
+      const w = worker();
+      if (!w) return false;
+      w.postMessage(message(id, gc));
+      return true;
+    });
+  }
+
   private nextId = 1;
   private readonly pending = new Map<number, (a: ThreadMemoryAnswer) => void>();
 

@@ -57,11 +57,7 @@ export class JsonGuard {
   private readonly mem: ThreadMemoryAsker;
 
   constructor(opts: JsonGuardOptions = {}) {
-    this.mem = new ThreadMemoryAsker(opts.clock ?? new RealClock({ unref: true }), (id, gc) => {
-      if (!this.worker) return false;
-      this.worker.postMessage({ memory: id, gc });
-      return true;
-    });
+    this.mem = ThreadMemoryAsker.overWorker(opts.clock ?? new RealClock({ unref: true }), () => this.worker, (id, gc) => ({ memory: id, gc }));
     this.inlineMaxChars = opts.inlineMaxChars ?? 256 * 1024;
     this.maxPending = opts.maxPending ?? 256;
   }

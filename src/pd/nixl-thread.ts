@@ -40,11 +40,7 @@ export class NixlMetadataThread implements Service {
   private readonly mem: ThreadMemoryAsker;
 
   constructor(private readonly o: NixlThreadOptions & { clock: Clock; log: Logger }) {
-    this.mem = new ThreadMemoryAsker(o.clock, (id, gc) => {
-      if (!this.worker) return false;
-      this.worker.postMessage({ t: "memory", id, gc } satisfies ToNixl);
-      return true;
-    });
+    this.mem = ThreadMemoryAsker.overWorker(o.clock, () => this.worker, (id, gc) => ({ t: "memory", id, gc }) satisfies ToNixl);
   }
 
   /** The thread's own heap (after a GC on it when `gc`); "timeout" when it does not answer in time. */

@@ -77,11 +77,7 @@ export class TierThread {
   private readonly mem: ThreadMemoryAsker;
 
   constructor(private readonly o: TierThreadOptions) {
-    this.mem = new ThreadMemoryAsker(o.clock, (id, gc) => {
-      if (!this.worker) return false;
-      this.worker.postMessage({ t: "memory", id, gc } satisfies ToTier);
-      return true;
-    });
+    this.mem = ThreadMemoryAsker.overWorker(o.clock, () => this.worker, (id, gc) => ({ t: "memory", id, gc }) satisfies ToTier);
   }
 
   /** The thread's own heap (after a GC on it when `gc`); "timeout" when it does not answer in time. */

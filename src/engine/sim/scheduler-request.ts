@@ -4,7 +4,7 @@
 import { blockHashes as herdBlockHashes } from "../../kv/hash.ts";
 import type { Block, BlockHash, BlockPool } from "./blocks.ts";
 import type { SchedulerKv } from "./scheduler-kv.ts";
-import type { SchedulerConfig, SubmitRequest } from "./scheduler-types.ts";
+import type { SchedulerConfig, SchedulerStats, SubmitRequest } from "./scheduler-types.ts";
 
 /** A step starts at most this far behind its schedule (after a stall the loop does not burst through a backlog). */
 export const MAX_LAG_MS = 10;
@@ -41,14 +41,8 @@ export function newReq(sub: SubmitRequest, arrivalMs: number, seq: number): Req 
   };
 }
 
-export interface SchedulerCounters {
-  prefixQueries: number;
-  prefixHits: number;
-  promptTokens: number;
-  generationTokens: number;
-  preemptions: number;
-  steps: number;
-}
+/** The cumulative part of SchedulerStats, which the scheduler counts as it goes. */
+export type SchedulerCounters = Pick<SchedulerStats, "prefixQueries" | "prefixHits" | "promptTokens" | "generationTokens" | "preemptions" | "steps">;
 
 /** What the scheduler's parts share: the queues, the pool and its bookkeeping, the counters (one object each, never replaced). */
 export interface SchedulerCore {
