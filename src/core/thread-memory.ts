@@ -3,7 +3,7 @@
 // heap, which `heapStats()` and `process.memoryUsage()` on the main thread do not count; asked on the
 // thread itself they report that thread's heap (checked with Bun 1.4: a Worker that retains 200k
 // objects reports ~19 MiB `heapUsed` while the main thread's stays at 0.3 MiB). So every thread herd
-// runs (the KV tier, the NIXL metadata store, the JSON guard) answers a `memory` message with
+// runs (the KV tier, the NIXL metadata store, the JSON guard, the tokenizer pool) answers a `memory` message with
 // `measureThreadMemory` (GET /admin/debug/memory, src/frontend/README.md; what it showed:
 // docs/benchmarks.md "Soak with every thread measured"), and the daemon's side asks through
 // `ThreadMemoryAsker`: at most a few questions out, each with a deadline, so a stuck thread makes its

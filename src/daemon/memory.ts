@@ -10,7 +10,7 @@
 // `?gc=1` runs a full synchronous collection first (a few ms per 100 MiB of heap): admin-only, like
 // every route here (src/admin/routes.ts), and meant for a soak or an operator, not a scraper.
 // `threads` is the same for each worker thread herd runs (the KV tier, the NIXL metadata store, the
-// JSON guard), measured on that thread (with `?gc=1` after a collection there): the main thread's
+// JSON guard, the tokenizer pool's threads), measured on that thread (with `?gc=1` after a collection there): the main thread's
 // heapStats() does not see their heaps (src/core/thread-memory.ts). All threads are asked at once,
 // each answer bounded by THREAD_MEMORY_TIMEOUT_MS, so a stuck thread costs the route that long, no more.
 // mimalloc's figures (malloc_bytes) are process-wide: every thread's native allocations and, since

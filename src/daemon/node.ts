@@ -190,7 +190,7 @@ export class HerdNode {
   /** The worker threads GET /admin/debug/memory asks for their own heaps (src/core/thread-memory.ts). */
   private workerThreads(): ThreadMemorySource[] {
     const tier = this.tier.threadMemory;
-    return [...(tier ? [tier] : []), ...(this.nixl ? [this.nixl] : []), ...(this.frontend ? [this.frontend.json] : [])];
+    return [...(tier ? [tier] : []), ...(this.nixl ? [this.nixl] : []), ...(this.frontend ? [this.frontend.json] : []), ...this.prompts.threads()];
   }
 
   /** This node's workers of a model (what its KV tier holds is credited to them). */

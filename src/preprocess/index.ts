@@ -10,6 +10,7 @@ import { availableParallelism } from "node:os";
 import type { ModelConfig } from "../config/types.ts";
 import { HerdError, errorMessage } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import { loadTokenizer } from "../tokenizer/index.ts";
 import { ModelPreprocessor, type InlineEncode, type PrepareOptions, type PreparedPrompt, type PromptInput } from "./model.ts";
 import { TokenizerPool } from "./pool.ts";
@@ -60,6 +61,12 @@ export class Preprocessor {
     const m = this.models.get(model);
     if (!m) return Promise.reject(new HerdError(404, "invalid_request_error", `The model \`${model}\` does not exist.`, "model_not_found"));
     return m.prepare(input, opts);
+  }
+
+  /** Every tokenizer thread, for GET /admin/debug/memory (pool.ts `threads`). */
+  threads(): ThreadMemorySource[] {
+    // One pool per tokenizer directory: with several, the pool's index keeps the names apart.
+    return this.pools.flatMap((p, k) => p.threads(this.pools.length > 1 ? `tokenizer-${k}` : "tokenizer"));
   }
 
   close(): void {

@@ -4,6 +4,7 @@
 // worker that dies is replaced and its jobs fail with a typed error; the daemon never crashes on it.
 import { HerdError, unavailable, type OpenAIErrorType } from "../core/errors.ts";
 import { type Clock, RealClock } from "../core/clock.ts";
+import { type ThreadMemory, type ThreadMemoryAnswer, ThreadMemoryAsker, type ThreadMemorySource } from "../core/thread-memory.ts";
 import { unpackChain, type PackedChain } from "./packed.ts";
 import type { ChainJob, ChainResult, WorkerInfo } from "./worker.ts";
 import type { WholeJob, WholeResult } from "./whole.ts";
@@ -25,6 +26,8 @@ interface Slot {
   ready: Promise<WorkerInfo>;
   jobs: Map<number, Job>;
   pendingChars: number;
+  /** GET /admin/debug/memory's questions, apart from `jobs` so they have deadlines of their own. */
+  mem: ThreadMemoryAsker;
 }
 
 /** A worker that has not loaded its tokenizer by then is given up (ready() rejects). */
@@ -49,7 +52,7 @@ export class TokenizerPool {
   private pending = 0;
   private closed = false;
   readonly maxPendingJobs: number;
-  /** Only for the worker start timeout (the pool's jobs have no deadlines of their own). */
+  /** For the worker start timeout and the memory questions' deadlines (the pool's jobs have none of their own). */
   private readonly clock: Clock = new RealClock({ unref: true });
 
   constructor(
@@ -112,6 +115,20 @@ export class TokenizerPool {
     });
   }
 
+  /**
+   * Each thread as a GET /admin/debug/memory source (`<prefix>-<i>`). Read per question, so a
+   * replaced worker is asked in its slot's place.
+   */
+  threads(prefix = "tokenizer"): ThreadMemorySource[] {
+    return this.slots.map((_, i) => ({
+      name: `${prefix}-${i}`,
+      memory: (gc: boolean, timeoutMs: number): Promise<ThreadMemoryAnswer> => {
+        const s = this.slots[i];
+        return this.closed || !s ? Promise.resolve({ error: "not_running" }) : s.mem.ask(gc, timeoutMs);
+      },
+    }));
+  }
+
   /** Jobs queued or running across the pool. */
   get pendingJobs(): number {
     return this.pending;
@@ -127,7 +144,13 @@ export class TokenizerPool {
   }
 
   private spawn(): Slot {
-    const slot: Slot = { worker: null, ready: Promise.resolve({ added: [], segment: false, affixes: null }), jobs: new Map(), pendingChars: 0 };
+    const slot: Slot = {
+      worker: null,
+      ready: Promise.resolve({ added: [], segment: false, affixes: null }),
+      jobs: new Map(),
+      pendingChars: 0,
+      mem: ThreadMemoryAsker.overWorker(this.clock, () => slot.worker, (id, gc) => ({ op: "memory", id, gc })),
+    };
     slot.ready = this.start(slot, workerUrls());
     slot.ready.catch((e: Error) => this.failAll(slot, e)); // also surfaced through ready(); never unhandled
     return slot;
@@ -146,7 +169,8 @@ export class TokenizerPool {
         const worker = new Worker(urls[i]!);
         slot.worker = worker;
         worker.onmessage = (ev: MessageEvent) => {
-          const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo; herd?: { status: number; type: OpenAIErrorType; code: string | null; param: string | null } };
+          const m = ev.data as { op: string; id?: number; ids?: never; error?: string; info?: WorkerInfo; mem?: ThreadMemory; herd?: { status: number; type: OpenAIErrorType; code: string | null; param: string | null } };
+          if (m.op === "memory") return slot.mem.answer(m.id!, m.mem!);
           if (m.op === "ready") {
             started = true;
             timer.cancel();
@@ -187,6 +211,7 @@ export class TokenizerPool {
   }
 
   private failAll(slot: Slot, err: Error): void {
+    slot.mem.failAll();
     for (const job of slot.jobs.values()) job.reject(err);
     this.pending -= slot.jobs.size;
     slot.jobs.clear();

@@ -9,6 +9,7 @@ import { defaultConfig } from "../config/index.ts";
 import { presetNeeds } from "../router/index.ts";
 import { unavailable } from "../core/errors.ts";
 import type { Logger } from "../core/log.ts";
+import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import { createPreprocessor, type ModelPreprocessor, type PrepareOptions, type PreprocessOptions, type Preprocessor, type PreparedPrompt, type PromptInput } from "./index.ts";
 
 /** What callers need: a prompt's token count and block hashes, as the engine will see it. */
@@ -31,6 +32,8 @@ export function policyNeedsPrompt(router: { needs: { blockHashes: boolean } } | 
 
 export class SharedPreprocessor implements PromptPreparer {
   private created: Promise<Preprocessor> | null = null;
+  /** The started preprocessor once `created` has resolved (for `threads`, which must not wait). */
+  private started: Preprocessor | null = null;
   private closed = false;
 
   constructor(
@@ -42,7 +45,12 @@ export class SharedPreprocessor implements PromptPreparer {
   start(): Promise<Preprocessor> {
     if (this.closed) return Promise.reject(unavailable("herd is stopping; request preprocessing is closed", "draining", 1));
     if (!this.created) {
-      this.created = createPreprocessor(this.models, this.opts);
+      const created = createPreprocessor(this.models, this.opts);
+      this.created = created;
+      created.then(
+        (p) => (this.started = this.closed ? null : p),
+        () => {},
+      );
       // A failed start is retried on the next use (e.g. explain after the files were fixed).
       this.created.catch(() => (this.created = null));
     }
@@ -65,10 +73,16 @@ export class SharedPreprocessor implements PromptPreparer {
     return (await this.start()).model(model) ?? null;
   }
 
+  /** The tokenizer threads once started (none before the first use), for GET /admin/debug/memory. */
+  threads(): ThreadMemorySource[] {
+    return this.started?.threads() ?? [];
+  }
+
   /** Stop the tokenizer threads; a start still under way is closed when it lands. */
   close(): void {
     if (this.closed) return;
     this.closed = true;
+    this.started = null;
     void this.created?.then(
       (p) => p.close(),
       () => {},

@@ -5,7 +5,9 @@
 // A "chain" job also hashes: the pieces that follow the deepest memoised state are encoded (text)
 // or taken as given (ids), and their blocks hashed on from that state (chain.ts hashStep), so a cold
 // 32k-token prompt's 2,000 block hashes are not computed on the event loop either.
+import { heapStats } from "bun:jsc";
 import type { HerdError } from "../core/errors.ts";
+import { measureThreadMemory } from "../core/thread-memory.ts";
 import { loadTokenizer, type Tokenizer } from "../tokenizer/index.ts";
 import { hashStep } from "./chain.ts";
 import { packChain } from "./packed.ts";
@@ -46,7 +48,9 @@ type Msg =
   | { op: "encode"; id: number; texts: string[]; addSpecialTokens?: boolean }
   | ({ op: "chain"; id: number } & ChainJob)
   | ({ op: "whole"; id: number } & WholeJob)
-  | { op: "decode"; id: number; tokens: number[] };
+  | { op: "decode"; id: number; tokens: number[] }
+  // GET /admin/debug/memory (src/core/thread-memory.ts): this thread's own heap; ids are the asker's.
+  | { op: "memory"; id: number; gc: boolean };
 
 function chain(t: Tokenizer, job: ChainJob): ChainResult {
   const out: ChainResult = { ids: [], hashes: [], tails: [], lasts: [], hashMs: 0 };
@@ -83,6 +87,11 @@ self.onmessage = async (ev: MessageEvent<Msg>) => {
     } catch (e) {
       self.postMessage({ op: "failed", error: e instanceof Error ? e.message : String(e) });
     }
+    return;
+  }
+  if (m.op === "memory") {
+    // Answered at once, not behind the tokenizer's load: a thread still loading reports its heap too.
+    self.postMessage({ op: "memory", id: m.id, mem: measureThreadMemory(m.gc, heapStats) });
     return;
   }
   try {

@@ -7,6 +7,7 @@ import { VirtualClock } from "../../src/core/clock.ts";
 import { measureThreadMemory, THREAD_MEMORY_PENDING_MAX, type ThreadMemory, ThreadMemoryAsker, type ThreadMemorySource } from "../../src/core/thread-memory.ts";
 import { memoryAdminRoute, threadFigures } from "../../src/daemon/memory.ts";
 import { JsonGuard } from "../../src/http/json-guard.ts";
+import { TokenizerPool } from "../../src/preprocess/pool.ts";
 
 const figures = (heap: number): ThreadMemory => ({ gc: true, heap_used_bytes: heap, heap_capacity_bytes: heap, extra_bytes: 0, array_buffers_bytes: 0, object_count: 1, top_object_types: [] });
 
@@ -76,6 +77,27 @@ test("the JSON guard's thread: not running until a large body starts it, then an
     expect((m as ThreadMemory).gc).toBe(true);
   } finally {
     guard.close();
+  }
+});
+
+test("the tokenizer pool's threads: each answers with its own heap by name, a closed pool is not running", async () => {
+  const pool = new TokenizerPool("", { workers: 2 });
+  try {
+    await pool.ready();
+    const threads = pool.threads();
+    expect(threads.map((t) => t.name)).toEqual(["tokenizer-0", "tokenizer-1"]);
+    for (const t of threads) {
+      const m = await t.memory(true, 5000);
+      expect("error" in m).toBe(false);
+      expect((m as ThreadMemory).heap_used_bytes).toBeGreaterThan(0);
+      expect((m as ThreadMemory).gc).toBe(true);
+    }
+    // Jobs still flow beside the questions (the answer is not taken for a job's reply).
+    expect((await pool.encode(["hello"]))[0]!.length).toBeGreaterThan(0);
+    pool.close();
+    expect(await threads[0]!.memory(false, 5000)).toEqual({ error: "not_running" });
+  } finally {
+    pool.close();
   }
 });
 
