@@ -93,7 +93,7 @@ const enc = (s: string) => new TextEncoder().encode(s);
 const respCmd = (...a: (string | Uint8Array)[]) => Buffer.concat([enc(`*${a.length}\r\n`), ...a.flatMap((x) => { const b = typeof x === "string" ? enc(x) : x; return [enc(`$${b.length}\r\n`), b, enc("\r\n")]; })]);
 
 /** A raw TCP client: write `payload`, optionally read until `until` says done or the server closes; bounded by `holdMs`. */
-async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) => void) => Promise<void>), opts: { read?: boolean; holdMs?: number; until?: (got: number) => boolean; what?: string } = {}): Promise<number> {
+async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) => void) => Promise<void>), opts: { read?: boolean; holdMs?: number; until?: (got: number) => boolean; what?: string; refused?: boolean } = {}): Promise<number> {
   const c = await rawConnect(port, { paused: opts.read === false }).catch(() => null);
   if (!c) return 0;
   // c.send queues what the socket does not take at once and writes it as it drains: a flood larger
@@ -102,10 +102,13 @@ async function raw(port: number, payload: Uint8Array | ((write: (b: Uint8Array) 
   if (typeof payload === "function") await payload(write);
   else write(payload);
   const want = typeof payload === "function" ? NaN : payload.length;
-  await c.waitUntil((got) => opts.until?.(got) ?? false, opts.holdMs ?? 5_000, 50);
+  await c.waitUntil((got) => (opts.refused ? c.closed() : (opts.until?.(got) ?? false)), opts.holdMs ?? 5_000, 50);
   // A flood counts as sent once all its bytes went out before the hold ended (for a client that
-  // never reads, the server stops reading too, so some stay unwritten by design).
-  if (opts.what && !Number.isNaN(want) && opts.read !== false) count(`${opts.what ?? "raw"} written whole`, c.sent() === want);
+  // never reads, the server stops reading too, so some stay unwritten by design). A flood herd must
+  // refuse (`refused`) counts as refused once herd closed the connection: how many of its bytes the
+  // kernel took before that is the socket buffers' business, not herd's.
+  if (opts.what && opts.refused) count(`${opts.what} refused (closed by herd)`, c.closed());
+  else if (opts.what && !Number.isNaN(want) && opts.read !== false) count(`${opts.what} written whole`, c.sent() === want);
   c.end();
   return c.bytes();
 }
@@ -195,7 +198,7 @@ const nixl = async () => {
   const u64 = (x: bigint) => { const b = new Uint8Array(8); new DataView(b.buffer).setBigUint64(0, x, true); return b; };
   const r = rng.int(3);
   if (r === 0) await raw(nixlPort, Buffer.concat([validate, Uint8Array.of(1), u64(2n ** 62n)]), { holdMs: 2_000 }); // a huge declared key
-  else if (r === 1) await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 5000 }, (_, i) => Buffer.concat([Uint8Array.of(1), encodeBlob(enc(`soak/${rng.int(1e9)}/${i}`)), encodeBlob(new Uint8Array(512))]))]), { holdMs: 2_000, what: "flood NIXL SET" });
+  else if (r === 1) await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 5000 }, (_, i) => Buffer.concat([Uint8Array.of(1), encodeBlob(enc(`soak/${rng.int(1e9)}/${i}`)), encodeBlob(new Uint8Array(512))]))]), { holdMs: 2_000, what: "flood NIXL SET", refused: true }); // 5,000 keys > keysPerConnectionMax (1,024): herd disconnects it
   else await raw(nixlPort, Buffer.concat([validate, ...Array.from({ length: 2000 }, () => Buffer.concat([Uint8Array.of(3), encodeBlob(enc("nope"))]))]), { read: false, holdMs: 5_000 });
 };
 
