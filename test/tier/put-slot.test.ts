@@ -4,6 +4,7 @@
 // back and leaves the previous value; an open slot counts against capacity and the model's quota.
 import { shmCharge } from "../../src/tier/shm-medium.ts";
 import { afterAll, describe, expect, test } from "bun:test";
+import { bulkOf } from "../../src/tier/resp/commands.ts";
 import { RespServer } from "../../src/tier/resp/server.ts";
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
 import { cmd, transcript } from "./resp-helpers.ts";
@@ -131,5 +132,27 @@ describe("RESP SET into a slot", () => {
       s.stop();
       tier.close();
     }
+  });
+});
+
+describe("GET of a CPU-tier value: one contiguous reply", () => {
+  test("the extent frames the value as its RESP bulk reply; other buffers get three parts", () => {
+    const { tier } = openTier({ cpuBytes: 4096 * KiB });
+    for (const n of [16 * KiB, 100_000, 1024 * KiB]) {
+      const v = valueOf("f", n, n);
+      tier.put(`f${n}`, v);
+      const r = bulkOf(tier.get(`f${n}`)!);
+      expect(r.chunks.length).toBe(1);
+      expect(Buffer.from(r.chunks[0]!).equals(Buffer.concat([Buffer.from(`$${n}\r\n`), v, Buffer.from("\r\n")]))).toBe(true);
+    }
+    const heap = valueOf("h", 1, 64 * KiB);
+    expect(bulkOf(heap).chunks.length).toBe(3);
+    // Bytes that look almost like a frame (a wrong length digit) are not taken for one.
+    const fake = Buffer.concat([Buffer.from(`$${64 * KiB + 1}\r\n`), heap, Buffer.from("\r\n")]);
+    const inner = fake.subarray(fake.length - 2 - heap.length, fake.length - 2);
+    expect(bulkOf(inner).chunks.length).toBe(3);
+    const real = Buffer.concat([Buffer.from(`$${64 * KiB}\r\n`), heap, Buffer.from("\r\n")]);
+    expect(bulkOf(real.subarray(real.length - 2 - heap.length, real.length - 2)).chunks.length).toBe(1);
+    tier.close();
   });
 });
