@@ -21,9 +21,10 @@ import type { Clock } from "../core/clock.ts";
 import { CRC_UNKNOWN, Catalog, type Row } from "./catalog.ts";
 import { GroupCommit } from "./group-commit.ts";
 import { TierAccounts, type TierCounters, keyCharge } from "./tier-accounts.ts";
-import { type FailpointName, Failpoints, NO_FAILPOINTS } from "./failpoints.ts";
+import { Failpoints, NO_FAILPOINTS } from "./failpoints.ts";
 import type { Medium, TierName } from "./medium.ts";
-import { CANDIDATE_WINDOW, POLICIES, type PolicyName } from "./policy.ts";
+import { POLICIES, type PolicyName } from "./policy.ts";
+import { Room, crc32 } from "./room.ts";
 import { modelOfKey, type PutSlot, type TierStore } from "./store.ts";
 import { recover, type RecoveryReport } from "./recover.ts";
 import type { ShmOptions } from "./shm-medium.ts";
@@ -51,7 +52,7 @@ export interface TierOptions {
 export { GROUP_COMMIT_FREED_BYTES, GROUP_COMMIT_MS, GROUP_COMMIT_ROWS } from "./group-commit.ts";
 export { KEY_FREE_BYTES, type TierCounters, keyCharge } from "./tier-accounts.ts";
 
-export const crc32 = (b: Uint8Array): number => Bun.hash.crc32(b) >>> 0;
+export { crc32 } from "./room.ts";
 
 export class KvTier implements TierStore {
   readonly media: Partial<Record<TierName, Medium>>;
@@ -63,6 +64,7 @@ export class KvTier implements TierStore {
   private readonly policy;
   private readonly timeBase: number;
   private readonly clockAtOpen: number;
+  private readonly room: Room;
 
   private constructor(
     private readonly cat: Catalog,
@@ -79,6 +81,8 @@ export class KvTier implements TierStore {
     // although the injected clock restarts from its own epoch.
     this.timeBase = cat.maxAccessMs() + 1;
     this.clockAtOpen = opts.clock.now();
+    const { modelQuotaBytes, onChange } = opts;
+    this.room = new Room({ cat, media: this.media, acc: this.acc, group: this.group, fp: this.fp, policy: this.policy, nowMs: () => this.nowMs(), modelQuotaBytes, onChange });
   }
 
   static open(opts: TierOptions): KvTier {
@@ -102,9 +106,9 @@ export class KvTier implements TierStore {
 
   put(key: string, data: Uint8Array, model = modelOfKey(key)): boolean {
     const kc = keyCharge(key);
-    const target = this.room(key, data.length, model, kc);
+    const target = this.room.target(key, data.length, model, kc);
     if (!target) return false;
-    const loc = this.writeWithRoom(target, data.length, (n) => this.fp.hit(n), kc, (fp) => target.write(data, fp));
+    const loc = this.room.writeWithRoom(target, data.length, (n) => this.fp.hit(n), kc, (fp) => target.write(data, fp));
     if (loc === undefined) return false;
     this.stored(key, target, loc, data.length, model, kc, target.tier === "cpu" ? CRC_UNKNOWN : crc32(data));
     return true;
@@ -121,10 +125,10 @@ export class KvTier implements TierStore {
     const cpu = this.media.cpu;
     if (!cpu?.allocate || !cpu.seal) return undefined;
     const kc = keyCharge(key);
-    const target = this.room(key, size, model, kc);
+    const target = this.room.target(key, size, model, kc);
     if (target !== cpu) return undefined;
     let bytes: Uint8Array | undefined;
-    const loc = this.writeWithRoom(cpu, size, undefined, kc, () => {
+    const loc = this.room.writeWithRoom(cpu, size, undefined, kc, () => {
       const a = cpu.allocate!(size);
       bytes = a?.bytes;
       return a?.loc;
@@ -159,17 +163,6 @@ export class KvTier implements TierStore {
     };
   }
 
-  /** The medium a value goes to, after the model's quota made room for it; undefined when it cannot. */
-  private room(key: string, size: number, model: string, kc: number): Medium | undefined {
-    this.group.begin();
-    const target = this.placement(size, kc);
-    if (!target) return undefined;
-    const quota = this.opts.modelQuotaBytes?.[model];
-    if (quota !== undefined && target.charge(size) > quota) return undefined;
-    if (quota !== undefined) this.enforceQuota(model, quota, target.charge(size), key);
-    return target;
-  }
-
   /** The value's bytes are at `loc`: its row goes into the open group, then the old copy is released. */
   private stored(key: string, target: Medium, loc: string, size: number, model: string, kc: number, crc: number): void {
     this.fp.hit("set.after_data");
@@ -179,10 +172,10 @@ export class KvTier implements TierStore {
     const prev = this.cat.get(key);
     this.cat.put(row);
     this.fp.hit("set.after_commit");
-    if (prev) this.release(prev);
+    if (prev) this.room.release(prev);
     this.acc.added(row, kc);
-    if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
-    this.changed("stored", row.tier, key);
+    if (prev && prev.tier !== row.tier) this.room.changed("removed", prev.tier, key);
+    this.room.changed("stored", row.tier, key);
     this.group.wrote();
   }
 
@@ -194,7 +187,7 @@ export class KvTier implements TierStore {
     // SSD bytes crossed a medium and are checked; shared memory is not re-verified in process.
     if (!data || (row.tier === "ssd" && crc32(data) !== row.crc)) {
       this.corrupt++;
-      this.remove(row);
+      this.room.remove(row);
       this.group.wrote();
       return this.miss(undefined);
     }
@@ -202,7 +195,7 @@ export class KvTier implements TierStore {
     if (row.tier === "ssd") this.counters.cpu.misses += this.media.cpu ? 1 : 0;
     this.cat.touch(key, this.nowMs());
     if (row.tier === "ssd" && this.media.cpu && this.media.cpu.charge(row.size) + keyCharge(key) <= this.media.cpu.capacityBytes) {
-      const got = this.promote(row, data) ?? data;
+      const got = this.room.promote(row, data) ?? data;
       this.group.wrote();
       return got;
     }
@@ -234,7 +227,7 @@ export class KvTier implements TierStore {
     const row = this.cat.get(key);
     if (!row) return false;
     this.group.begin();
-    this.remove(row);
+    this.room.remove(row);
     this.group.wrote();
     return true;
   }
@@ -263,126 +256,5 @@ export class KvTier implements TierStore {
     if (this.media.cpu) this.counters.cpu.misses++;
     if (this.media.ssd) this.counters.ssd.misses++;
     return v;
-  }
-
-  /** CPU when it can ever hold the value, else SSD, else nothing. */
-  private placement(size: number, keyBytes: number): Medium | undefined {
-    for (const m of [this.media.cpu, this.media.ssd]) {
-      if (m && size <= m.maxObjectBytes && m.charge(size) + keyBytes <= m.capacityBytes) return m;
-    }
-    return undefined;
-  }
-
-  /** Evict from `m` until `size` bytes fit under its capacity and `place` finds a location for them. */
-  private writeWithRoom(
-    m: Medium,
-    size: number,
-    fp: ((n: FailpointName) => void) | undefined,
-    keyBytes: number,
-    place: (fp: ((n: FailpointName) => void) | undefined) => string | undefined,
-  ): string | undefined {
-    const need = m.charge(size) + keyBytes;
-    for (let round = 0; ; round++) {
-      const used = m.usedBytes + this.acc.keyBytes[m.tier];
-      if (used + need <= m.capacityBytes) {
-        const loc = place(fp);
-        if (loc !== undefined) return loc;
-      }
-      // Locations released by the open group are free once it commits: commit before evicting more.
-      if (this.group.holds(m)) {
-        this.group.flush();
-        this.group.begin();
-        continue;
-      }
-      // Over capacity, or fragmented (CPU): free the policy's choice of cold objects and retry.
-      const shortBy = Math.max(used + need - m.capacityBytes, need);
-      const victims = this.policy(this.cat.coldest(m.tier, CANDIDATE_WINDOW), shortBy, this.nowMs());
-      if (victims.length === 0) return undefined;
-      for (const k of victims) this.evictOne(m.tier, k);
-      if (round > 1_000_000) return undefined;
-    }
-  }
-
-  private evictOne(tier: TierName, key: string): void {
-    const row = this.cat.get(key);
-    if (!row || row.tier !== tier) return;
-    this.acc.counters[tier].evictions++;
-    if (tier === "cpu" && this.media.ssd && this.demote(row)) return;
-    this.remove(row, true);
-  }
-
-  /** CPU → SSD. False when the object cannot go to SSD (too big, unreadable): the caller deletes it. */
-  private demote(row: Row): boolean {
-    const ssd = this.media.ssd!;
-    const data = this.media.cpu!.read(row.loc, row.size);
-    const kc = keyCharge(row.key);
-    if (!data || ssd.charge(row.size) + kc > ssd.capacityBytes) return false;
-    // The bytes leave shared memory here: checksum them now (a CRC known from an earlier SSD read must still match).
-    const crc = crc32(data);
-    if (row.crc !== CRC_UNKNOWN && crc !== row.crc) return false;
-    const loc = this.writeWithRoom(ssd, data.length, undefined, kc, () => ssd.write(data));
-    if (loc === undefined) return false;
-    this.fp.hit("demote.after_write");
-    this.cat.move(row.key, "ssd", loc, ssd.charge(row.size), crc);
-    this.fp.hit("demote.after_commit");
-    this.group.release(this.media.cpu!, row.loc, row.size);
-    this.acc.moved(row, "ssd", ssd.charge(row.size));
-    this.changed("removed", "cpu", row.key);
-    this.changed("stored", "ssd", row.key);
-    return true;
-  }
-
-  private promote(row: Row, data: Uint8Array): Uint8Array | undefined {
-    const cpu = this.media.cpu!;
-    const copy = data; // a private buffer read from the file, untouched by the evictions below
-    const kc = keyCharge(row.key);
-    const loc = this.writeWithRoom(cpu, copy.length, undefined, kc, () => cpu.write(copy));
-    if (loc === undefined) return undefined;
-    this.fp.hit("promote.after_copy");
-    const now = this.cat.get(row.key);
-    if (!now || now.loc !== row.loc) {
-      cpu.free(loc, row.size); // the object was evicted while making room: keep it where it went
-      return copy;
-    }
-    this.cat.move(row.key, "cpu", loc, cpu.charge(row.size), row.crc);
-    this.fp.hit("promote.after_commit");
-    this.group.release(this.media.ssd!, row.loc, row.size);
-    this.acc.moved(row, "cpu", cpu.charge(row.size));
-    this.changed("removed", "ssd", row.key);
-    this.changed("stored", "cpu", row.key);
-    return cpu.read(loc, row.size);
-  }
-
-  private enforceQuota(model: string, quota: number, need: number, key: string): void {
-    const own = this.cat.get(key);
-    let used = this.acc.modelBytes(model) - (own && own.model === model ? own.charged : 0);
-    while (used + need > quota) {
-      const victims = this.cat.coldestOfModel(model, CANDIDATE_WINDOW).filter((r) => r.key !== key);
-      if (victims.length === 0) return;
-      for (const r of victims) {
-        if (used + need <= quota) break;
-        this.acc.counters[r.tier].evictions++;
-        this.remove(r, true);
-        used -= r.charged;
-      }
-    }
-  }
-
-  /** Delete the row, then free its data (crash in between: an orphan, reclaimed on open). */
-  private remove(row: Row, eviction = false): void {
-    this.cat.delete(row.key);
-    if (eviction) this.fp.hit("evict.after_commit");
-    this.release(row);
-    this.changed("removed", row.tier, row.key);
-  }
-
-  private changed(kind: TierChange["kind"], tier: TierName, key: string): void {
-    this.opts.onChange?.({ kind, tier, key });
-  }
-
-  private release(row: Row): void {
-    const m = this.media[row.tier];
-    if (m) this.group.release(m, row.loc, row.size);
-    this.acc.removed(row);
   }
 }
