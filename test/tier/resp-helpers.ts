@@ -8,8 +8,8 @@ export function freePort(): number {
   return p;
 }
 
-/** Send `input`, collect replies until `done(bytes)` or the server closes; 5 s safety bound. */
-export async function transcript(port: number, input: Uint8Array | string, done: (b: Buffer) => boolean = () => false): Promise<{ bytes: Buffer; closed: boolean }> {
+/** Send `input`, collect replies until `done(bytes)` or the server closes; `waitMs` (5 s) safety bound. */
+export async function transcript(port: number, input: Uint8Array | string, done: (b: Buffer) => boolean = () => false, waitMs = 5000): Promise<{ bytes: Buffer; closed: boolean }> {
   const got: Buffer[] = [];
   let closed = false;
   let resolve!: () => void;
@@ -32,7 +32,7 @@ export async function transcript(port: number, input: Uint8Array | string, done:
     },
   });
   sock.write(typeof input === "string" ? Buffer.from(input, "latin1") : input);
-  const guard = Bun.sleep(5000).then(() => "timeout");
+  const guard = Bun.sleep(waitMs).then(() => "timeout");
   await Promise.race([finished, guard]);
   sock.end();
   return { bytes: Buffer.concat(got), closed };
