@@ -3,7 +3,12 @@
 // model. Committed rows survive kill -9 (WAL frames are in the page cache); the data they point at
 // was written before the commit, so a row never points at a partial object. Times are the tier's
 // logical milliseconds (see tier.ts), monotonic across restarts. The tier groups its writes into one
-// open transaction (`begin`/`commit`, group commit: tier.ts); reads on this connection see them.
+// open transaction (`begin`/`commit`, group commit: group-commit.ts); reads on this connection see them.
+// Inside that group, row writes wait in `pending` (one entry per key, its latest row or its deletion;
+// ≤ PENDING_MAX) and reach SQLite at the commit, or before any query that scans rows (coldest, keys,
+// rows...): a key replaced several times in a group is written once, and a put's look-up of the
+// key's previous row is a map hit when the group already wrote it. What a crash loses is unchanged:
+// the open group, whether its rows were still pending or in SQLite's uncommitted transaction.
 
 import { Database, type SQLQueryBindings, type Statement } from "bun:sqlite";
 import type { Candidate } from "./policy.ts";
@@ -35,6 +40,8 @@ CREATE TABLE IF NOT EXISTS meta (k TEXT PRIMARY KEY, v TEXT NOT NULL);
 `;
 
 const TOUCH_BATCH = 256;
+/** Row writes held for the open group before they go to SQLite anyway (inside the same transaction). */
+const PENDING_MAX = 1024;
 
 /** `crc` of an object whose CRC-32 was never computed: CPU objects get one only when their bytes
  * leave shared memory (demotion to SSD, a peer fetch). CRC-32 values are 0..2^32-1. */
@@ -43,6 +50,9 @@ export const CRC_UNKNOWN = -1;
 export class Catalog {
   readonly db: Database;
   private readonly touches = new Map<string, { at: number; hits: number }>();
+  /** Rows written (null: deleted) in the open group and not yet in SQLite; only while `group`. */
+  private readonly pending = new Map<string, Row | null>();
+  private group = false;
   private readonly q: {
     get: Statement<Row, [string]>;
     put: Statement<unknown, SQLQueryBindings[]>;
@@ -83,18 +93,48 @@ export class Catalog {
   }
 
   get(key: string): Row | undefined {
-    const r = this.q.get.get(key) ?? undefined;
+    const r = this.stored(key);
     const t = r && this.touches.get(key);
     return t ? { ...r, access_ms: t.at, hits: r.hits + t.hits } : r;
   }
 
   put(r: Row): void {
     this.touches.delete(r.key);
-    this.q.put.run(r.key, r.tier, r.loc, r.size, r.charged, r.crc, r.created_ms, r.access_ms, r.hits, r.model);
+    if (this.group) return this.hold(r.key, r);
+    this.write(r);
   }
 
   move(key: string, tier: TierName, loc: string, charged: number, crc: number): void {
-    this.q.move.run(tier, loc, charged, crc, key);
+    if (!this.group) return void this.q.move.run(tier, loc, charged, crc, key);
+    const r = this.stored(key);
+    if (r) this.hold(key, { ...r, tier, loc, charged, crc });
+  }
+
+  /** The row as written (pending or in SQLite), without the deferred touches. */
+  private stored(key: string): Row | undefined {
+    const p = this.pending.get(key);
+    if (p !== undefined) return p ?? undefined;
+    return this.q.get.get(key) ?? undefined;
+  }
+
+  private hold(key: string, r: Row | null): void {
+    this.pending.delete(key); // re-inserted last: Map order is write order
+    this.pending.set(key, r);
+    if (this.pending.size >= PENDING_MAX) this.flushPending();
+  }
+
+  private write(r: Row): void {
+    this.q.put.run(r.key, r.tier, r.loc, r.size, r.charged, r.crc, r.created_ms, r.access_ms, r.hits, r.model);
+  }
+
+  /** The open group's pending rows into SQLite (same transaction), before a query that scans rows. */
+  private flushPending(): void {
+    if (this.pending.size === 0) return;
+    for (const [key, r] of this.pending) {
+      if (r) this.write(r);
+      else this.q.del.run(key);
+    }
+    this.pending.clear();
   }
 
   /**
@@ -109,6 +149,7 @@ export class Catalog {
   }
 
   flushTouches(): void {
+    this.flushPending(); // a touch updates a row SQLite must already hold
     if (this.touches.size === 0) return;
     const t = [...this.touches];
     this.touches.clear();
@@ -119,6 +160,7 @@ export class Catalog {
 
   delete(key: string): void {
     this.touches.delete(key);
+    if (this.group) return this.hold(key, null);
     this.q.del.run(key);
   }
 
@@ -134,6 +176,7 @@ export class Catalog {
   }
 
   keys(limit: number): string[] {
+    this.flushPending();
     return this.q.keys.all(limit).map((r) => r.key);
   }
 
@@ -144,6 +187,7 @@ export class Catalog {
   }
 
   count(): number {
+    this.flushPending();
     return this.db.prepare<{ n: number }, []>("SELECT COUNT(*) AS n FROM objects").get()!.n;
   }
 
@@ -167,7 +211,9 @@ export class Catalog {
 
   /** Open the group-commit transaction (tier.ts); a no-op when one is open. */
   begin(): void {
-    if (!this.db.inTransaction) this.db.exec("BEGIN IMMEDIATE");
+    if (this.db.inTransaction) return;
+    this.db.exec("BEGIN IMMEDIATE");
+    this.group = true;
   }
 
   get inTransaction(): boolean {
@@ -179,6 +225,7 @@ export class Catalog {
     if (!this.db.inTransaction) return;
     this.flushTouches();
     this.db.exec("COMMIT");
+    this.group = false;
   }
 
   close(): void {

@@ -2,7 +2,18 @@
 // mmap'd MAP_SHARED and carved into 64-byte-aligned extents by an ExtentAllocator. The files outlive a
 // crashed herd (tmpfs keeps them until reboot), so a restart re-attaches and keeps the CPU tier; a
 // reboot empties /dev/shm, and the `instance` marker (a UUID the catalog also records) tells the
-// catalog that its CPU rows are gone. Location = "<segment>:<offset>".
+// catalog that its CPU rows are gone. Location = "<segment>:<offset>:<stamp>".
+//
+// An extent is [64-byte header][value][CRLF]. The header holds a stamp (magic, value size, and a
+// 64-bit id unique to this write: a random epoch per open + a counter) and, right-aligned against
+// the value, the value's RESP bulk header `$<size>\r\n`; the CRLF after the value ends the reply, so
+// a RESP GET writes one contiguous view (`framed`) instead of joining three parts in a copy.
+// The stamp is what lets the tier free a replaced or evicted extent at once instead of after the
+// catalog's next commit (tier.ts): its order of writes is zero the stamp, write the value, write the
+// stamp; `free` zeroes the stamp before the extent can be reused. So a location whose row a crash
+// left in the committed catalog is adopted on open only if its stamp is the one the row names — a
+// reused (and possibly half-overwritten) extent was unstamped first, and a stamp is written only
+// after its whole value. Reads check it too (an allocator bug handing an extent out twice is a miss).
 
 import { closeSync, existsSync, ftruncateSync, mkdirSync, openSync, readdirSync, readFileSync, unlinkSync, writeFileSync } from "node:fs";
 import { join } from "node:path";
@@ -21,13 +32,32 @@ export interface ShmOptions {
 
 interface Segment {
   map: Uint8Array;
+  /** The same bytes as 32-bit words (stamps are at 64-byte-aligned offsets). */
+  words: Uint32Array;
   alloc: ExtentAllocator;
 }
 
+/** Bytes before a value in its extent (stamp + RESP bulk header); the value stays 64-byte aligned. */
+export const SHM_HEADER_BYTES = 64;
+/** The CRLF after a value (the end of its RESP bulk reply). */
+const TRAILER_BYTES = 2;
+const MAGIC = 0x3176_6b68; // "hkv1"
+/** Words of a stamp: magic, size, epoch, counter. */
+const W_MAGIC = 0;
+const W_SIZE = 1;
+const W_EPOCH = 2;
+const W_SEQ = 3;
+const LOC = /^(\d+):(\d+):([0-9a-f]{8})([0-9a-f]{8})$/;
+const CR = 13;
+const LF = 10;
+
 export class ShmMedium implements Medium {
   readonly tier = "cpu" as const;
+  readonly freesAtOnce = true;
   readonly maxObjectBytes: number;
   private readonly segs: Segment[];
+  private epoch = randomU32();
+  private seq = 0;
 
   private constructor(
     readonly capacityBytes: number,
@@ -38,7 +68,7 @@ export class ShmMedium implements Medium {
     readonly fresh: boolean,
   ) {
     this.segs = segs;
-    this.maxObjectBytes = Math.max(0, ...segs.map((s) => s.alloc.capacityBytes));
+    this.maxObjectBytes = Math.max(0, ...segs.map((s) => s.alloc.capacityBytes - SHM_HEADER_BYTES - TRAILER_BYTES));
   }
 
   /**
@@ -64,7 +94,10 @@ export class ShmMedium implements Medium {
     }
     const instance = attach ? found! : crypto.randomUUID();
     if (!attach) writeFileSync(marker, instance + "\n", { mode: 0o600 });
-    const segs = sizes.map((n, i) => ({ map: Bun.mmap(segPath(opts.path, i)), alloc: new ExtentAllocator(n) }));
+    const segs = sizes.map((n, i) => {
+      const map = Bun.mmap(segPath(opts.path, i));
+      return { map, words: new Uint32Array(map.buffer, map.byteOffset, map.length >>> 2), alloc: new ExtentAllocator(n) };
+    });
     return new ShmMedium(opts.capacityBytes, segs, instance, !attach);
   }
 
@@ -75,46 +108,70 @@ export class ShmMedium implements Medium {
   }
 
   charge(size: number): number {
-    return alignUp(size);
+    return shmCharge(size);
   }
 
   write(data: Uint8Array, fp?: (name: FailpointName) => void): string | undefined {
+    const size = data.length;
     for (let i = 0; i < this.segs.length; i++) {
       const s = this.segs[i]!;
-      const off = s.alloc.alloc(data.length);
+      const off = s.alloc.alloc(size + SHM_HEADER_BYTES + TRAILER_BYTES);
       if (off === undefined) continue;
+      this.frame(s, off, size);
+      const at = off + SHM_HEADER_BYTES;
       if (fp) {
-        const half = data.length >> 1;
-        s.map.set(data.subarray(0, half), off);
+        const half = size >> 1;
+        s.map.set(data.subarray(0, half), at);
         fp("set.mid_data");
-        s.map.set(data.subarray(half), off + half);
-      } else s.map.set(data, off);
-      return `${i}:${off}`;
+        s.map.set(data.subarray(half), at + half);
+      } else s.map.set(data, at);
+      return this.stamp(i, s, off, size);
     }
     return undefined;
   }
 
-  allocate(size: number): string | undefined {
+  /** An extent for `size` bytes, unstamped: the caller fills `bytes`, then calls seal(loc). */
+  allocate(size: number): { loc: string; bytes: Uint8Array } | undefined {
     for (let i = 0; i < this.segs.length; i++) {
-      const off = this.segs[i]!.alloc.alloc(size);
-      if (off !== undefined) return `${i}:${off}`;
+      const s = this.segs[i]!;
+      const off = s.alloc.alloc(size + SHM_HEADER_BYTES + TRAILER_BYTES);
+      if (off === undefined) continue;
+      this.frame(s, off, size);
+      const at = off + SHM_HEADER_BYTES;
+      return { loc: locOf(i, off, this.nextEpoch(), this.seq), bytes: s.map.subarray(at, at + size) };
     }
     return undefined;
+  }
+
+  /** The value of an allocate()d location is complete: stamp it (only now can a row adopt it). */
+  seal(loc: string, size: number): void {
+    const p = this.parse(loc, size, false);
+    if (!p) return;
+    const w = p.off >>> 2;
+    p.seg.words[w + W_SIZE] = size;
+    p.seg.words[w + W_EPOCH] = p.epoch;
+    p.seg.words[w + W_SEQ] = p.seq;
+    p.seg.words[w + W_MAGIC] = MAGIC; // last: the stamp is whole only with its magic
   }
 
   read(loc: string, size: number): Uint8Array | undefined {
     const p = this.parse(loc, size);
-    return p ? p.seg.map.subarray(p.off, p.off + size) : undefined;
+    if (!p) return undefined;
+    const at = p.off + SHM_HEADER_BYTES;
+    return p.seg.map.subarray(at, at + size);
   }
 
   free(loc: string, size: number): void {
-    const p = this.parse(loc, size);
-    if (p) p.seg.alloc.release(p.off, size);
+    const p = this.parse(loc, size, false);
+    if (!p) return;
+    // Unstamp first: once released, the extent may be reused and overwritten before the catalog's next commit.
+    p.seg.words.fill(0, p.off >>> 2, (p.off >>> 2) + 4);
+    p.seg.alloc.release(p.off, size + SHM_HEADER_BYTES + TRAILER_BYTES);
   }
 
   adopt(loc: string, size: number): boolean {
     const p = this.parse(loc, size);
-    return p !== undefined && p.seg.alloc.reserve(p.off, size);
+    return p !== undefined && p.seg.alloc.reserve(p.off, size + SHM_HEADER_BYTES + TRAILER_BYTES);
   }
 
   /** Unclaimed extents are free by construction (the allocator starts empty), so nothing to delete. */
@@ -127,15 +184,58 @@ export class ShmMedium implements Medium {
     this.segs.length = 0;
   }
 
-  private parse(loc: string, size: number): { seg: Segment; off: number } | undefined {
-    const m = /^(\d+):(\d+)$/.exec(loc);
+  /** Unstamp a fresh extent, then write the RESP bulk header before the value and CRLF after it. */
+  private frame(s: Segment, off: number, size: number): void {
+    s.words.fill(0, off >>> 2, (off >>> 2) + 4);
+    const head = bulkHeader(size);
+    s.map.set(head, off + SHM_HEADER_BYTES - head.length);
+    s.map[off + SHM_HEADER_BYTES + size] = CR;
+    s.map[off + SHM_HEADER_BYTES + size + 1] = LF;
+  }
+
+  private stamp(i: number, s: Segment, off: number, size: number): string {
+    const w = off >>> 2;
+    const epoch = this.nextEpoch();
+    s.words[w + W_SIZE] = size;
+    s.words[w + W_EPOCH] = epoch;
+    s.words[w + W_SEQ] = this.seq;
+    s.words[w + W_MAGIC] = MAGIC;
+    return locOf(i, off, epoch, this.seq);
+  }
+
+  /** A fresh (epoch, seq) per write; a new random epoch when the counter wraps. */
+  private nextEpoch(): number {
+    this.seq = (this.seq + 1) >>> 0;
+    if (this.seq === 0) this.epoch = randomU32();
+    return this.epoch;
+  }
+
+  /** The extent a location names, if it is well-formed, fits, and (`stamped`) carries the location's stamp. */
+  private parse(loc: string, size: number, stamped = true): { seg: Segment; off: number; epoch: number; seq: number } | undefined {
+    const m = LOC.exec(loc);
     if (!m) return undefined;
     const seg = this.segs[Number(m[1])];
     const off = Number(m[2]);
-    if (!seg || off % 64 !== 0 || off + size > seg.map.length) return undefined;
-    return { seg, off };
+    if (!seg || off % 64 !== 0 || off + SHM_HEADER_BYTES + size + TRAILER_BYTES > seg.map.length) return undefined;
+    const epoch = parseInt(m[3]!, 16);
+    const seq = parseInt(m[4]!, 16);
+    if (stamped) {
+      const w = off >>> 2;
+      const ws = seg.words;
+      if (ws[w + W_MAGIC] !== MAGIC || ws[w + W_SIZE] !== size || ws[w + W_EPOCH] !== epoch || ws[w + W_SEQ] !== seq) return undefined;
+    }
+    return { seg, off, epoch, seq };
   }
 }
+
+/** Bytes an object of `size` bytes is charged in the CPU tier: its extent (header, value, CRLF). */
+export const shmCharge = (size: number): number => alignUp(size + SHM_HEADER_BYTES + TRAILER_BYTES);
+
+const enc = new TextEncoder();
+const bulkHeader = (size: number): Uint8Array => enc.encode(`$${size}\r\n`);
+const hex8 = (n: number): string => n.toString(16).padStart(8, "0");
+const locOf = (i: number, off: number, epoch: number, seq: number): string => `${i}:${off}:${hex8(epoch)}${hex8(seq)}`;
+const randomU32 = (): number => crypto.getRandomValues(new Uint32Array(1))[0]!;
 
 function segPath(dir: string, i: number): string {
   return join(dir, `seg-${String(i).padStart(4, "0")}.shm`);

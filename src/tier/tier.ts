@@ -9,15 +9,18 @@
 // Order of steps (what makes kill -9 safe; see recover.ts and README.md): data is written to a fresh
 // location first, the catalog commit makes it live, and only then is the old location freed. A crash
 // between steps leaves an orphan (reclaimed on open) and never a row pointing at partial data.
-// Group commit: catalog writes go into one open transaction, committed every GROUP_COMMIT_ROWS
-// changes or GROUP_COMMIT_MS after the first (a commit per row cost one to several copies of 1 MiB: docs/benchmarks.md);
-// locations freed meanwhile are released only after that commit, so the committed catalog never names
-// a reused location. A crash loses at most the last group's changes: objects become misses (a cache).
+// Group commit (group-commit.ts): catalog writes go into one open transaction, committed every
+// GROUP_COMMIT_ROWS changes or GROUP_COMMIT_MS after the first. Shared memory released meanwhile is
+// freed at once (shm-medium.ts unstamps it, so a row the crash left behind cannot adopt it), SSD files
+// only after the commit. A crash loses at most the last group's changes: those objects, and the
+// CPU objects it replaced, evicted or demoted, become misses (a cache).
 // `reserve` is put in two halves for a caller that writes the value in place (the RESP server's SET):
 // room and an extent now, the row at commit; until then no row names the extent.
 
-import type { Clock, TimerHandle } from "../core/clock.ts";
+import type { Clock } from "../core/clock.ts";
 import { CRC_UNKNOWN, Catalog, type Row } from "./catalog.ts";
+import { GroupCommit } from "./group-commit.ts";
+import { TierAccounts, type TierCounters, keyCharge } from "./tier-accounts.ts";
 import { type FailpointName, Failpoints, NO_FAILPOINTS } from "./failpoints.ts";
 import type { Medium, TierName } from "./medium.ts";
 import { CANDIDATE_WINDOW, POLICIES, type PolicyName } from "./policy.ts";
@@ -45,44 +48,21 @@ export interface TierOptions {
   verifyOnOpen?: "full" | "size";
 }
 
-export interface TierCounters {
-  hits: number;
-  misses: number;
-  evictions: number;
-  objects: number;
-}
+export { GROUP_COMMIT_FREED_BYTES, GROUP_COMMIT_MS, GROUP_COMMIT_ROWS } from "./group-commit.ts";
+export { KEY_FREE_BYTES, type TierCounters, keyCharge } from "./tier-accounts.ts";
 
 export const crc32 = (b: Uint8Array): number => Bun.hash.crc32(b) >>> 0;
 
-/** Group commit: changes per catalog commit at most, how long the first may wait for it, and the bytes
- * its released locations may hold (they stay allocated until the commit: a bound on memory and on the
- * working set a put cycles through). */
-export const GROUP_COMMIT_ROWS = 64;
-export const GROUP_COMMIT_MS = 10;
-export const GROUP_COMMIT_FREED_BYTES = 2 * 1024 * 1024;
-
-/** Key bytes that ride in an object's allocation overhead; beyond them a key is charged to its tier
- * (issue 22 row 9: keys cost catalog memory, so 1 KiB keys on 64-byte values must not be free). */
-export const KEY_FREE_BYTES = 64;
-export const keyCharge = (key: string): number => Math.max(0, key.length - KEY_FREE_BYTES);
-
 export class KvTier implements TierStore {
   readonly media: Partial<Record<TierName, Medium>>;
-  readonly counters: Record<TierName, TierCounters>;
   readonly recovery: RecoveryReport;
-  /** keyCharge() of the keys held in each tier, counted against its capacity with the media's bytes. */
-  readonly keyBytes: Record<TierName, number> = { cpu: 0, ssd: 0 };
   corrupt = 0;
+  private readonly acc = new TierAccounts();
+  private readonly group: GroupCommit;
   private readonly fp: Failpoints;
   private readonly policy;
-  private readonly modelUsed = new Map<string, number>();
   private readonly timeBase: number;
   private readonly clockAtOpen: number;
-  /** Changes in the open transaction, its commit timer, and the locations to free once it commits. */
-  private uncommitted = 0;
-  private commitTimer: TimerHandle | undefined;
-  private deferred: { m: Medium; loc: string; size: number }[] = [];
-  private deferredBytes = 0;
 
   private constructor(
     private readonly cat: Catalog,
@@ -93,12 +73,8 @@ export class KvTier implements TierStore {
     const r = recover(cat, opts);
     this.media = r.media;
     this.recovery = r.report;
-    this.counters = { cpu: zero(), ssd: zero() };
-    for (const row of cat.rows()) {
-      this.counters[row.tier].objects++;
-      this.keyBytes[row.tier] += keyCharge(row.key);
-      this.modelUsed.set(row.model, (this.modelUsed.get(row.model) ?? 0) + row.charged);
-    }
+    this.group = new GroupCommit(cat, opts.clock);
+    for (const row of cat.rows()) this.acc.added(row);
     // Logical time continues from the newest access in the catalog, so LRU order survives restarts
     // although the injected clock restarts from its own epoch.
     this.timeBase = cat.maxAccessMs() + 1;
@@ -108,6 +84,16 @@ export class KvTier implements TierStore {
   static open(opts: TierOptions): KvTier {
     if (!opts.cpu && !opts.ssd) throw new Error("kv tier: neither a cpu nor an ssd tier is configured");
     return new KvTier(opts.catalog ?? new Catalog(opts.catalogPath), opts);
+  }
+
+  /** Hits, misses, evictions and objects per tier. */
+  get counters(): Record<TierName, TierCounters> {
+    return this.acc.counters;
+  }
+
+  /** keyCharge() of the keys held in each tier, counted against its capacity with the media's bytes. */
+  get keyBytes(): Record<TierName, number> {
+    return this.acc.keyBytes;
   }
 
   nowMs(): number {
@@ -133,19 +119,23 @@ export class KvTier implements TierStore {
    */
   reserve(key: string, size: number, model = modelOfKey(key)): PutSlot | undefined {
     const cpu = this.media.cpu;
-    if (!cpu?.allocate) return undefined;
+    if (!cpu?.allocate || !cpu.seal) return undefined;
     const kc = keyCharge(key);
     const target = this.room(key, size, model, kc);
     if (target !== cpu) return undefined;
-    const loc = this.writeWithRoom(cpu, size, undefined, kc, () => cpu.allocate!(size));
-    const bytes = loc === undefined ? undefined : cpu.read(loc, size);
+    let bytes: Uint8Array | undefined;
+    const loc = this.writeWithRoom(cpu, size, undefined, kc, () => {
+      const a = cpu.allocate!(size);
+      bytes = a?.bytes;
+      return a?.loc;
+    });
     if (loc === undefined || !bytes) return undefined;
     // Until it is committed or aborted the slot counts against the model's quota and the key bytes of
     // the CPU tier, so that slots open at once on several connections cannot overshoot either.
     const charged = cpu.charge(size);
     const hold = (sign: number) => {
-      this.addModel(model, sign * charged);
-      this.keyBytes.cpu += sign * kc;
+      this.acc.addModel(model, sign * charged);
+      this.acc.keyBytes.cpu += sign * kc;
     };
     hold(1);
     let open = true;
@@ -155,7 +145,8 @@ export class KvTier implements TierStore {
         if (!open) return false;
         open = false;
         hold(-1);
-        this.begin();
+        cpu.seal!(loc, size); // the value is whole: only now may a row name it
+        this.group.begin();
         this.stored(key, cpu, loc, size, model, kc, CRC_UNKNOWN);
         return true;
       },
@@ -170,7 +161,7 @@ export class KvTier implements TierStore {
 
   /** The medium a value goes to, after the model's quota made room for it; undefined when it cannot. */
   private room(key: string, size: number, model: string, kc: number): Medium | undefined {
-    this.begin();
+    this.group.begin();
     const target = this.placement(size, kc);
     if (!target) return undefined;
     const quota = this.opts.modelQuotaBytes?.[model];
@@ -189,16 +180,14 @@ export class KvTier implements TierStore {
     this.cat.put(row);
     this.fp.hit("set.after_commit");
     if (prev) this.release(prev);
-    this.counters[row.tier].objects++;
-    this.keyBytes[row.tier] += kc;
-    this.addModel(model, row.charged);
+    this.acc.added(row, kc);
     if (prev && prev.tier !== row.tier) this.changed("removed", prev.tier, key);
     this.changed("stored", row.tier, key);
-    this.wrote();
+    this.group.wrote();
   }
 
   get(key: string): Uint8Array | undefined {
-    this.begin(); // reads inside the open transaction skip SQLite's per-statement WAL lock (~3 µs)
+    this.group.begin(); // reads inside the open transaction skip SQLite's per-statement WAL lock (~3 µs)
     const row = this.cat.get(key);
     if (!row) return this.miss(undefined);
     const data = this.media[row.tier]?.read(row.loc, row.size);
@@ -206,7 +195,7 @@ export class KvTier implements TierStore {
     if (!data || (row.tier === "ssd" && crc32(data) !== row.crc)) {
       this.corrupt++;
       this.remove(row);
-      this.wrote();
+      this.group.wrote();
       return this.miss(undefined);
     }
     this.counters[row.tier].hits++;
@@ -214,7 +203,7 @@ export class KvTier implements TierStore {
     this.cat.touch(key, this.nowMs());
     if (row.tier === "ssd" && this.media.cpu && this.media.cpu.charge(row.size) + keyCharge(key) <= this.media.cpu.capacityBytes) {
       const got = this.promote(row, data) ?? data;
-      this.wrote();
+      this.group.wrote();
       return got;
     }
     return data;
@@ -229,14 +218,7 @@ export class KvTier implements TierStore {
 
   /** Commit the open group of catalog changes, then free the locations they released. */
   flush(): void {
-    this.commitTimer?.cancel();
-    this.commitTimer = undefined;
-    this.cat.commit();
-    this.uncommitted = 0;
-    const d = this.deferred;
-    this.deferred = [];
-    this.deferredBytes = 0;
-    for (const x of d) x.m.free(x.loc, x.size);
+    this.group.flush();
   }
 
   /** Every object's key and tier (from the catalog): index replay at start (tier-key.ts tierIndexReplay). */
@@ -251,9 +233,9 @@ export class KvTier implements TierStore {
   delete(key: string): boolean {
     const row = this.cat.get(key);
     if (!row) return false;
-    this.begin();
+    this.group.begin();
     this.remove(row);
-    this.wrote();
+    this.group.wrote();
     return true;
   }
 
@@ -275,16 +257,6 @@ export class KvTier implements TierStore {
     this.cat.close();
     this.media.cpu?.close();
     this.media.ssd?.close();
-  }
-
-  private begin(): void {
-    if (this.cat.inTransaction) return;
-    this.cat.begin();
-    this.commitTimer = this.opts.clock.setTimer(GROUP_COMMIT_MS, () => this.flush());
-  }
-
-  private wrote(): void {
-    if (++this.uncommitted >= GROUP_COMMIT_ROWS || this.deferredBytes >= GROUP_COMMIT_FREED_BYTES) this.flush();
   }
 
   private miss<T>(v: T): T {
@@ -311,15 +283,15 @@ export class KvTier implements TierStore {
   ): string | undefined {
     const need = m.charge(size) + keyBytes;
     for (let round = 0; ; round++) {
-      const used = m.usedBytes + this.keyBytes[m.tier];
+      const used = m.usedBytes + this.acc.keyBytes[m.tier];
       if (used + need <= m.capacityBytes) {
         const loc = place(fp);
         if (loc !== undefined) return loc;
       }
       // Locations released by the open group are free once it commits: commit before evicting more.
-      if (this.deferred.length > 0) {
-        this.flush();
-        this.begin();
+      if (this.group.holds(m)) {
+        this.group.flush();
+        this.group.begin();
         continue;
       }
       // Over capacity, or fragmented (CPU): free the policy's choice of cold objects and retry.
@@ -334,7 +306,7 @@ export class KvTier implements TierStore {
   private evictOne(tier: TierName, key: string): void {
     const row = this.cat.get(key);
     if (!row || row.tier !== tier) return;
-    this.counters[tier].evictions++;
+    this.acc.counters[tier].evictions++;
     if (tier === "cpu" && this.media.ssd && this.demote(row)) return;
     this.remove(row, true);
   }
@@ -353,14 +325,10 @@ export class KvTier implements TierStore {
     this.fp.hit("demote.after_write");
     this.cat.move(row.key, "ssd", loc, ssd.charge(row.size), crc);
     this.fp.hit("demote.after_commit");
-    this.freeAfterCommit(this.media.cpu!, row.loc, row.size);
-    this.counters.cpu.objects--;
-    this.counters.ssd.objects++;
-    this.keyBytes.cpu -= kc;
-    this.keyBytes.ssd += kc;
+    this.group.release(this.media.cpu!, row.loc, row.size);
+    this.acc.moved(row, "ssd", ssd.charge(row.size));
     this.changed("removed", "cpu", row.key);
     this.changed("stored", "ssd", row.key);
-    this.addModel(row.model, ssd.charge(row.size) - row.charged);
     return true;
   }
 
@@ -378,26 +346,22 @@ export class KvTier implements TierStore {
     }
     this.cat.move(row.key, "cpu", loc, cpu.charge(row.size), row.crc);
     this.fp.hit("promote.after_commit");
-    this.freeAfterCommit(this.media.ssd!, row.loc, row.size);
-    this.counters.ssd.objects--;
-    this.counters.cpu.objects++;
-    this.keyBytes.ssd -= kc;
-    this.keyBytes.cpu += kc;
+    this.group.release(this.media.ssd!, row.loc, row.size);
+    this.acc.moved(row, "cpu", cpu.charge(row.size));
     this.changed("removed", "ssd", row.key);
     this.changed("stored", "cpu", row.key);
-    this.addModel(row.model, cpu.charge(row.size) - row.charged);
     return cpu.read(loc, row.size);
   }
 
   private enforceQuota(model: string, quota: number, need: number, key: string): void {
     const own = this.cat.get(key);
-    let used = (this.modelUsed.get(model) ?? 0) - (own && own.model === model ? own.charged : 0);
+    let used = this.acc.modelBytes(model) - (own && own.model === model ? own.charged : 0);
     while (used + need > quota) {
       const victims = this.cat.coldestOfModel(model, CANDIDATE_WINDOW).filter((r) => r.key !== key);
       if (victims.length === 0) return;
       for (const r of victims) {
         if (used + need <= quota) break;
-        this.counters[r.tier].evictions++;
+        this.acc.counters[r.tier].evictions++;
         this.remove(r, true);
         used -= r.charged;
       }
@@ -418,21 +382,7 @@ export class KvTier implements TierStore {
 
   private release(row: Row): void {
     const m = this.media[row.tier];
-    if (m) this.freeAfterCommit(m, row.loc, row.size);
-    this.counters[row.tier].objects--;
-    this.keyBytes[row.tier] -= keyCharge(row.key);
-    this.addModel(row.model, -row.charged);
-  }
-
-  private freeAfterCommit(m: Medium, loc: string, size: number): void {
-    if (!this.cat.inTransaction) return m.free(loc, size);
-    this.deferred.push({ m, loc, size });
-    this.deferredBytes += size;
-  }
-
-  private addModel(model: string, delta: number): void {
-    this.modelUsed.set(model, (this.modelUsed.get(model) ?? 0) + delta);
+    if (m) this.group.release(m, row.loc, row.size);
+    this.acc.removed(row);
   }
 }
-
-const zero = (): TierCounters => ({ hits: 0, misses: 0, evictions: 0, objects: 0 });

@@ -1,5 +1,6 @@
 // The tier feeds the router's block index: cpu/disk residency follows stores, demotions,
 // promotions and deletions, for every worker of the host.
+import { shmCharge } from "../../src/tier/shm-medium.ts";
 import { afterAll, expect, test } from "bun:test";
 import { VirtualClock } from "../../src/core/clock.ts";
 import { BlockIndex } from "../../src/kv/block-index.ts";
@@ -27,7 +28,7 @@ test("indexEventsFor maps a change to one event per worker; unknown keys map to 
 test("store → cpu, demotion → disk, promotion → cpu, deletion → nothing; findMatches credits the tier", () => {
   const index = new BlockIndex();
   const clock = new VirtualClock(0);
-  const { tier } = openTier({ cpuBytes: 2 * 64 * KiB, ssdBytes: 2 * 64 * KiB }, { clock, onChange: feedIndex(index, () => ["w1", "w2"], hashOfKey) });
+  const { tier } = openTier({ cpuBytes: 2 * shmCharge(64 * KiB), ssdBytes: 2 * 64 * KiB }, { clock, onChange: feedIndex(index, () => ["w1", "w2"], hashOfKey) });
   for (const h of [1, 2, 3]) {
     clock.advance(1);
     tier.put(`blk:${h}`, valueOf("b", h, 64 * KiB));

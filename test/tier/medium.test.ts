@@ -55,7 +55,7 @@ describe.each(media)("Medium conformance: %s", (_n, make) => {
     const { m } = make();
     if (m.tier === "ssd") return expect(m.maxObjectBytes).toBe(CAP); // the tier enforces SSD capacity before writing
     const locs = [];
-    for (let i = 0; i < 4; i++) locs.push(m.write(new Uint8Array(1 << 20)));
+    for (let i = 0; i < 4; i++) locs.push(m.write(new Uint8Array(m.maxObjectBytes))); // one per 1 MiB segment
     expect(locs.every((l) => l !== undefined)).toBe(true);
     expect(m.write(new Uint8Array(64))).toBeUndefined();
   });

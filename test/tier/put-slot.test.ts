@@ -2,7 +2,9 @@
 // value of ≥ 64 KiB is parsed straight into its shared-memory slot. What must hold: a committed slot
 // is a put; an aborted one (the client went away mid-value, the server stopped) gives its extent
 // back and leaves the previous value; an open slot counts against capacity and the model's quota.
+import { shmCharge } from "../../src/tier/shm-medium.ts";
 import { afterAll, describe, expect, test } from "bun:test";
+import { bulkOf } from "../../src/tier/resp/commands.ts";
 import { RespServer } from "../../src/tier/resp/server.ts";
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
 import { cmd, transcript } from "./resp-helpers.ts";
@@ -36,7 +38,7 @@ describe("KvTier.reserve", () => {
     tier.flush();
     const used = tier.media.cpu!.usedBytes;
     const slot = tier.reserve("k", 300 * KiB)!;
-    expect(tier.media.cpu!.usedBytes).toBe(used + 300 * KiB); // an open slot is charged
+    expect(tier.media.cpu!.usedBytes).toBe(used + shmCharge(300 * KiB)); // an open slot is charged
     slot.bytes.fill(7);
     slot.abort();
     slot.abort();
@@ -60,7 +62,7 @@ describe("KvTier.reserve", () => {
   });
 
   test("open slots count against the model's quota", () => {
-    const { tier } = openTier({ cpuBytes: 1024 * KiB }, { modelQuotaBytes: { m: 256 * KiB } });
+    const { tier } = openTier({ cpuBytes: 1024 * KiB }, { modelQuotaBytes: { m: 2 * shmCharge(128 * KiB) } });
     const a = tier.reserve("m@1@0@a@half", 128 * KiB)!;
     const b = tier.reserve("m@1@0@b@half", 128 * KiB)!;
     a.bytes.fill(1);
@@ -93,7 +95,7 @@ describe("RESP SET into a slot", () => {
       expect(r.bytes.subarray(10, 10 + head.length).toString()).toBe(head);
       expect(Buffer.from(r.bytes.subarray(10 + head.length, 10 + head.length + v2.length)).equals(Buffer.from(v2))).toBe(true);
       tier.flush();
-      expect(tier.media.cpu!.usedBytes).toBe(1024 * KiB);
+      expect(tier.media.cpu!.usedBytes).toBe(shmCharge(1024 * KiB));
     } finally {
       s.stop();
       tier.close();
@@ -113,7 +115,7 @@ describe("RESP SET into a slot", () => {
       const first = await Bun.connect({ hostname: "127.0.0.1", port: s.port, socket: { data() {} } });
       first.write(partial);
       for (let i = 0; i < 200 && tier.media.cpu!.usedBytes === used; i++) await Bun.sleep(10);
-      expect(tier.media.cpu!.usedBytes).toBe(used + 2048 * KiB); // the slot is open
+      expect(tier.media.cpu!.usedBytes).toBe(used + shmCharge(2048 * KiB)); // the slot is open
       first.end();
       for (let i = 0; i < 200 && tier.media.cpu!.usedBytes !== used; i++) await Bun.sleep(10);
       expect(tier.media.cpu!.usedBytes).toBe(used);
@@ -122,7 +124,7 @@ describe("RESP SET into a slot", () => {
       const sock = await Bun.connect({ hostname: "127.0.0.1", port: s.port, socket: { data() {} } });
       sock.write(partial);
       for (let i = 0; i < 200 && tier.media.cpu!.usedBytes === used; i++) await Bun.sleep(10);
-      expect(tier.media.cpu!.usedBytes).toBe(used + 2048 * KiB);
+      expect(tier.media.cpu!.usedBytes).toBe(used + shmCharge(2048 * KiB));
       s.stop();
       expect(tier.media.cpu!.usedBytes).toBe(used);
       sock.end();
@@ -130,5 +132,27 @@ describe("RESP SET into a slot", () => {
       s.stop();
       tier.close();
     }
+  });
+});
+
+describe("GET of a CPU-tier value: one contiguous reply", () => {
+  test("the extent frames the value as its RESP bulk reply; other buffers get three parts", () => {
+    const { tier } = openTier({ cpuBytes: 4096 * KiB });
+    for (const n of [16 * KiB, 100_000, 1024 * KiB]) {
+      const v = valueOf("f", n, n);
+      tier.put(`f${n}`, v);
+      const r = bulkOf(tier.get(`f${n}`)!);
+      expect(r.chunks.length).toBe(1);
+      expect(Buffer.from(r.chunks[0]!).equals(Buffer.concat([Buffer.from(`$${n}\r\n`), v, Buffer.from("\r\n")]))).toBe(true);
+    }
+    const heap = valueOf("h", 1, 64 * KiB);
+    expect(bulkOf(heap).chunks.length).toBe(3);
+    // Bytes that look almost like a frame (a wrong length digit) are not taken for one.
+    const fake = Buffer.concat([Buffer.from(`$${64 * KiB + 1}\r\n`), heap, Buffer.from("\r\n")]);
+    const inner = fake.subarray(fake.length - 2 - heap.length, fake.length - 2);
+    expect(bulkOf(inner).chunks.length).toBe(3);
+    const real = Buffer.concat([Buffer.from(`$${64 * KiB}\r\n`), heap, Buffer.from("\r\n")]);
+    expect(bulkOf(real.subarray(real.length - 2 - heap.length, real.length - 2)).chunks.length).toBe(1);
+    tier.close();
   });
 });

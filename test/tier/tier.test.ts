@@ -1,5 +1,6 @@
 // KvTier behaviour beyond the seam: capacity at the boundary, demotion/deletion order, promotion,
 // policies, per-model quotas, checksum on read, restart and reboot.
+import { SHM_HEADER_BYTES, shmCharge } from "../../src/tier/shm-medium.ts";
 import { afterAll, describe, expect, test } from "bun:test";
 import { mkdirSync, readdirSync, rmSync, writeFileSync, readFileSync } from "node:fs";
 import { join } from "node:path";
@@ -18,12 +19,12 @@ const same = (a: Uint8Array | undefined, b: Uint8Array) => a !== undefined && Bu
 describe("capacity", () => {
   test("the CPU tier fills exactly to capacity, then demotes the least recently used to SSD", () => {
     const clock = new VirtualClock(0);
-    const { tier } = openTier({ cpuBytes: 4 * 64 * KiB, ssdBytes: 2 * 64 * KiB }, { clock });
+    const { tier } = openTier({ cpuBytes: 4 * shmCharge(64 * KiB), ssdBytes: 2 * 64 * KiB }, { clock }); // a CPU object is charged its extent: header, value, CRLF (shm-medium.ts)
     for (let i = 0; i < 4; i++) {
       clock.advance(1);
       expect(tier.put(`k${i}`, valueOf(`k${i}`, 0, 64 * KiB))).toBe(true);
     }
-    expect(tier.media.cpu!.usedBytes).toBe(4 * 64 * KiB); // exactly full, nothing demoted yet
+    expect(tier.media.cpu!.usedBytes).toBe(4 * shmCharge(64 * KiB)); // exactly full, nothing demoted yet
     expect(tier.describe("k0")!.tier).toBe("cpu");
     clock.advance(1);
     tier.get("k0"); // k0 is now the most recent; k1 the coldest
@@ -31,7 +32,7 @@ describe("capacity", () => {
     tier.put("k4", valueOf("k4", 0, 64 * KiB));
     expect(tier.describe("k1")!.tier).toBe("ssd");
     expect(tier.describe("k0")!.tier).toBe("cpu");
-    expect(tier.media.cpu!.usedBytes).toBe(4 * 64 * KiB);
+    expect(tier.media.cpu!.usedBytes).toBe(4 * shmCharge(64 * KiB));
     clock.advance(1);
     tier.put("k5", valueOf("k5", 0, 64 * KiB)); // demotes k2
     clock.advance(1);
@@ -83,7 +84,7 @@ describe("capacity", () => {
 describe("promotion and policies", () => {
   test("a read from SSD promotes the object to CPU and deletes its SSD file", () => {
     const clock = new VirtualClock(0);
-    const { tier } = openTier({ cpuBytes: 2 * 64 * KiB, ssdBytes: 8 * 64 * KiB }, { clock });
+    const { tier } = openTier({ cpuBytes: 2 * shmCharge(64 * KiB), ssdBytes: 8 * 64 * KiB }, { clock });
     for (const k of ["a", "b", "c"]) {
       clock.advance(1);
       tier.put(k, valueOf(k, 0, 64 * KiB));
@@ -153,7 +154,7 @@ describe("integrity and restarts", () => {
     // something other than herd is served; the CRC of the bytes known from SSD still stops it at demotion.
     const rs = tier.describe("s")!;
     const seg = Bun.mmap(join(dirs.shm, "seg-0000.shm"));
-    const at = Number(rs.loc.split(":")[1]) + 5;
+    const at = Number(rs.loc.split(":")[1]) + SHM_HEADER_BYTES + 5; // in the value, past its extent's header
     seg[at] = seg[at]! ^ 1;
     expect(tier.get("s")![5]).toBe(s[5]! ^ 1);
     tier.put("x", valueOf("x", 0, 40 * KiB)); // makes room: "s" cannot be demoted with a wrong CRC

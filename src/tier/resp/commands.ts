@@ -70,6 +70,26 @@ export const int = (n: number): Reply => (n === 0 ? ZERO : n === 1 ? ONE : simpl
 const CRLF = enc.encode("\r\n");
 export const bulk = (b: Uint8Array): Reply => ({ chunks: [enc.encode(`$${b.length}\r\n`), b, CRLF] });
 
+/** GET's reply: one chunk when the bytes around the value already are `$<len>\r\n` before and CRLF
+ * after it — a CPU-tier value, framed so in its extent at put time (shm-medium.ts) — so the server
+ * writes one contiguous view of shared memory (no copy joining three parts; output.ts); else bulk().
+ * The bytes are checked, not assumed: whatever passes the check is exactly the reply. */
+export function bulkOf(v: Uint8Array): Reply {
+  const n = v.length;
+  let digits = 1;
+  for (let x = n; x >= 10; x = Math.floor(x / 10)) digits++;
+  const head = digits + 3;
+  const start = v.byteOffset - head;
+  const end = v.byteOffset + n + 2;
+  if (n < FRAMED_MIN_BYTES || start < 0 || end > v.buffer.byteLength) return bulk(v);
+  const all = new Uint8Array(v.buffer, start, end - start);
+  let ok = all[0] === 0x24 && all[head - 2] === 13 && all[head - 1] === 10 && all[head + n] === 13 && all[head + n + 1] === 10;
+  for (let i = digits, x = n; ok && i >= 1; i--, x = Math.floor(x / 10)) ok = all[i] === 0x30 + (x % 10);
+  return ok ? { chunks: [all] } : bulk(v);
+}
+/** Below this a value's reply is gathered with the other small replies anyway (output.ts). */
+const FRAMED_MIN_BYTES = 16 * 1024;
+
 /** Redis arity: n > 0 exact, n < 0 at least -n (the command name counts). */
 const ARITY: Record<string, number> = { auth: -2, ping: -1, get: 2, set: -3, exists: -2, del: -2, select: 2, quit: -1 };
 const NO_AUTH_NEEDED = new Set(["auth", "quit"]);
@@ -97,7 +117,7 @@ export function execute(args: Uint8Array[], s: Session, ctx: CommandContext): Re
       return args.length === 2 ? bulk(args[1]!) : PONG;
     case "get": {
       const v = ctx.store.get(key());
-      return v ? bulk(v) : NIL;
+      return v ? bulkOf(v) : NIL;
     }
     case "set":
       if (args.length !== 3) return err("ERR syntax error");

@@ -1,74 +1,30 @@
 // RESP2 server over Bun.listen. Per connection: a RespReader, an auth flag, and an OutQueue.
-// Bounds (issue 22 rows 5–8):
-// - Commands run in slices of at most `sliceCommands` commands / SLICE_BYTES bytes; a connection
-//   with more pipelined input continues on the next turn of the event loop (clock.immediate), so
-//   one client pipelining 1.5M PINGs cannot hold the loop for seconds.
-// - A connection that cannot execute its next command (slice used up, output backed up, AUTH delay,
-//   replies waiting behind a remote lookup, the total output bound) stops reading its socket
-//   (pause(): TCP backpressure on the client) instead of buffering its input.
-// - Input held for one connection — unparsed bytes plus the arguments of the command being
-//   assembled — is bounded by the parser (commandBytesMax, per-argument bounds) and `inputMaxBytes`.
-// - While more than `outputSoftBytes` is queued for a connection it executes nothing; past
-//   `outputHardBytes` it is closed (Redis' client-output-buffer-limit). Across all connections,
-//   while more than `outputTotalBytes` is queued no connection executes a command; they resume when
-//   a drain brings the total back under it.
-// - A failed AUTH delays that connection's next command (authDelayMs doubling per failure up to
-//   authDelayMaxMs) and is counted (stats.auth_failures). An unauthenticated connection is closed
-//   after `authTimeoutMs`, any connection after `idleTimeoutMs` without input or output progress.
-// Connections beyond `maxClients` are closed on accept. HTTP-looking input ("GET / HTTP/1.1", POST,
-// Host:) closes the connection without a reply.
-// A SET's value of ≥ 64 KiB from an authenticated client is parsed straight into its tier slot
-// (store.reserve, tier.ts): one copy from the socket's chunk into shared memory, where the parser's
-// scratch buffer made it two (as Redis reads a large bulk into the string it then stores,
-// networking.c processMultibulkBuffer). The slot is committed by the SET, given back on anything else
-// (an error reply, the client leaving mid-value, stop()); open slots are bounded in total.
-// With a `remote` source (remote.ts) a local GET/EXISTS miss is looked up asynchronously; the
-// connection goes on executing its pipelined commands but replies leave in command order: a reply
-// behind a pending lookup waits in the connection's slots (≤ PIPELINE_SLOTS_MAX, then it stops).
+// What each bound does (slices, backpressure, input/output bounds per connection and in total, AUTH
+// delay, timeouts, client count, HTTP-looking input, SET slots, replies behind a remote lookup):
+// README.md "Bounds". Parts: conn.ts (a connection's state), set-slots.ts, timeouts.ts, output.ts.
 
 import type { Socket, TCPSocketListener } from "bun";
 import { type Clock, RealClock, type TimerHandle } from "../../core/clock.ts";
-import { type CommandContext, HTTP_COMMANDS, KEY_BYTES_MAX, type Reply, type Session, argBytesMax, err, execute } from "./commands.ts";
+import { type CommandContext, HTTP_COMMANDS, KEY_BYTES_MAX, type Reply, argBytesMax, err, execute } from "./commands.ts";
+import { type Conn, PIPELINE_SLOTS_MAX, heldCopy, newConn, replyBytes } from "./conn.ts";
 import { OutQueue, OutputBudget } from "./output.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
 import { type RespServerOptions, type RespStats, newRespStats } from "./options.ts";
 import { REMOTE_LOOKUPS_MAX, RemoteLookups } from "./remote.ts";
 import { type DirectRecv, directRecv } from "./direct-recv.ts";
+import { SetSlots } from "./set-slots.ts";
+import { late, sweepEveryMs } from "./timeouts.ts";
 
 export { REMOTE_LOOKUPS_MAX, type RemoteTierSource } from "./remote.ts";
 export type { RespServerOptions, RespStats } from "./options.ts";
+export { PIPELINE_SLOTS_MAX } from "./conn.ts";
+export { SLOTS_TOTAL_BYTES } from "./set-slots.ts";
 
-/** Replies one connection may hold behind a pending lookup before it stops executing commands. */
-export const PIPELINE_SLOTS_MAX = 1024;
 export const SLICE_COMMANDS = 1024;
 /** Argument plus reply bytes one connection handles per slice (a few 16 MiB SETs at most). */
 const SLICE_BYTES = 32 * 1024 * 1024;
-/** SET values being received straight into tier slots, across all connections; beyond it a value is
- * parsed into the connection's own buffer as before (a client that announces a value and stalls
- * holds its slot until the idle timeout: this bounds what such clients make the tier evict). */
-export const SLOTS_TOTAL_BYTES = 128 * 1024 * 1024;
 /** Read after a directly received bulk: its CRLF and the start of what follows. */
 const DIRECT_TAIL_BYTES = 64 * 1024;
-
-interface Conn extends Session {
-  reader: RespReader;
-  out: OutQueue;
-  closing: boolean;
-  /** Replies in command order while a remote lookup ahead of them runs (null: still looking). */
-  slots: { reply: Reply | null }[];
-  /** Bytes held in slots (counted against the output soft limit). */
-  slotBytes: number;
-  /** A QUIT (or other closing reply) is queued in the slots: execute nothing more. */
-  quitting: boolean;
-  /** A timer that runs this connection later (slice continuation, AUTH delay). */
-  later: TimerHandle | null;
-  paused: boolean;
-  openedMs: number;
-  activeMs: number;
-  /** Bytes of `slot` (the SET value being received into the tier), counted in `slotsBytes`. */
-  slotSize: number;
-}
-
 
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
 
@@ -94,8 +50,7 @@ export class RespServer {
   /** Connections stopped by the total output bound. */
   private readonly waiting = new Set<Socket<Conn>>();
   private sweep: TimerHandle | undefined;
-  /** Bytes of the open tier slots of all connections (≤ SLOTS_TOTAL_BYTES). */
-  private slotsBytes = 0;
+  private readonly setSlots: SetSlots;
   /** kv_tier.resp.direct_recv: libc recv into open bulks (undefined: off or unavailable). */
   private readonly direct: DirectRecv | undefined;
   /** What follows a directly received bulk (its CRLF, the next command's start), read with it. */
@@ -113,6 +68,7 @@ export class RespServer {
     this.budget = new OutputBudget(opts.outputTotalBytes ?? 256 * 1024 * 1024);
     this.remote = new RemoteLookups(opts.store, opts.remote, opts.remoteMax ?? REMOTE_LOOKUPS_MAX, this.stats);
     this.clock = opts.clock ?? new RealClock();
+    this.setSlots = new SetSlots(opts.store);
     const d = opts.directRecv ? directRecv() : undefined;
     this.direct = typeof d === "object" ? d : undefined;
     /** Why direct receive is off although asked for (the service logs it), else undefined. */
@@ -150,8 +106,8 @@ export class RespServer {
         error: () => {},
       },
     });
-    const timeouts = [this.opts.idleTimeoutMs ?? 0, this.opts.authTimeoutMs ?? 0].filter((t) => t > 0);
-    if (timeouts.length > 0) this.sweepEvery(Math.max(10, Math.min(...timeouts) / 4));
+    const every = sweepEveryMs(this.opts.idleTimeoutMs ?? 0, this.opts.authTimeoutMs ?? 0);
+    if (every !== undefined) this.sweepEvery(every);
   }
 
   stop(): void {
@@ -168,24 +124,9 @@ export class RespServer {
   private onOpen(s: Socket<Conn>): void {
     this.stats.connections++;
     this.stats.clients++;
-    const now = this.clock.now();
-    const conn: Conn = {
-      authed: this.opts.password === undefined,
-      authFailures: 0,
-      reader: undefined as unknown as RespReader,
-      out: new OutQueue(this.budget),
-      closing: false,
-      slots: [],
-      slotBytes: 0,
-      quitting: false,
-      later: null,
-      paused: false,
-      openedMs: now,
-      activeMs: now,
-      slotSize: 0,
-    };
+    const conn = newConn(this.opts.password === undefined, new OutQueue(this.budget), this.clock.now());
     conn.reader = new RespReader(this.limits, () => !conn.authed, argBytesMax(this.ctx.keyBytesMax, this.limits.maxBulkBytes), (args, i, left, n) =>
-      this.slotFor(conn, args, i, left, n),
+      this.setSlots.sink(conn, args, i, left, n),
     );
     s.data = conn;
     this.open.add(s);
@@ -304,7 +245,7 @@ export class RespServer {
         c.slots.push(slot);
         void later.then((r) => {
           slot.reply = r;
-          for (const b of r.chunks) this.addSlotBytes(c, b.length);
+          this.addSlotBytes(c, replyBytes(r));
           this.flushSlots(s);
         });
         continue;
@@ -331,28 +272,8 @@ export class RespServer {
     this.setPaused(s, blocked);
   }
 
-  /** The parser's sink: a SET's value of ≥ 64 KiB goes straight into a tier slot (one copy from the
-   * socket's chunk; the store's reserve) when the client is authenticated and the slots' bound allows. */
-  private slotFor(c: Conn, args: readonly Uint8Array[], index: number, left: number, size: number): Uint8Array | undefined {
-    const reserve = this.opts.store.reserve;
-    if (!reserve || index !== 2 || left !== 1 || !c.authed || c.closing || c.slot) return undefined;
-    const name = args[0]!;
-    if (name.length !== 3 || (name[0]! | 0x20) !== 0x73 || (name[1]! | 0x20) !== 0x65 || (name[2]! | 0x20) !== 0x74) return undefined; // "set"
-    if (this.slotsBytes + size > SLOTS_TOTAL_BYTES) return undefined;
-    const slot = reserve.call(this.opts.store, latin1(args[1]!), size);
-    if (!slot) return undefined;
-    c.slot = slot;
-    c.slotSize = size;
-    this.slotsBytes += size;
-    return slot.bytes;
-  }
-
   private dropSlot(c: Conn): void {
-    if (c.slotSize === 0) return;
-    c.slot?.abort();
-    c.slot = undefined;
-    this.slotsBytes -= c.slotSize;
-    c.slotSize = 0;
+    this.setSlots.drop(c);
   }
 
   /** Stop reading while the connection cannot execute (its client feels TCP backpressure). */
@@ -384,9 +305,9 @@ export class RespServer {
 
   /** A reply behind a pending lookup: kept as a copy (a GET reply may be a view into shared memory). */
   private hold(c: Conn, r: Reply): void {
-    const chunks = r.chunks.map((b) => b.slice());
-    for (const b of chunks) this.addSlotBytes(c, b.length);
-    c.slots.push({ reply: { chunks, ...(r.close ? { close: true } : {}) } });
+    const copy = heldCopy(r);
+    this.addSlotBytes(c, replyBytes(copy));
+    c.slots.push({ reply: copy });
     if (r.close) c.quitting = true;
   }
 
@@ -396,7 +317,7 @@ export class RespServer {
     if (c.closing) return;
     while (c.slots.length > 0 && c.slots[0]!.reply) {
       const r = c.slots.shift()!.reply!;
-      for (const b of r.chunks) this.addSlotBytes(c, -b.length);
+      this.addSlotBytes(c, -replyBytes(r));
       this.reply(s, r);
       if (r.close) {
         c.out.flush(s);
@@ -448,9 +369,7 @@ export class RespServer {
       const auth = this.opts.authTimeoutMs ?? 0;
       for (const s of [...this.open]) {
         const c = s.data;
-        if (c.closing) continue;
-        const late = (idle > 0 && now - c.activeMs > idle) || (auth > 0 && !c.authed && now - c.openedMs > auth);
-        if (!late) continue;
+        if (!late(c, now, idle, auth)) continue;
         this.stats.timeout_closed++;
         c.out.clear();
         c.closing = true;
