@@ -13,6 +13,7 @@
 // pointer and the array stays referenced for the call), with its own length as the count: no
 // pointer arithmetic, no raw address kept between calls (a raw `ptr()` of a buffer the JS side no
 // longer references is freed under it: a bare receiver written that way crashed Bun).
+import type { Socket } from "bun";
 import type { Library } from "bun:ffi";
 
 /** MSG_DONTWAIT on Linux (include/linux/socket.h). */
@@ -45,4 +46,16 @@ export function directRecv(): DirectRecv | string {
     cached = `direct receive unavailable: ${(e as Error).message}`;
   }
   return cached;
+}
+
+/**
+ * The descriptor of a plain TCP socket of Bun's, or undefined: a TLS socket (its bytes on the wire are
+ * ciphertext that OpenSSL inside uSockets must read; getTLSVersion() is non-null once data flows), a
+ * closed one (fd -1), or a Bun without the `fd` getter (bun 1.4 has it; its types do not declare it).
+ */
+export function plainFd(s: Socket<unknown>): number | undefined {
+  const x = s as unknown as { fd?: unknown; getTLSVersion?: () => string | null };
+  if (typeof x.getTLSVersion !== "function" || x.getTLSVersion() !== null) return undefined;
+  const fd = x.fd;
+  return typeof fd === "number" && Number.isInteger(fd) && fd >= 0 ? fd : undefined;
 }

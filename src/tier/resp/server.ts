@@ -11,7 +11,7 @@ import { OutQueue, OutputBudget } from "./output.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
 import { type RespServerOptions, type RespStats, newRespStats } from "./options.ts";
 import { REMOTE_LOOKUPS_MAX, RemoteLookups } from "./remote.ts";
-import { type DirectRecv, directRecv } from "./direct-recv.ts";
+import { type DirectRecv, directRecv, plainFd } from "./direct-recv.ts";
 import { SetSlots } from "./set-slots.ts";
 import { late, sweepEveryMs } from "./timeouts.ts";
 
@@ -27,13 +27,6 @@ const SLICE_BYTES = 32 * 1024 * 1024;
 const DIRECT_TAIL_BYTES = 64 * 1024;
 
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
-
-/** The connection's descriptor: Bun's Socket has a `fd` getter its types do not declare (bun 1.4);
- * anything but a descriptor (a later Bun without it, a closed socket's -1) keeps the copying path. */
-function socketFd(s: Socket<Conn>): number | undefined {
-  const fd = (s as unknown as { fd?: unknown }).fd;
-  return typeof fd === "number" && Number.isInteger(fd) && fd >= 0 ? fd : undefined;
-}
 
 export class RespServer {
   readonly stats: RespStats = newRespStats();
@@ -182,7 +175,7 @@ export class RespServer {
     for (let budget = SLICE_BYTES; budget > 0 && !c.closing && !c.paused && !c.later; ) {
       const gap = c.reader.bulkGap();
       if (!gap) return;
-      const fd = socketFd(s);
+      const fd = plainFd(s);
       if (fd === undefined) return;
       const n = direct.recv(fd, gap.length > budget ? gap.subarray(0, budget) : gap);
       if (n <= 0) return;
