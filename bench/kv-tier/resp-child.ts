@@ -12,6 +12,6 @@ const tier = KvTier.open({
   clock: new RealClock(),
   bootId: "bench",
 });
-const s = new RespServer({ host: "127.0.0.1", port: 0, store: tier });
+const s = new RespServer({ host: "127.0.0.1", port: 0, store: tier, directRecv: process.argv[5] === "direct" });
 s.start();
 console.log(`PORT ${s.port}`);

@@ -3,12 +3,14 @@
 // driven by bench/kv-tier's client (one connection, one 1 MiB SET in flight). Each server is its own
 // process; best of 5 alternating rounds of 200 SETs, MiB/s, and the ratio to redis-server.
 // Run: ./node_modules/.bin/bun bench/kv-tier/socket-layer.ts
-//   (the child role: socket-layer.ts serve <bun|node> <request bytes>)
+//   (the child role: socket-layer.ts serve <bun|bun-direct|node> <request bytes>; bench/kv-tier/resp-set.ts
+//   runs these beside herd's own server)
 import * as net from "node:net";
 import { spawn, spawnSync } from "bun";
 import { waitUrl } from "../lib/child.ts";
 import { BenchClient } from "./client.ts";
 import { freePort } from "../lib/child.ts";
+import { directRecv, plainFd } from "../../src/tier/resp/direct-recv.ts";
 
 const MiB = 1024 * 1024;
 const OK = Buffer.from("+OK\r\n");
@@ -17,6 +19,7 @@ const [role, kind, sizeS] = process.argv.slice(2);
 function serve(): void {
   const size = Number(sizeS);
   // Count bytes only: what is measured is the socket layer's receive and reply, not parsing.
+  if (kind === "bun-direct") return serveDirect(size);
   if (kind === "bun") {
     let got = 0;
     const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data(s, d) { got += d.length; for (; got >= size; got -= size) s.write(OK); } } });
@@ -29,6 +32,28 @@ function serve(): void {
     });
     srv.listen(0, "127.0.0.1", () => console.log(`PORT ${(srv.address() as net.AddressInfo).port}`));
   }
+}
+
+/** Bun.listen whose data handler then drains the socket with libc recv into one reused buffer
+ * (src/tier/resp/direct-recv.ts): the ceiling for herd's kv_tier.resp.direct_recv. */
+function serveDirect(size: number): void {
+  const d = directRecv();
+  if (typeof d === "string") throw new Error(d);
+  const buf = new Uint8Array(MiB);
+  let got = 0;
+  const l = Bun.listen({
+    hostname: "127.0.0.1",
+    port: 0,
+    socket: {
+      data(s, chunk) {
+        got += chunk.length;
+        const fd = plainFd(s) ?? -1;
+        for (let n = got < size ? d.recv(fd, buf) : 0; n > 0; n = got < size ? d.recv(fd, buf) : 0) got += n;
+        for (; got >= size; got -= size) s.write(OK);
+      },
+    },
+  });
+  console.log(`PORT ${l.port}`);
 }
 
 const portOf = async (p: ReturnType<typeof spawn>): Promise<number> => Number(await waitUrl(p, /PORT (\d+)/, "server", "stdout"));

@@ -403,6 +403,8 @@ export interface KvTierConfig {
     output_total_max_bytes: number;
     idle_timeout_ms: number;
     auth_timeout_ms: number;
+    /** Large SET values read from the socket straight into their tier slot (bun:ffi recv). */
+    direct_recv: boolean;
   } | null;
   /** Directories engines write KV files into (vLLM fs tier, LMCache fs://); herd bounds their size. */
   shared_dirs: { path: string; size: string }[];

@@ -119,9 +119,11 @@ export class TierService {
         outputTotalBytes: t.resp.output_total_max_bytes,
         idleTimeoutMs: t.resp.idle_timeout_ms,
         authTimeoutMs: t.resp.auth_timeout_ms,
+        directRecv: t.resp.direct_recv,
         ...(password ? { password } : {}),
         ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}),
       });
+      if (this.resp.directUnavailable) this.deps.log?.warn("kv_tier.resp.direct_recv is on but unavailable; Bun's socket reads only", { reason: this.resp.directUnavailable });
       this.resp.start();
     }
   }

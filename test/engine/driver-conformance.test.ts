@@ -126,7 +126,7 @@ describe.each(ALL_DRIVERS.map((d) => [d.kind, d] as const))("driver %s", (kind, 
     if (d.pdFlow === "vllm-nixl") expect(pd.env.VLLM_NIXL_SIDE_CHANNEL_PORT).toBe("9200");
     if (d.pdFlow === "sglang-bootstrap") expect(pd.args).toContain("--disaggregation-bootstrap-port");
     const config = testConfig({ models: [input.model], engines: [input.entry] });
-    config.kv_tier = { ...config.kv_tier, resp: { listen: "127.0.0.1:6390", password_file: "", peer_fetch_max: 64, peer_fetch_timeout_ms: 500, key_max_bytes: 1024, output_total_max_bytes: 256 << 20, idle_timeout_ms: 0, auth_timeout_ms: 10_000 } };
+    config.kv_tier = { ...config.kv_tier, resp: { listen: "127.0.0.1:6390", password_file: "", peer_fetch_max: 64, peer_fetch_timeout_ms: 500, key_max_bytes: 1024, output_total_max_bytes: 256 << 20, idle_timeout_ms: 0, auth_timeout_ms: 10_000, direct_recv: false } };
     const plans = plain ? [{ id: input.id, kind, entryIndex: 0, spec: plain } as unknown as EnginePlan] : [];
     applyTierLaunch(config, plans, () => null);
     const tierArgv = plain?.argv.join(" ") ?? "";

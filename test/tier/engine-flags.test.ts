@@ -8,7 +8,7 @@ import { tierPassword } from "../../src/tier/launch.ts";
 import { defaultConfig } from "../../src/config/index.ts";
 import type { KvTierConfig } from "../../src/config/types.ts";
 
-const tier = (listen: string | null, password_file = ""): KvTierConfig => ({ cpu: { size: "1GiB", path: "/dev/shm/herd" }, ssd: null, resp: listen === null ? null : { listen, password_file, peer_fetch_max: 64, peer_fetch_timeout_ms: 500, key_max_bytes: 1024, output_total_max_bytes: 256 << 20, idle_timeout_ms: 0, auth_timeout_ms: 10_000 }, shared_dirs: [], thread: "main" });
+const tier = (listen: string | null, password_file = ""): KvTierConfig => ({ cpu: { size: "1GiB", path: "/dev/shm/herd" }, ssd: null, resp: listen === null ? null : { listen, password_file, peer_fetch_max: 64, peer_fetch_timeout_ms: 500, key_max_bytes: 1024, output_total_max_bytes: 256 << 20, idle_timeout_ms: 0, auth_timeout_ms: 10_000, direct_recv: false }, shared_dirs: [], thread: "main" });
 
 test("the URL engines dial: loopback as configured, wildcards → loopback, IPv6 bracketed", () => {
   expect(tierRespUrl(tier("127.0.0.1:6390"))).toBe("resp://127.0.0.1:6390");

@@ -31,6 +31,8 @@ export interface RespServerOptions {
   remote?: RemoteTierSource;
   /** Remote lookups in flight across all clients (default REMOTE_LOOKUPS_MAX); over it a miss is a miss. */
   remoteMax?: number;
+  /** Read a large bulk's bytes straight from the socket into its buffer (libc recv via bun:ffi, direct-recv.ts; default off). */
+  directRecv?: boolean;
 }
 
 export interface RespStats {
@@ -56,6 +58,8 @@ export interface RespStats {
   remote_hits: number;
   remote_misses: number;
   remote_rejected: number;
+  /** Bytes read from sockets straight into open bulks (kv_tier.resp.direct_recv). */
+  direct_recv_bytes: number;
 }
 
 export function newRespStats(): RespStats {
@@ -76,5 +80,6 @@ export function newRespStats(): RespStats {
     remote_hits: 0,
     remote_misses: 0,
     remote_rejected: 0,
+    direct_recv_bytes: 0,
   };
 }

@@ -99,6 +99,24 @@ export class RespReader {
   }
 
   /**
+   * The unfilled rest of a large bulk (≥ SCRATCH_MIN_BYTES) being assembled, when no input is
+   * buffered ahead of it: the server may read its socket straight into it (direct-recv.ts), then
+   * call filled(). Undefined otherwise (buffered bytes go first, through next()).
+   */
+  bulkGap(): Uint8Array | undefined {
+    const b = this.bulk;
+    if (!b || this.failed || b.length < SCRATCH_MIN_BYTES || this.end !== this.start || this.bulkFilled >= b.length) return undefined;
+    return b.subarray(this.bulkFilled);
+  }
+
+  /** `n` bytes were written at the start of bulkGap(). */
+  filled(n: number): void {
+    const b = this.bulk;
+    if (!b || !Number.isInteger(n) || n < 0 || this.bulkFilled + n > b.length) throw new Error(`filled(${n}): over the bulk's ${b ? b.length - this.bulkFilled : 0} open bytes`);
+    this.bulkFilled += n;
+  }
+
+  /**
    * The next complete command, a protocol error (final), or undefined when more bytes are needed.
    * Arguments of 64 KiB or more are views of buffers reused by the following call: use (or copy)
    * them before calling next() again.

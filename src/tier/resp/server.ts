@@ -11,6 +11,7 @@ import { OutQueue, OutputBudget } from "./output.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
 import { type RespServerOptions, type RespStats, newRespStats } from "./options.ts";
 import { REMOTE_LOOKUPS_MAX, RemoteLookups } from "./remote.ts";
+import { type DirectRecv, directRecv, plainFd } from "./direct-recv.ts";
 import { SetSlots } from "./set-slots.ts";
 import { late, sweepEveryMs } from "./timeouts.ts";
 
@@ -22,6 +23,8 @@ export { SLOTS_TOTAL_BYTES } from "./set-slots.ts";
 export const SLICE_COMMANDS = 1024;
 /** Argument plus reply bytes one connection handles per slice (a few 16 MiB SETs at most). */
 const SLICE_BYTES = 32 * 1024 * 1024;
+/** Read after a directly received bulk: its CRLF and the start of what follows. */
+const DIRECT_TAIL_BYTES = 64 * 1024;
 
 const HTTP_LINE = /^[A-Z]{3,7} \S+ HTTP\/\d/;
 
@@ -41,6 +44,10 @@ export class RespServer {
   private readonly waiting = new Set<Socket<Conn>>();
   private sweep: TimerHandle | undefined;
   private readonly setSlots: SetSlots;
+  /** kv_tier.resp.direct_recv: libc recv into open bulks (undefined: off or unavailable). */
+  private readonly direct: DirectRecv | undefined;
+  /** What follows a directly received bulk (its CRLF, the next command's start), read with it. */
+  private readonly tail = new Uint8Array(DIRECT_TAIL_BYTES);
 
   constructor(private readonly opts: RespServerOptions) {
     if (!/^(127\.\d+\.\d+\.\d+|::1|localhost)$/.test(opts.host) && opts.password === undefined) {
@@ -55,7 +62,14 @@ export class RespServer {
     this.remote = new RemoteLookups(opts.store, opts.remote, opts.remoteMax ?? REMOTE_LOOKUPS_MAX, this.stats);
     this.clock = opts.clock ?? new RealClock();
     this.setSlots = new SetSlots(opts.store);
+    const d = opts.directRecv ? directRecv() : undefined;
+    this.direct = typeof d === "object" ? d : undefined;
+    /** Why direct receive is off although asked for (the service logs it), else undefined. */
+    this.directUnavailable = typeof d === "string" ? d : undefined;
   }
+
+  /** Why kv_tier.resp.direct_recv is off although it was asked for (undefined: on, or not asked). */
+  readonly directUnavailable: string | undefined;
 
   get port(): number {
     return this.listener?.port ?? 0;
@@ -137,9 +151,42 @@ export class RespServer {
     c.activeMs = this.clock.now();
     c.reader.push(d);
     this.run(s);
+    if (this.direct) this.readDirect(s, this.direct);
+    this.checkInput(s);
+  }
+
+  private checkInput(s: Socket<Conn>): void {
+    const c = s.data;
     if (!c.closing && c.reader.bufferedBytes > this.inputMax) {
       this.reply(s, err("ERR input over the connection's bound"));
       this.close(s);
+    }
+  }
+
+  /**
+   * kv_tier.resp.direct_recv: while the parser has a large bulk open with nothing buffered ahead of
+   * it (a SET's value going into its tier slot), read the socket straight into it (direct-recv.ts),
+   * then the bytes after it into `tail` and go on executing. Only while the connection may read
+   * (not paused, closing or waiting for a later turn) and ≤ SLICE_BYTES per data event, so one
+   * fast client cannot hold the loop; ≤ 0 (nothing yet, EOF, an error) is left to Bun's own read.
+   */
+  private readDirect(s: Socket<Conn>, direct: DirectRecv): void {
+    const c = s.data;
+    for (let budget = SLICE_BYTES; budget > 0 && !c.closing && !c.paused && !c.later; ) {
+      const gap = c.reader.bulkGap();
+      if (!gap) return;
+      const fd = plainFd(s);
+      if (fd === undefined) return;
+      const n = direct.recv(fd, gap.length > budget ? gap.subarray(0, budget) : gap);
+      if (n <= 0) return;
+      this.stats.direct_recv_bytes += n;
+      budget -= n;
+      c.reader.filled(n);
+      c.activeMs = this.clock.now();
+      if (n < gap.length) continue;
+      const t = direct.recv(fd, this.tail);
+      if (t > 0) c.reader.push(this.tail.subarray(0, t));
+      this.run(s);
     }
   }
 
