@@ -187,9 +187,13 @@ export class U64Table {
     }
   }
 
-  /** Make room for `entries` keys without growing on the way (one rebuild now, if any), at RESERVE_LOAD. */
+  /**
+   * Make room for `entries` keys at RESERVE_LOAD (one rebuild now, if any), so the table holds them
+   * without growing and without running at the 0.75 growth threshold: a table that grew on its own
+   * may sit anywhere in (0.5, 0.75] once its engine is full, and is rebuilt to 0.6 here too.
+   */
   reserve(entries: number): void {
-    if (entries > this.cap * MAX_LOAD) this.resize(Math.ceil(entries / RESERVE_LOAD) + 1);
+    if (entries > this.cap * RESERVE_LOAD) this.resize(Math.ceil(entries / RESERVE_LOAD) + 1);
   }
 
   /** Shrink when mostly empty after deletions (keeps memory proportional to live entries). */
