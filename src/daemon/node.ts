@@ -179,7 +179,7 @@ export class HerdNode {
         return live.current.router.metrics_scrape_interval_ms;
       },
       owns: (w) => w.node === config.node.name, // remote workers' load comes in their node's advert
-      // vLLM states its KV capacity in /metrics when no flag gave it: size the index for it.
+      // Engines state their KV capacity in /metrics (vLLM, sim, SGLang, TRT-LLM): size the index for it.
       onKvCapacity: (id, blocks) => this.kv.ingest.setCapacity(id, blocks),
     });
     // With the planner scaling every engines[] entry from zero, no worker is ready at start, by design.

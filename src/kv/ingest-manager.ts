@@ -31,6 +31,8 @@ interface Entry {
   replayer: KvReplayer | null;
   /** Blocks reserved for this worker (its clamped hint, within the budget). */
   reserved: number;
+  /** Whether `reserved` is the engine's stated capacity (a hint or setCapacity), not an estimate from its first eviction. */
+  stated: boolean;
 }
 
 export class KvIngest {
@@ -52,15 +54,18 @@ export class KvIngest {
     if (this.entries.has(worker)) this.removeWorker(worker);
     const { capacityBlocks, ...rest } = opts;
     const reserved = Math.min(clampCapacity(capacityBlocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    let entry: Entry | null = null;
     const stream = new KvEventStream(worker, this.index, {
       clock: this.clock,
       replayer,
       ...rest,
       capacityBlocks: reserved,
       onCleared: () => this.reserveIndex(),
+      selfSize: (held) => (entry ? this.selfSize(entry, held) : 0),
       ...(this.logger ? { logger: this.logger.child("kv") } : {}),
     });
-    this.entries.set(worker, { stream, source, replayer, reserved });
+    entry = { stream, source, replayer, reserved, stated: reserved > 0 };
+    this.entries.set(worker, entry);
     this.reserveIndex();
     source.start(stream);
     return stream;
@@ -81,16 +86,29 @@ export class KvIngest {
   }
 
   /**
-   * A worker's KV capacity learned while it runs (vLLM's num_gpu_blocks from /metrics when no
-   * override flag gave it up front): reserve for it once, within the shared cap.
+   * A worker's KV capacity learned while it runs (vLLM's num_gpu_blocks, SGLang's pages, from
+   * /metrics when no flag gave it up front): reserve for it once, within the shared cap. It
+   * replaces an estimate from the first eviction when larger.
    */
   setCapacity(worker: string, blocks: number): void {
     const e = this.entries.get(worker);
-    if (!e || e.reserved > 0) return;
-    e.reserved = Math.min(clampCapacity(blocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
-    if (e.reserved === 0) return;
-    e.stream.reserveCapacity(e.reserved);
+    if (!e || e.stated) return;
+    const n = Math.min(clampCapacity(blocks), Math.max(0, this.maxReserved - this.reservedBlocks() + e.reserved));
+    if (n === 0) return; // budget spent: a later scrape may find room
+    e.stated = true;
+    if (n <= e.reserved) return;
+    e.reserved = n;
+    e.stream.reserveCapacity(n);
     this.reserveIndex();
+  }
+
+  /** No capacity known, first eviction: budget the estimate and size the index for it (ingest.ts selfSize). */
+  private selfSize(e: Entry, held: number): number {
+    if (e.reserved > 0 || this.entries.get(e.stream.worker) !== e) return 0;
+    e.reserved = Math.min(clampCapacity(held), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    // Called between events (WorkerBlockMap.removedFrom, after its loop): no index slot is held.
+    this.reserveIndex();
+    return e.reserved; // the stream sizes its own map for it
   }
 
   /** Stop consuming and forget the worker's blocks immediately. */

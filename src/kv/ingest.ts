@@ -66,6 +66,15 @@ export interface KvStreamOptions {
    * false decodes every batch with decodeKvEventBatchPairs (the reference; differential tests).
    */
   fastPath?: boolean;
+  /**
+   * With no capacity known (no hint, none learned yet): called once, at the worker's first eviction,
+   * with the engine hashes it held just before (≈ the engine's capacity:
+   * WorkerBlockMap.onFirstEviction); returns the blocks to size the tables for (KvIngest: within
+   * its shared budget, and it sizes the index). Absent: the stream sizes its map for that count.
+   * So a worker whose engine states no capacity reaches the hinted tables' steady state after one
+   * rebuild instead of running at whatever load its grown tables happened to stop at.
+   */
+  selfSize?: (heldBlocks: number) => number;
   /** Called after the worker's blocks were cleared (resync, restart, AllBlocksCleared). */
   onCleared?: () => void;
   logger?: Logger;
@@ -157,9 +166,20 @@ export class KvEventStream implements KvEventSink {
     this.onCleared = opts.onCleared;
     this.fastPath = opts.fastPath ?? true;
     if (this.capacity > 0) this.blocks.reserve(this.capacity);
+    const selfSize = opts.selfSize ?? clampCapacity;
+    this.blocks.onFirstEviction = (held) => {
+      if (this.capacity > 0 || this.closed) return; // a capacity came in meanwhile (setCapacity)
+      const n = selfSize(held);
+      if (n <= 0) return;
+      this.selfSized = true;
+      this.reserveCapacity(n);
+    };
   }
 
-  /** Blocks the engine-hash map is sized for up front (0 = no hint: it grows). */
+  /** Whether the tables were sized from the worker's first eviction (no capacity was known). */
+  selfSized = false;
+
+  /** Blocks the engine-hash map is sized for (0 = no hint and no eviction yet: it grows). */
   get reservedBlocks(): number {
     return this.capacity;
   }

@@ -27,8 +27,9 @@ export function join64(lo: number, hi: number): bigint {
   return split[0]!;
 }
 
-const ZERO_LO = 0x7f4a7c15;
-const ZERO_HI = 0x9e3779b9;
+/** The stored form of the key (0, 0): (0, 0) itself marks an empty slot. */
+export const ZERO_LO = 0x7f4a7c15;
+export const ZERO_HI = 0x9e3779b9;
 // Linear probing: deletions shift the rest of a cluster back, and clusters grow fast past ~0.75.
 const MAX_LOAD = 0.75;
 const MIN_CAP = 16;
@@ -42,6 +43,15 @@ const RESERVE_LOAD = 0.6;
 function mix(lo: number, hi: number): number {
   const h = Math.imul(lo ^ Math.imul(hi, 0x9e3779b1), 0x85ebca77);
   return (h ^ (h >>> 15)) >>> 0;
+}
+
+/**
+ * The home slot of a key in a table whose `homeScale` is `scale` (U64Table.home, for loops outside
+ * the class that compute a run of homes once, touch them, then probe from them: block-match.ts).
+ * Keys (0, 0) must be given as (ZERO_LO, ZERO_HI).
+ */
+export function homeSlot(lo: number, hi: number, scale: number): number {
+  return (mix(lo, hi) * scale) | 0;
 }
 
 export class U64Table {
@@ -71,6 +81,11 @@ export class U64Table {
 
   private home(lo: number, hi: number): number {
     return (mix(lo, hi) * this.scale) | 0;
+  }
+
+  /** cap / 2^32: homeSlot(lo, hi, homeScale) is a key's home. Changes when the table is rebuilt. */
+  get homeScale(): number {
+    return this.scale;
   }
 
   /**
@@ -187,9 +202,13 @@ export class U64Table {
     }
   }
 
-  /** Make room for `entries` keys without growing on the way (one rebuild now, if any), at RESERVE_LOAD. */
+  /**
+   * Make room for `entries` keys at RESERVE_LOAD (one rebuild now, if any), so the table holds them
+   * without growing and without running at the 0.75 growth threshold: a table that grew on its own
+   * may sit anywhere in (0.5, 0.75] once its engine is full, and is rebuilt to 0.6 here too.
+   */
   reserve(entries: number): void {
-    if (entries > this.cap * MAX_LOAD) this.resize(Math.ceil(entries / RESERVE_LOAD) + 1);
+    if (entries > this.cap * RESERVE_LOAD) this.resize(Math.ceil(entries / RESERVE_LOAD) + 1);
   }
 
   /** Shrink when mostly empty after deletions (keeps memory proportional to live entries). */

@@ -131,6 +131,21 @@ export class WorkerBlockMap {
   }
 
   /**
+   * Called once, at the worker's first eviction (a removal that drops an engine hash from the map),
+   * with the engine hashes held just before it: an engine evicts only when its KV cache is full
+   * (vLLM emits BlockRemoved when a cached block is reused, vllm/v1/core/block_pool.py
+   * `_maybe_evict_cached_block`; SGLang's radix cache when its pool is full), so that count is
+   * ≈ its capacity. KvEventStream sizes the tables from it when no capacity hint was given.
+   */
+  onFirstEviction: ((heldBlocks: number) => void) | null = null;
+  private evicted = false;
+
+  /** Slots of the engine-hash map (its capacity; tests read how it was sized). */
+  get slots(): number {
+    return this.map.cap;
+  }
+
+  /**
    * Touch the home records of `count` engine hashes at `hp[2·hStart …]` before they are looked up:
    * independent loads overlap, so a batch's removals (one event per block) cost a few cache misses
    * in a large map instead of one serial miss each (as BlockIndex.applyPairs does for the index).
@@ -370,6 +385,7 @@ export class WorkerBlockMap {
       this.gone = grown;
     }
     const gone = this.gone;
+    const held = this.map.count;
     for (let i = 0; i < count; i++) {
       const slot = this.map.find(hp[2 * (hStart + i)]!, hp[2 * (hStart + i) + 1]!);
       if (slot < 0 || (this.map.data[this.map.at(slot) + W_MEDIA]! & (1 << mi)) === 0) {
@@ -386,6 +402,10 @@ export class WorkerBlockMap {
       }
     }
     this.goneCount = nGone;
+    if (!this.evicted && this.map.count < held) {
+      this.evicted = true;
+      this.onFirstEviction?.(held);
+    }
   }
 
   /**

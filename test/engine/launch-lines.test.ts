@@ -160,6 +160,20 @@ describe("SGLang and TRT-LLM", () => {
     expect(q!.spec!.env.SGLANG_ENABLE_HEALTH_ENDPOINT_GENERATION).toBe("true");
   });
 
+  test("SGLang KV capacity from /metrics: num_pages, else max_total_num_tokens / page_size; summed over DP ranks", async () => {
+    const { sglang } = await import("../../src/engine/drivers/sglang.ts");
+    const l = (tp: number, dp?: number) => `{model_name="m",tp_rank="${tp}"${dp !== undefined ? `,dp_rank="${dp}"` : ""}}`;
+    const run = `sglang:num_running_reqs${l(0)} 2\n`;
+    // Newer builds: pages (one KV event block per page); the TP ranks of one pool say the same.
+    expect(sglang.metrics.read(`${run}sglang:num_pages${l(0)} 9000\nsglang:num_pages${l(1)} 9000\n`).kvBlocks).toBe(9000);
+    // Tokens over the page size, per label set; each DP rank has its own pool.
+    const body = [0, 1].map((dp) => `sglang:max_total_num_tokens${l(0, dp)} 160000\nsglang:page_size${l(0, dp)} 16`).join("\n");
+    expect(sglang.metrics.read(`${run}${body}\n`)).toEqual({ load: { running: 2, waiting: null, kv_usage: null }, kvBlocks: 20_000 });
+    // Tokens without a page size (older builds): not stated.
+    expect(sglang.metrics.read(`${run}sglang:max_total_num_tokens${l(0)} 160000\n`)).toEqual({ load: { running: 2, waiting: null, kv_usage: null } });
+    expect(sglang.metrics.read(`${run}sglang:num_pages${l(0)} 0\nsglang:page_size${l(0)} NaN\n`).kvBlocks).toBeUndefined();
+  });
+
   test("TRT-LLM: load from its JSON /metrics (newest stat per attention-DP rank); empty = idle; not JSON = no reading", async () => {
     const { readTrtllmStats } = await import("../../src/engine/drivers/trtllm.ts");
     const stat = (iter: number, rank: number, active: number, queued: number, used: number) => ({

@@ -109,6 +109,20 @@ describe("BlockIndex", () => {
     expect(ix.holds("a", h[3]!, "gpu")).toBe(true);
   });
 
+  test("the hash 0 (stored under the table's stand-in key) matches at every position, in both walks", () => {
+    // block-match.ts computes homes outside U64Table, so it must map the key (0, 0) as find() does.
+    const hs = [5n, 0n, 7n, 0n, 9n, ...Array.from({ length: 150 }, (_, i) => 1000n + BigInt(i)), 0n];
+    for (const workers of [2, 40]) {
+      const ix = new BlockIndex(16);
+      for (let w = 0; w < workers; w++) ix.apply(`w${w}`, { kind: "stored", medium: w % 2 ? "cpu" : "gpu", hashes: hs.slice(0, w === 1 ? 3 : hs.length) });
+      const m = ix.findMatches(hs);
+      expect(m.get("w0")).toEqual({ gpu: hs.length, cpu: 0, disk: 0 });
+      expect(m.get("w1")).toEqual({ gpu: 0, cpu: 4, disk: 0 }); // holds 5, 0, 7: position 3 is 0 again
+      ix.apply("w0", { kind: "removed", medium: "gpu", hashes: [0n] });
+      expect(ix.findMatches(hs).get("w0")).toEqual({ gpu: 1, cpu: 0, disk: 0 });
+    }
+  });
+
   test("removeWorker takes effect at once and frees the bit for a new worker", () => {
     const ix = new BlockIndex();
     ix.apply("a", { kind: "stored", medium: "gpu", hashes: h });

@@ -21,7 +21,10 @@ export function driverFor(kind: EngineKind): EngineDriver {
 /**
  * KV capacity in blocks known before the engine runs (sim: --kv-blocks or its default; vLLM:
  * --num-gpu-blocks-override), so the KV index can be sized up front; undefined otherwise. Running
- * vLLM engines report theirs in vllm:cache_config_info (MetricsScraper `onKvCapacity`).
+ * engines report theirs in /metrics (MetricsScraper `onKvCapacity`): vLLM and the sim in
+ * vllm:cache_config_info, SGLang in sglang:num_pages (or tokens / page size), TRT-LLM in its JSON
+ * stats. A worker whose capacity is never stated sizes its tables at its first eviction
+ * (src/kv/ingest.ts `selfSize`).
  */
 export function kvCapacityHint(p: Pick<EnginePlan, "kind" | "spec">): number | undefined {
   return p.spec ? driverFor(p.kind).kvCapacity(p.spec) : undefined;

@@ -2,7 +2,7 @@
 // metric names: python/sglang/srt/metrics/collector.py.
 import type { EngineDriver } from "../driver.ts";
 import { foldPromLoad, promLoadNameSet, type PromLoadNames } from "../telemetry/prom-load.ts";
-import { parsePromText } from "../telemetry/prom-text.ts";
+import { parsePromText, type Sample } from "../telemetry/prom-text.ts";
 import { httpOk, kvBindJson, makeSpec, noCapacity, sameLaunch } from "./common.ts";
 
 export const SGLANG_LOAD: PromLoadNames = {
@@ -10,7 +10,44 @@ export const SGLANG_LOAD: PromLoadNames = {
   waiting: ["sglang:num_queue_reqs"],
   kvUsage: ["sglang:token_usage"],
 };
-const NAMES: ReadonlySet<string> = promLoadNameSet(SGLANG_LOAD);
+// KV capacity (SchedulerMetricsCollector, python/sglang/srt/metrics/collector.py): the pool's pages
+// (`num_pages`, newer builds), else its tokens over the page size; SGLang's KV events name one
+// block per page, so pages are the blocks herd indexes.
+const NUM_PAGES = "sglang:num_pages";
+const MAX_TOKENS = "sglang:max_total_num_tokens";
+const PAGE_SIZE = "sglang:page_size";
+const NAMES: ReadonlySet<string> = new Set([...promLoadNameSet(SGLANG_LOAD), NUM_PAGES, MAX_TOKENS, PAGE_SIZE]);
+
+/**
+ * A worker's KV capacity in blocks from SGLang's gauges, or undefined when it does not state it
+ * (older builds without a page-size gauge). Each data-parallel rank has its own pool (label
+ * `dp_rank`): summed; the tensor/pipeline ranks of one pool report the same figure: the largest
+ * is taken.
+ */
+export function sglangKvBlocks(samples: readonly Sample[]): number | undefined {
+  const key = (labels: Record<string, string>) => JSON.stringify(Object.entries(labels).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
+  const pages = new Map<string, { labels: Record<string, string>; pages?: number; tokens?: number; pageSize?: number }>();
+  for (const s of samples) {
+    if (s.name !== NUM_PAGES && s.name !== MAX_TOKENS && s.name !== PAGE_SIZE) continue;
+    if (!Number.isFinite(s.value) || s.value <= 0) continue;
+    const k = key(s.labels);
+    const e = pages.get(k) ?? { labels: s.labels };
+    if (s.name === NUM_PAGES) e.pages = s.value;
+    else if (s.name === MAX_TOKENS) e.tokens = s.value;
+    else e.pageSize = s.value;
+    pages.set(k, e);
+  }
+  const perRank = new Map<string, number>();
+  for (const e of pages.values()) {
+    const n = Math.floor(e.pages ?? (e.tokens !== undefined && e.pageSize !== undefined ? e.tokens / e.pageSize : 0));
+    if (n < 1) continue;
+    const rank = e.labels.dp_rank ?? "";
+    perRank.set(rank, Math.max(perRank.get(rank) ?? 0, n));
+  }
+  let sum = 0;
+  for (const n of perRank.values()) sum += n;
+  return sum > 0 ? sum : undefined;
+}
 
 export const sglang: EngineDriver = {
   id: "engine.driver.sglang",
@@ -49,7 +86,12 @@ export const sglang: EngineDriver = {
     path: "/metrics",
     format: "prometheus",
     names: NAMES,
-    read: (body) => ({ load: foldPromLoad(parsePromText(body, { names: NAMES }).samples, SGLANG_LOAD) }),
+    read(body) {
+      const samples = parsePromText(body, { names: NAMES }).samples;
+      const load = foldPromLoad(samples, SGLANG_LOAD);
+      const kvBlocks = sglangKvBlocks(samples);
+      return kvBlocks !== undefined ? { load, kvBlocks } : { load };
+    },
   },
   kvCapacity: noCapacity,
   check(entry, { model }) {
