@@ -60,3 +60,40 @@ describe.each(media)("Medium conformance: %s", (_n, make) => {
     expect(m.write(new Uint8Array(64))).toBeUndefined();
   });
 });
+
+describe("ShmMedium stamps", () => {
+  const open = () => ShmMedium.open({ path: tempDirs().shm, capacityBytes: CAP, segmentBytes: 1 << 20 }, undefined);
+
+  test("a location reads only while its extent carries its stamp; malformed locations never", () => {
+    const m = open();
+    const a = m.write(valueOf("a", 0, 4000))!;
+    expect(a).toMatch(/^0:0:[0-9a-f]{16}$/);
+    const [seg = "", off = ""] = a.split(":");
+    const id = a.split(":")[2]!;
+    // the pre-stamp format, a digit too many, a non-hex digit, an empty segment, another offset
+    for (const bad of [`${seg}:${off}`, `${a}0`, a.slice(0, -1) + "g", `:${off}:${id}`, `0:64:${id}`]) {
+      expect(m.read(bad, 4000)).toBeUndefined();
+    }
+    expect(m.read(a, 4001)).toBeUndefined(); // the stamp holds the size
+    m.free(a, 4000);
+    const b = m.write(valueOf("b", 0, 4000))!; // reuses the same extent
+    expect(b.split(":").slice(0, 2)).toEqual([seg, off]);
+    expect(m.read(a, 4000)).toBeUndefined();
+    expect(Buffer.from(m.read(b, 4000)!).equals(Buffer.from(valueOf("b", 0, 4000)))).toBe(true);
+  });
+
+  test("an allocated extent is adoptable only once sealed", () => {
+    const { shm } = tempDirs();
+    const m = ShmMedium.open({ path: shm, capacityBytes: CAP, segmentBytes: 1 << 20 }, undefined);
+    const s1 = m.allocate!(3000)!;
+    const s2 = m.allocate!(3000)!;
+    s1.bytes.fill(1);
+    s2.bytes.fill(2);
+    expect(m.read(s1.loc, 3000)).toBeUndefined(); // not sealed yet
+    m.seal!(s1.loc, 3000);
+    expect(m.read(s1.loc, 3000)![0]).toBe(1);
+    const again = ShmMedium.open({ path: shm, capacityBytes: CAP, segmentBytes: 1 << 20 }, m.instance);
+    expect(again.adopt(s1.loc, 3000)).toBe(true);
+    expect(again.adopt(s2.loc, 3000)).toBe(false); // a crash before seal: its bytes are never adopted
+  });
+});
