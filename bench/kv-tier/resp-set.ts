@@ -5,7 +5,7 @@
 // (one connection, one SET in flight); best of ROUNDS alternating rounds of 200 SETs, MiB/s, ÷ redis.
 // RESP_SET_BEFORE=<tree> adds that tree's resp-child.ts (an A/B against an earlier commit in the same
 // run); RESP_SET_ENV="A=1 B=2" adds herd (direct) with that environment (mimalloc settings); each herd
-// child's VmRSS/VmHWM after the rounds is printed.
+// child's RssAnon/RssShmem after the rounds is printed.
 // Run: ./node_modules/.bin/bun bench/kv-tier/resp-set.ts
 import { spawn, spawnSync } from "bun";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -29,7 +29,8 @@ function herdKid(name: string, tree: string, direct: boolean, env: Record<string
 const rss = (pid: number): string => {
   const s = readFileSync(`/proc/${pid}/status`, "utf8");
   const kb = (k: string) => Number(new RegExp(`${k}:\\s+(\\d+)`).exec(s)?.[1] ?? 0) / 1024;
-  return `VmRSS ${kb("VmRSS").toFixed(0)} MiB, VmHWM ${kb("VmHWM").toFixed(0)} MiB`;
+  // RssShmem is the tier's shared memory (the values stored), the same for every variant; RssAnon is the heap.
+  return `RssAnon ${kb("RssAnon").toFixed(0)} MiB, RssShmem ${kb("RssShmem").toFixed(0)} MiB`;
 };
 
 async function main(): Promise<void> {
