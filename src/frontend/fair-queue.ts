@@ -109,6 +109,9 @@ export class FairQueue {
 
   /** Capacity may have grown (a worker became ready): release what fits. */
   poke(): void {
+    // Called on every registry change, in-flight counts included (twice per request): nothing to do
+    // when nobody waits.
+    if (this.waiting.length === 0) return;
     for (const m of new Set(this.waiting.map((e) => e.model))) this.dispatch(m);
   }
 

@@ -44,6 +44,17 @@ export function tooComplex(v: NonNullable<Verdict>, maxValues: number): HerdErro
     : badRequest(`request body has more than ${maxValues} JSON values, the most this server accepts (frontend.max_json_values)`, null, "json_too_large");
 }
 
+/** Decodes without `stream`, so one instance serves every call (no state is kept between them). */
+const utf8 = new TextDecoder();
+
+/** A body small enough to scan on the calling thread: decoded, bounded, parsed. */
+function parseInline(chunks: Uint8Array[], bytes: number, maxValues: number): { text: string; parsed: unknown } {
+  const text = utf8.decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes));
+  const v = scanJson(text, maxValues, MAX_JSON_DEPTH);
+  if (v !== null) throw tooComplex(v, maxValues);
+  return { text, parsed: parseJson(text) };
+}
+
 export class JsonGuard {
   private worker: Worker | null = null;
   private readonly pending = new Map<number, { resolve: (v: Answer) => void; reject: (e: Error) => void }>();
@@ -78,7 +89,10 @@ export class JsonGuard {
       held += n;
     };
     try {
-      return await this.readAndParse(req, limitBytes, maxValues, reserve);
+      const { chunks, bytes } = await readBodyChunks(req, limitBytes, reserve);
+      // A small body is decoded, scanned and parsed here without another await (one async layer
+      // fewer per request on the hot path); a large one is checked on the helper thread.
+      return bytes <= this.inlineMaxChars ? parseInline(chunks, bytes, maxValues) : await this.parseOffLoop(chunks, bytes, maxValues);
     } finally {
       this.bodyBytes -= held;
     }
@@ -89,18 +103,10 @@ export class JsonGuard {
     return this.bodyBytes;
   }
 
-  private async readAndParse(req: Request, limitBytes: number, maxValues: number, reserve: (n: number) => void): Promise<{ text: string; parsed: unknown }> {
-    const { chunks, bytes } = await readBodyChunks(req, limitBytes, reserve);
-    let text: string;
-    if (bytes <= this.inlineMaxChars) {
-      text = new TextDecoder().decode(chunks.length === 1 ? chunks[0] : Buffer.concat(chunks, bytes));
-      const v = scanJson(text, maxValues, MAX_JSON_DEPTH);
-      if (v !== null) throw tooComplex(v, maxValues);
-    } else {
-      const r = await this.scanOffLoop(chunks, bytes, maxValues);
-      if (r.verdict !== null) throw tooComplex(r.verdict, maxValues);
-      text = r.text ?? "";
-    }
+  private async parseOffLoop(chunks: Uint8Array[], bytes: number, maxValues: number): Promise<{ text: string; parsed: unknown }> {
+    const r = await this.scanOffLoop(chunks, bytes, maxValues);
+    if (r.verdict !== null) throw tooComplex(r.verdict, maxValues);
+    const text = r.text ?? "";
     return { text, parsed: parseJson(text) };
   }
 

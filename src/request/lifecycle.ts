@@ -344,13 +344,17 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
   const { d, t } = s.x;
   const fmt = d.upstream.format;
   s.headersTimer.cancel();
+  // One idle timer for the whole read, re-armed lazily: a chunk only moves `lastChunkAtMs`, and the
+  // timer, when it fires early, waits out the rest (was a cancel + setTimer per chunk).
+  let lastChunkAtMs = d.clock.now();
   let bodyTimer: TimerHandle | null = null;
-  const arm = () => {
-    bodyTimer?.cancel();
-    bodyTimer = d.clock.setTimer(d.idleTimeoutMs, () =>
-      s.ac.abort(new AbortCause("idle_timeout", `response body stalled for ${d.idleTimeoutMs} ms`)),
-    );
+  const check = (): void => {
+    const left = lastChunkAtMs + d.idleTimeoutMs - d.clock.now();
+    if (left > 0) return void (bodyTimer = d.clock.setTimer(left, check));
+    bodyTimer = null;
+    s.ac.abort(new AbortCause("idle_timeout", `response body stalled for ${d.idleTimeoutMs} ms`));
   };
+  bodyTimer = d.clock.setTimer(d.idleTimeoutMs, check);
   const chunks: C[] = [];
   let size = 0;
   const next = (): void =>
@@ -362,7 +366,7 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
       if (!r.done) {
         chunks.push(r.value);
         size += fmt.size(r.value);
-        arm();
+        lastChunkAtMs = d.clock.now();
         if (size <= SMALL_ANSWER_BYTES || !s.x.toClient) return next();
       }
       bodyTimer?.cancel();
@@ -377,7 +381,6 @@ function readWhole<C>(s: AttemptState<C>, body: ChunkSource<C>, contentType: str
       t.release({ kind: "complete", status: 200, cachedTokens: usage.cachedTokens, outputTokens: usage.outputTokens ?? null });
       settle(s, { kind: "committed", answer: { kind: "whole", workerId: s.workerId, status: 200, contentType: contentType ?? "application/json", body: whole } });
     });
-  arm();
   next();
 }
 

@@ -33,25 +33,55 @@ export function lastCachedTokens(text: string): number | null {
 
 /**
  * The cached tokens of a non-streaming JSON answer, fed chunk by chunk as it passes: only a short
- * tail is kept across chunks (a match may straddle two), never the body.
+ * tail is kept across chunks (a match may straddle two), never the body. The bytes are searched
+ * natively for the two keys (Buffer.lastIndexOf) and only a few bytes after a hit are decoded: a
+ * non-streamed answer is otherwise never turned into text by herd (was: a UTF-8 decode of the whole
+ * body and two regex passes over it, per request). The keys and digits are ASCII, and no byte of a
+ * multi-byte UTF-8 sequence is ASCII, so reading the hit's neighbourhood as latin1 finds exactly
+ * what the text would; JSON's whitespace (RFC 8259 §2) is matched, not every Unicode space.
  */
 export class UsageTail {
   cachedTokens: number | null = null;
   /** usage.completion_tokens of the answer, null when absent. */
   outputTokens: number | null = null;
-  private carry = "";
-  private readonly decoder = new TextDecoder();
+  private carry: Buffer | null = null;
 
   push(bytes: Uint8Array): void {
-    const text = this.carry + this.decoder.decode(bytes, { stream: true });
-    const v = lastCachedTokens(text);
-    if (v !== null) this.cachedTokens = v;
-    const o = lastCompletionTokens(text);
-    if (o !== null) this.outputTokens = o;
-    // Long enough for `"cached_tokens" : 1234567890` with some whitespace; a match wholly inside it
-    // is found again next time with the same value, which is harmless.
-    this.carry = text.slice(-96);
+    const b = Buffer.from(bytes.buffer, bytes.byteOffset, bytes.byteLength);
+    // A match straddling the previous chunk and this one: the seam is searched first, so a match
+    // wholly in this chunk (later in the body) wins.
+    if (this.carry !== null) this.scan(Buffer.concat([this.carry, b.subarray(0, TAIL_BYTES)]));
+    this.scan(b);
+    // Long enough for `"completion_tokens" : 1234567890` with some whitespace; a match wholly inside
+    // it is found again next time with the same value, which is harmless.
+    this.carry = b.length >= TAIL_BYTES || this.carry === null ? Buffer.from(b.subarray(-TAIL_BYTES)) : Buffer.concat([this.carry, b]).subarray(-TAIL_BYTES);
   }
+
+  private scan(b: Buffer): void {
+    const cached = lastNumberAfter(b, CACHED_KEY);
+    if (cached !== null) this.cachedTokens = cached;
+    const output = lastNumberAfter(b, COMPLETION_KEY);
+    if (output !== null) this.outputTokens = output;
+  }
+}
+
+const TAIL_BYTES = 96;
+const CACHED_KEY = Buffer.from('"cached_tokens"');
+const COMPLETION_KEY = Buffer.from('"completion_tokens"');
+const KEY_VALUE = /^"[a-z_]+"[ \t\r\n]*:[ \t\r\n]*(\d+)/;
+
+/** The number after the last `"key" :` in `b` that has one (as lastCachedTokens on the text), or null. */
+function lastNumberAfter(b: Buffer, key: Buffer): number | null {
+  for (let i = b.lastIndexOf(key); i >= 0; i = i === 0 ? -1 : b.lastIndexOf(key, i - 1)) {
+    // A short window first; the rest of the buffer only when the window may have cut the match
+    // (no match in it, or its digits run to its end).
+    const cut = i + 64 < b.length;
+    const win = b.toString("latin1", i, cut ? i + 64 : b.length);
+    let m = KEY_VALUE.exec(win);
+    if (cut && (m === null || m[0].length === win.length)) m = KEY_VALUE.exec(b.toString("latin1", i));
+    if (m) return Number(m[1]);
+  }
+  return null;
 }
 
 /** True when a parsed chunk carries generated output (text, content, reasoning, tool call) or a finish. */

@@ -243,11 +243,18 @@ export class Ticket {
 
   /** An attempt is over (failed before the commit point, or read whole): its lease ends. No argument: every attempt. */
   endAttempt(ac?: AbortController): void {
-    for (const [k, a] of [...this.attempts]) {
-      if (ac !== undefined && k !== ac) continue;
+    if (ac !== undefined) {
+      const a = this.attempts.get(ac);
+      if (a === undefined) return;
+      this.attempts.delete(ac);
+      a.unlink?.();
+      return a.lease.release();
+    }
+    // (Deleting the entry being visited is safe in a Map's iteration.)
+    for (const [k, a] of this.attempts) {
+      this.attempts.delete(k);
       a.unlink?.();
       a.lease.release();
-      this.attempts.delete(k);
     }
   }
 

@@ -88,6 +88,22 @@ describe("usage sniffing", () => {
     }
   });
 
+  test("UsageTail, fed byte by byte or in odd chunks, reads what the decoded text says (multi-byte content, spaced keys, a mention in the text)", () => {
+    const body =
+      '{"choices":[{"message":{"content":"é✓ say \\"cached_tokens\\": 99 😀' + "ü".repeat(70) + '"}}],' +
+      '"usage":{"completion_tokens" :\n 321,"prompt_tokens_details":{"cached_tokens":\t40960}}}';
+    const bytes = enc.encode(body);
+    expect(lastCachedTokens(body)).toBe(40960);
+    for (const step of [1, 3, 5, 17, 95, 96, 97, bytes.length]) {
+      const t = new UsageTail();
+      for (let i = 0; i < bytes.length; i += step) t.push(bytes.slice(i, i + step));
+      expect([step, t.cachedTokens, t.outputTokens]).toEqual([step, 40960, 321]);
+    }
+    const none = new UsageTail();
+    none.push(enc.encode('{"choices":[{"message":{"content":"no usage"}}]}'));
+    expect([none.cachedTokens, none.outputTokens]).toEqual([null, null]);
+  });
+
   test("policies that read block hashes", () => {
     expect(["kv", "prefix", "round-robin", "session", "least-loaded"].map((p) => policyNeedsPrompt({ policy: p }))).toEqual([true, true, false, false, false]);
   });
