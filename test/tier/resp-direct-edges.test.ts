@@ -12,7 +12,7 @@ import { plainFd } from "../../src/tier/resp/direct-recv.ts";
 import { RespServer } from "../../src/tier/resp/server.ts";
 import { SeededRng } from "../../src/core/rng.ts";
 import { cleanupDirs, openTier, valueOf } from "./helpers.ts";
-import { cmd } from "./resp-helpers.ts";
+import { cmd, transcript } from "./resp-helpers.ts";
 
 afterAll(cleanupDirs);
 const KiB = 1024;
@@ -25,37 +25,9 @@ function server(cpuBytes = 64 * 1024 * KiB, directRecv = true) {
   return { tier, s, done: () => (s.stop(), tier.close()) };
 }
 
-/** Connect, write each piece (waiting `pauseMs` after each so the server reads them apart), collect
- * replies until `want` bytes or the server closes; 10 s bound. */
+/** Each piece written `pauseMs` apart, replies until `want` bytes or the server closes (transcript, 10 s bound). */
 async function pieces(port: number, parts: Uint8Array[], want: number, pauseMs = 3): Promise<Buffer> {
-  const got: Buffer[] = [];
-  let n = 0;
-  let closed = false;
-  const sock = await Bun.connect({
-    hostname: "127.0.0.1",
-    port,
-    socket: {
-      data(_s, d) {
-        got.push(Buffer.from(d));
-        n += d.length;
-      },
-      close() {
-        closed = true;
-      },
-    },
-  });
-  for (const p of parts) {
-    let rest = p;
-    while (rest.length > 0) {
-      const w = sock.write(rest);
-      rest = rest.subarray(Math.max(0, w));
-      if (rest.length > 0) await Bun.sleep(1);
-    }
-    if (pauseMs > 0) await Bun.sleep(pauseMs);
-  }
-  for (let i = 0; i < 1000 && n < want && !closed; i++) await Bun.sleep(10);
-  sock.end();
-  return Buffer.concat(got);
+  return (await transcript(port, parts, (b) => b.length >= want, 10_000, pauseMs)).bytes;
 }
 
 const splitAt = (b: Uint8Array, cuts: number[]): Uint8Array[] => {

@@ -8,8 +8,12 @@ export function freePort(): number {
   return p;
 }
 
-/** Send `input`, collect replies until `done(bytes)` or the server closes; `waitMs` (5 s) safety bound. */
-export async function transcript(port: number, input: Uint8Array | string, done: (b: Buffer) => boolean = () => false, waitMs = 5000): Promise<{ bytes: Buffer; closed: boolean }> {
+/**
+ * Send `input` (pieces: one after another, `pauseMs` after each so the server reads them apart), all
+ * of it (a write may take only part; the rest follows as the socket drains), and collect replies
+ * until `done(bytes)` or the server closes; `waitMs` (5 s) safety bound.
+ */
+export async function transcript(port: number, input: Uint8Array | string | readonly Uint8Array[], done: (b: Buffer) => boolean = () => false, waitMs = 5000, pauseMs = 0): Promise<{ bytes: Buffer; closed: boolean }> {
   const got: Buffer[] = [];
   let closed = false;
   let resolve!: () => void;
@@ -31,7 +35,15 @@ export async function transcript(port: number, input: Uint8Array | string, done:
       },
     },
   });
-  sock.write(typeof input === "string" ? Buffer.from(input, "latin1") : input);
+  const parts = typeof input === "string" ? [Buffer.from(input, "latin1")] : input instanceof Uint8Array ? [input] : input;
+  for (const p of parts) {
+    let rest = p;
+    while (rest.length > 0 && !closed) {
+      rest = rest.subarray(Math.max(0, sock.write(rest)));
+      if (rest.length > 0) await Bun.sleep(1);
+    }
+    if (pauseMs > 0) await Bun.sleep(pauseMs);
+  }
   const guard = Bun.sleep(waitMs).then(() => "timeout");
   await Promise.race([finished, guard]);
   sock.end();
