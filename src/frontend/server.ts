@@ -21,7 +21,7 @@ import type { Server } from "bun";
 import { HerdError } from "../core/errors.ts";
 import { tooLarge } from "../http/body.ts";
 import { serverTls, type ListenerTls } from "../http/tls-files.ts";
-import type { ConnEnv, Frontend } from "./app.ts";
+import type { Frontend } from "./app.ts";
 import { errorResponse } from "./respond.ts";
 
 export interface Listening {
@@ -65,17 +65,10 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
       const declared = Number(req.headers.get("content-length") ?? 0);
       if (declared > backstop) return errorResponse(tooLarge(maxBodyBytes), { connection: "close" });
       const url = req.url; // (a getter that builds the string: read once)
-      const inference = req.method === "POST" && url.includes("/v1/");
-      if (inference) srv.timeout(req, 0);
-      // The inference routes never read the address (only the admin, metrics and peer routes do):
-      // asked for only when read, while the request is being handled.
-      let known = false;
-      let addr: string | null = null;
-      const ipOf = (): string | null => (known ? addr : ((known = true), (addr = srv.requestIP(req)?.address ?? null)));
-      const env: ConnEnv = inference && !url.includes("/cluster/") ? { get ip() { return ipOf(); } } : { ip: ipOf() };
-      if (URL.canParse(url)) return app.fetch(req, env);
+      if (req.method === "POST" && url.includes("/v1/")) srv.timeout(req, 0);
+      const ip = srv.requestIP(req)?.address ?? null;
+      if (URL.canParse(url)) return app.fetch(req, { ip });
       const host = req.headers.get("host");
-      const ip = ipOf();
       if (host === null && url.startsWith("/")) return app.fetch(new Request(`${base()}${url}`, req), { ip });
       frontend.refused("malformed Host header", { host: JSON.stringify(host ?? "").slice(0, 80), remote: ip ?? "unknown" });
       return errorResponse(badHost(), { connection: "close" });
