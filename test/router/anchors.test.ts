@@ -126,6 +126,16 @@ describe("prefixaware (production-stack)", () => {
     for (let q = 0; q < 10; q++) expect(p.pick(request([...doc, ...prompt(200 + q, 3)]), ws, ctx(q)).chosen).toBe(first);
   });
 
+  test("a shared system prompt captures every later prompt on the first worker (the walk narrows to it)", () => {
+    const p = policyFactory("prefixaware")!.create(routerConfig({ policy: "prefixaware" }));
+    const system = prompt(1, 10);
+    const ws = [worker("w0"), worker("w1"), worker("w2"), worker("w3")];
+    const first = p.pick(request([...system, ...prompt(2, 6)]), ws, ctx(1)).chosen;
+    // New documents behind the same system prompt: only `first` holds the system prompt's chunks,
+    // so the intersection is {first} when the document's first chunk is missing.
+    for (let d = 3; d < 20; d++) expect(p.pick(request([...system, ...prompt(d, 6)]), ws, ctx(d)).chosen).toBe(first);
+  });
+
   test("bounded: at most maxNodes nodes, the deepest forgotten first", () => {
     const trie = new PrefixTrie(3);
     const path = prompt(6, 8); // 4 chunks

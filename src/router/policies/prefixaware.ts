@@ -13,6 +13,10 @@
 //     QPS endpoint; not emulated (the default never takes it).
 //   - no eviction ("we assume that there is no eviction of prefix cache"); its memory grows without
 //     bound (production-stack issue #687).
+//   - a consequence: prompts behind one shared system prompt all go to the first endpoint that
+//     served it (after the system prompt's chunks only that endpoint survives the intersection, and
+//     a new document's first chunk ends the walk there) — one engine takes the whole doc-qa load
+//     (docs/benchmarks.md "Emulated anchors").
 // Here: chunks of PRODUCTION_STACK_CHUNK_BLOCKS token blocks (2 × 16 tokens ≈ 128 characters at the
 // 4 characters per token llm-d also assumes), keyed by the sequence hash of the chunk's last block,
 // which names the whole prefix as the trie path does; a trailing partial chunk is a node too, as in
