@@ -100,6 +100,7 @@ console.log(`anchors: ${ANCHORS.map((a) => `${a.name} = ${a.about}`).join("; ")}
 const scarce: string[][] = [["seed", "round-robin", ...ANCHORS.map((a) => a.name), "kv (herd)", "round-robin / kv", ...ANCHORS.map((a) => `${a.name} / kv`), ""]];
 let scarceOk = true;
 const worstVs = new Map<string, number>();
+const spreads: string[] = [];
 for (const seed of parts.includes("2") ? seeds : []) {
   const n = Math.max(requests, 2000);
   const rr = await run("doc-qa", byName("round-robin"), seed, scarceRate, KV_BLOCKS, n);
@@ -113,8 +114,13 @@ for (const seed of parts.includes("2") ? seeds : []) {
   const ok = a / k >= TARGET_SCARCE && vs.every((r) => r >= 1);
   scarceOk &&= ok;
   scarce.push([String(seed), ms(a), ...anchors.map((r) => ms(r.summary.ttft?.p95)), ms(k), `${(a / k).toFixed(2)}×`, ...vs.map((r) => `${r.toFixed(2)}×`), ok ? "ok" : "MISS"]);
+  // Why a row is what it is: how evenly requests spread (max / mean per engine), the engines' prefix
+  // hit rate and the TTFT p99, per variant.
+  const why = (r: Row) => `${r.variant} ${r.request_spread.toFixed(2)} / ${r.prefix_hit === null ? "n/a" : (r.prefix_hit * 100).toFixed(1) + "%"} / ${ms(r.summary.ttft?.p99)}`;
+  spreads.push(`seed ${seed}: ${[rr, ...anchors, kv].map(why).join("; ")}`);
 }
 console.log(table(scarce));
+if (spreads.length > 0) console.log(`request spread / engine prefix hit / TTFT p99 (ms):\n${spreads.join("\n")}`);
 console.log(`targets: round-robin / kv ≥ ${TARGET_SCARCE}×, every anchor / kv ≥ 1× (worst over seeds: ${[...worstVs].map(([n, r]) => `${n} ${r.toFixed(2)}×`).join(", ")})`);
 console.log(`\n${runs} runs in ${((performance.now() - wall0) / 1000).toFixed(0)} s wall time`);
 process.exit(misses === 0 && scarceOk ? 0 : 1);
