@@ -92,7 +92,45 @@ export function dynamoDefaults(base: RouterConfig): RouterConfig {
   return r;
 }
 
-export function variants(base: RouterConfig = herdRouterDefaults()): Variant[] {
+/**
+ * llm-d's "Optimized Baseline" (llm-d/llm-d guides/optimized-baseline/scheduler/optimized-baseline.values.yaml
+ * @29b59cb; the scorers and weights of llm-d-inference-scheduler @520af478 pkg/epp/config/loader/defaults.go
+ * plus no-hit-lru): queue-scorer 2, kv-cache-utilization-scorer 2, prefix-cache-scorer 3,
+ * no-hit-lru-scorer 2, max-score picker, over the approximate prefix index (the `approx` policy:
+ * routing history, 256 blocks per prompt, an LRU per engine sized to its KV blocks: autoTune from
+ * the engine's metrics) and metrics refreshed every 50 ms (--refresh-metrics-interval default,
+ * pkg/epp/server/options.go). No filters (the profile has none). src/router/pipeline/llm-d.ts.
+ */
+export function llmdOptimizedBaseline(base: RouterConfig, kvBlocks: number): RouterConfig {
+  const r = structuredClone(base);
+  r.policy = "approx";
+  r.metrics_scrape_interval_ms = 50;
+  r.prefix = { ...r.prefix, max_blocks_per_worker: kvBlocks };
+  r.pipeline = {
+    ...r.pipeline,
+    filters: [],
+    scorers: [
+      { type: "queue", weight: 2 },
+      { type: "kv-utilization", weight: 2 },
+      { type: "prefix-share", weight: 3 },
+      { type: "no-hit-lru", weight: 2 },
+    ],
+    picker: "min",
+  };
+  return r;
+}
+
+/**
+ * production-stack's `--routing-logic prefixaware` with its defaults (prefix-min-match-length 0):
+ * the trie of its own routed prompts, longest match, random among ties (src/router/policies/prefixaware.ts).
+ * Its trie is unbounded upstream (production-stack #687); here it holds at most
+ * router.prefix.max_blocks_per_worker nodes (65,536 by default), least recently routed first out.
+ */
+export function productionStackPrefixAware(base: RouterConfig): RouterConfig {
+  return { ...structuredClone(base), policy: "prefixaware" };
+}
+
+export function variants(base: RouterConfig = herdRouterDefaults(), kvBlocks = KV_BLOCKS): Variant[] {
   const as = (policy: PolicyName): RouterConfig => ({ ...structuredClone(base), policy });
   return [
     { name: "round-robin", policy: "round-robin", router: as("round-robin"), about: "each worker in turn" },
@@ -101,6 +139,8 @@ export function variants(base: RouterConfig = herdRouterDefaults()): Variant[] {
     { name: "prefix", policy: "prefix", router: as("prefix"), about: "herd defaults, routing history instead of KV events" },
     { name: "kv (herd)", policy: "kv", router: as("kv"), about: "herd's default kv configuration" },
     { name: "kv (Dynamo)", policy: "kv", router: { ...dynamoDefaults(base), policy: "kv" }, about: "kv with Dynamo's default knobs" },
+    { name: "llm-d", policy: "approx", router: llmdOptimizedBaseline(base, kvBlocks), about: "llm-d's Optimized Baseline profile (approximate prefix index, queue/kv/prefix/no-hit-lru scorers, max-score)" },
+    { name: "prefixaware", policy: "prefixaware", router: productionStackPrefixAware(base), about: "production-stack's prefixaware (trie of routed prompts, longest match, random ties)" },
   ];
 }
 

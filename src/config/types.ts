@@ -2,7 +2,7 @@
 // contract between config parsing (src/config) and every component that reads config. Names are the
 // YAML keys (snake_case, units last) so a config finding and the code speak the same words.
 
-export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix", "predicted"] as const;
+export const POLICIES = ["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix", "predicted", "approx", "prefixaware"] as const;
 export type PolicyName = (typeof POLICIES)[number];
 
 export const ENGINE_KINDS = ["sim", "vllm", "sglang", "trtllm", "command", "external"] as const;
@@ -165,7 +165,7 @@ export interface PrefixPolicyConfig {
 
 export const PIPELINE_FILTERS = ["healthy", "model", "role", "overload", "kv-headroom"] as const;
 export type PipelineFilterName = (typeof PIPELINE_FILTERS)[number];
-export const PIPELINE_SCORERS = ["kv-cost", "load", "session", "decode-load"] as const;
+export const PIPELINE_SCORERS = ["kv-cost", "load", "session", "decode-load", "overlap", "prefix-share", "queue", "kv-utilization", "no-hit-lru"] as const;
 export type PipelineScorerName = (typeof PIPELINE_SCORERS)[number];
 export const PIPELINE_PICKERS = ["softmax", "min", "lightest", "power-of-two", "random", "round-robin", "ring"] as const;
 /** How the kv-cost prefill term counts prompts a worker is already computing (Dynamo: router_prefill_load_model). */

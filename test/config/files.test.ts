@@ -63,7 +63,7 @@ describe("config/herd.schema.json", () => {
     const engine = s.properties.engines.items;
     expect(engine.required).toEqual(["kind", "model"]);
     expect(engine.additionalProperties).toBe(false);
-    expect(s.properties.router.properties.policy.enum).toEqual(["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix", "predicted"]);
+    expect(s.properties.router.properties.policy.enum).toEqual(["round-robin", "random", "power-of-two", "least-loaded", "session", "kv", "prefix", "predicted", "approx", "prefixaware"]);
     expect(s.properties.planner.additionalProperties).toBe(false);
     expect(s.properties.cluster.properties.discovery.enum).toEqual(["file", "peers", "etcd"]);
   });

@@ -25,6 +25,8 @@ describe("router.needs: the union of the stages' declared inputs", () => {
     ["kv", { blockHashes: true, load: true, sessionKey: true, role: true }],
     ["prefix", { blockHashes: true, load: true, sessionKey: true, role: true }],
     ["predicted", { blockHashes: true, load: true, sessionKey: false, role: true }],
+    ["approx", { blockHashes: true, load: true, sessionKey: true, role: true }],
+    ["prefixaware", { blockHashes: true, load: false, sessionKey: false, role: true }],
   ] as const)("%s", (policy, needs) => {
     const config = routerConfig({ policy });
     const router = new Router({ config, registry: registryWith(workers(2)), clock: clock() });
@@ -36,7 +38,7 @@ describe("router.needs: the union of the stages' declared inputs", () => {
   });
 
   test("every registered policy is covered above", () => {
-    expect(Object.keys(POLICY_FACTORIES).length).toBe(8);
+    expect(Object.keys(POLICY_FACTORIES).length).toBe(10);
   });
 });
 

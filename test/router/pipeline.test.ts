@@ -133,7 +133,7 @@ describe("pipeline from YAML", () => {
   test("mistakes name their path and suggest the fix", () => {
     const r = parseConfigText("router:\n  pipeline:\n    scorers: [{ type: kvcost }]\n    picker: max\n", "x.yaml", env);
     const text = renderFindings(r.findings, "x.yaml");
-    expect(text).toContain('router.pipeline.scorers[0].type: expected one of kv-cost | load | session | decode-load, got "kvcost" (did you mean "kv-cost"?)');
+    expect(text).toContain('router.pipeline.scorers[0].type: expected one of kv-cost | load | session | decode-load | overlap | prefix-share | queue | kv-utilization | no-hit-lru, got "kvcost" (did you mean "kv-cost"?)');
     expect(text).toContain("router.pipeline.picker");
   });
 });

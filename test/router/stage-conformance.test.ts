@@ -14,6 +14,8 @@ import { kvSource, prefixSource } from "../../src/router/pipeline/sources.ts";
 import type { CacheSource, Filter, Picker, RequestFacts, Row, Scorer } from "../../src/router/pipeline/types.ts";
 import { loadTerms } from "../../src/router/load.ts";
 import { PrefixMemory } from "../../src/router/prefix-memory.ts";
+import { approxSource } from "../../src/router/pipeline/llm-d.ts";
+import { PrefixTrie, trieSource } from "../../src/router/policies/prefixaware.ts";
 import type { Worker } from "../../src/workers/worker.ts";
 import { req, routerConfig, worker } from "./fixtures.ts";
 
@@ -136,6 +138,10 @@ const sources: [string, () => CacheSource][] = [
   ["kv-index", () => kvSource(new BlockIndex(), new PrefixMemory(2000, 4096))],
   ["kv-index without predictions", () => kvSource(new BlockIndex(), null)],
   ["prefix-memory", () => prefixSource(new PrefixMemory(120_000, 4096))],
+  ["approx-prefix (llm-d)", () => approxSource(4096)],
+  ["approx-prefix, small LRU", () => approxSource(8)],
+  ["prefix-trie (production-stack)", () => trieSource(new PrefixTrie(4096))],
+  ["prefix-trie, few nodes", () => trieSource(new PrefixTrie(5))],
 ];
 
 describe.each(sources)("cache source %s", (_n, make) => {

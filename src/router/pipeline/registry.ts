@@ -12,7 +12,8 @@ import type {
 } from "../../config/types.ts";
 import { healthyFilter, kvHeadroomFilter, modelFilter, overloadFilter, roleFilter } from "./filters.ts";
 import { lightestPicker, minPicker, powerOfTwoPicker, randomPicker, ringPicker, roundRobinPicker, softmaxPicker } from "./pickers.ts";
-import { decodeLoadScorer, kvCostScorer, loadScorer, sessionScorer } from "./scorers.ts";
+import { decodeLoadScorer, kvCostScorer, loadScorer, overlapScorer, sessionScorer } from "./scorers.ts";
+import { kvUtilizationScorer, noHitLruScorer, prefixShareScorer, queueScorer } from "./llm-d.ts";
 import type { CacheSource, Filter, Picker, Pipeline, Scorer } from "./types.ts";
 
 /** A filter's knobs come from the spec that lists it (router.pipeline, or a P/D leg's). */
@@ -32,6 +33,11 @@ export const SCORERS: Record<PipelineScorerName, (cfg: RouterConfig) => Scorer> 
   load: () => loadScorer,
   session: () => sessionScorer(),
   "decode-load": () => decodeLoadScorer,
+  overlap: () => overlapScorer,
+  "prefix-share": () => prefixShareScorer,
+  queue: () => queueScorer(),
+  "kv-utilization": () => kvUtilizationScorer,
+  "no-hit-lru": () => noHitLruScorer(),
 };
 
 export const PICKERS: Record<PipelinePickerName, (cfg: RouterConfig) => Picker> = {

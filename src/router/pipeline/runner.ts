@@ -70,7 +70,7 @@ export class PipelinePolicy implements Policy {
       let total = 0;
       const t: Terms = loadTerms(w);
       for (const { scorer, weight } of scorers) {
-        const s = scorer.score(w, facts);
+        const s = scorer.score(w, facts, live);
         invariant(Number.isFinite(s.cost), `scorer ${scorer.type} gave a non-finite cost (${s.cost}) for worker ${w.id}`);
         Object.assign(t, s.terms);
         t[`${scorer.type}_weighted`] = r3(weight * s.cost);

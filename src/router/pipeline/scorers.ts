@@ -20,6 +20,8 @@
 // decode-load — kv-cost's decode term alone (the P/D decode leg's scorer): the KV blocks active on
 //   the worker (herd's leases, plus outside requests at this request's size) plus the blocks this
 //   request would add; a decode worker computes no prompt, so overlap and prefill load do not count.
+// overlap — minus the prompt's leading blocks the cache source says the worker holds (GPU): the
+//   longest match wins, nothing else counts (production-stack's prefixaware, ../policies/prefixaware.ts).
 // session — minus this request's blocks on the worker its session was last routed to, 0 elsewhere:
 //   with weight w the session's worker is kept unless its other costs exceed the best worker's by
 //   more than w × the request's blocks ("prefer the session's worker unless clearly worse"). It
@@ -113,6 +115,16 @@ export const loadScorer: Scorer = {
   score(w) {
     const load = effectiveLoad(w.load);
     return { cost: load, terms: { load } };
+  },
+};
+
+export const overlapScorer: Scorer = {
+  type: "overlap",
+  needs: { blockHashes: true },
+  explain: (t, f) => `longest match ${t.overlap_blocks} of ${f.requestBlocks} blocks`,
+  score(w, f) {
+    const blocks = f.overlap.get(w.id)?.gpu ?? 0;
+    return { cost: -blocks, terms: { overlap_blocks: blocks } };
   },
 };
 

@@ -91,7 +91,12 @@ export interface ScoreResult {
 }
 
 export interface Scorer extends Stage {
-  score(worker: Readonly<Worker>, facts: RequestFacts): ScoreResult;
+  /**
+   * `peers`: every candidate being scored in this decision (after the filters), for scorers that
+   * normalise over the set (llm-d's queue scorer: min-max over waiting queues). The same array for
+   * every call of one decision. Absent when a caller scores one worker alone (treated as `[worker]`).
+   */
+  score(worker: Readonly<Worker>, facts: RequestFacts, peers?: readonly Readonly<Worker>[]): ScoreResult;
   /** A clause for the reason, from the chosen row's terms (e.g. kv-cost's prefill/decode split). */
   explain?(terms: Terms, facts: RequestFacts): string;
 }

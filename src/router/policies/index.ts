@@ -15,6 +15,8 @@ import { session } from "./session.ts";
 import { kv } from "./kv.ts";
 import { prefix } from "./prefix.ts";
 import { predicted } from "./predicted.ts";
+import { approx } from "./approx.ts";
+import { prefixaware } from "./prefixaware.ts";
 
 export const POLICY_FACTORIES: { readonly [N in PolicyName]: PolicyFactory & { readonly name: N } } = {
   "round-robin": roundRobin,
@@ -25,6 +27,8 @@ export const POLICY_FACTORIES: { readonly [N in PolicyName]: PolicyFactory & { r
   kv,
   prefix,
   predicted,
+  approx,
+  prefixaware,
 };
 
 /** The factory of a name from outside the type system (CLI flags, tests); undefined when unknown. */
