@@ -308,9 +308,11 @@ export class Frontend {
       if (!registry.list().some((w) => w.state === "ready" && w.model === base)) return errorResponse(modelNotFound(id));
       return c.json({ id, object: "model", created: 0, owned_by: "herd" });
     });
-    app.post("/v1/chat/completions", (c) => this.inference(c, "chat"));
-    app.post("/v1/completions", (c) => this.inference(c, "completions"));
-    mountExtraRoutes(app, (c, endpoint) => this.inference(c, endpoint));
+    // The Bun.serve shell dispatches these two before hono (server.ts, `direct`); the routes stay
+    // for app.fetch callers (tests, the in-process harnesses).
+    app.post("/v1/chat/completions", (c) => this.inference(c.req.raw, "chat"));
+    app.post("/v1/completions", (c) => this.inference(c.req.raw, "completions"));
+    mountExtraRoutes(app, (c, endpoint) => this.inference(c.req.raw, endpoint));
     const o = this.o;
     app.route(
       "/admin",
@@ -335,11 +337,14 @@ export class Frontend {
     app.notFound((c) =>
       errorResponse(new HerdError(404, "not_found_error", `no route for ${c.req.method} ${new URL(c.req.url).pathname}`, "not_found")),
     );
-    app.onError((e) => {
-      if (e instanceof HerdError) return errorResponse(e);
-      this.o.log.error("unhandled error in request", { err: errorMessage(e) });
-      return errorResponse(new HerdError(500, "server_error", "internal error", "internal_error"));
-    });
+    app.onError((e) => this.unhandled(e));
+  }
+
+  /** What hono's onError answers; also the direct inference dispatch's (server.ts). */
+  unhandled(e: unknown): Response {
+    if (e instanceof HerdError) return errorResponse(e);
+    this.o.log.error("unhandled error in request", { err: errorMessage(e) });
+    return errorResponse(new HerdError(500, "server_error", "internal error", "internal_error"));
   }
 
   /** Log a request the listener refused before the app saw it, at most once per 10 s (counted). */
@@ -357,7 +362,11 @@ export class Frontend {
   private adminKeys: { text: string; keys: KeySet } | null = null;
 
   private authFailure(c: Context<HonoEnv>): HerdError | null {
-    if (this.tenants.identify(c.req.header("authorization")) !== null) return null;
+    return this.keyFailure(c.req.header("authorization"));
+  }
+
+  private keyFailure(authorization: string | null | undefined): HerdError | null {
+    if (this.tenants.identify(authorization ?? undefined) !== null) return null;
     this.o.metrics.reject("unauthorized");
     return new HerdError(401, "authentication_error", "missing or invalid API key (expected Authorization: Bearer <key>)", "invalid_api_key");
   }
@@ -368,20 +377,25 @@ export class Frontend {
     return new Response(await m.render(), { headers: { "content-type": m.contentType() } });
   }
 
-  private async inference(c: Context<HonoEnv>, endpoint: Endpoint): Promise<Response> {
-    const t = this.admission.ticket(c.req.raw.signal);
+  /**
+   * An inference request (a POST to one of the routed endpoints), from the Bun.serve shell
+   * directly for chat and completions (server.ts) or through hono for the others. Never rejects:
+   * every failure is an answer.
+   */
+  async inference(req: Request, endpoint: Endpoint): Promise<Response> {
+    const t = this.admission.ticket(req.signal);
     // The caller's W3C traceparent is continued (else a new trace); the span ends with the ticket.
     const tracer = this.o.tracer;
-    if (tracer?.enabled) t.span = tracer.start("herd.request", c.req.header("traceparent") ?? null, { "http.request.method": c.req.method, "url.path": new URL(c.req.url).pathname, "herd.node": this.o.config.node.name });
+    if (tracer?.enabled) t.span = tracer.start("herd.request", req.headers.get("traceparent"), { "http.request.method": req.method, "url.path": new URL(req.url).pathname, "herd.node": this.o.config.node.name });
     const adm = t.span.child("herd.admission");
-    const refused = this.refuseEarly(c, t);
+    const refused = this.refuseEarly(req, t);
     if (refused) return adm.end("refused"), refused;
     let body: { text: string; parsed: unknown };
     try {
-      body = await this.readBody(c.req.raw);
+      body = await this.readBody(req);
     } catch (e) {
       adm.end("body not read");
-      return this.bodyFailed(c.req.raw, t, e);
+      return this.bodyFailed(req, t, e);
     }
     const admitted = t.admit();
     if (adm.recording) adm.set({ "herd.admitted": admitted, "herd.body_bytes": body.text.length });
@@ -398,7 +412,7 @@ export class Frontend {
       return r;
     };
     try {
-      return withLimits(toResponse(await this.run(c, t, endpoint, body.text, body.parsed, limitHeaders)));
+      return withLimits(toResponse(await this.run(req, t, endpoint, body.text, body.parsed, limitHeaders)));
     } catch (e) {
       if (e instanceof ClientGone) {
         t.release({ kind: "client_closed", phase: "before_first_token" });
@@ -410,12 +424,12 @@ export class Frontend {
   }
 
   /** Draining → 503, API key → 401: refusals that need nothing read. */
-  private refuseEarly(c: Context<HonoEnv>, t: Ticket): Response | null {
+  private refuseEarly(req: Request, t: Ticket): Response | null {
     if (this.admission.draining) {
       t.release({ kind: "refused", status: 503, reason: "draining" });
       return errorResponse(unavailable("herd is draining (shutting down); retry on another instance", "draining", 1));
     }
-    const denied = this.authFailure(c);
+    const denied = this.keyFailure(req.headers.get("authorization"));
     if (!denied) return null;
     t.release({ kind: "refused", status: 401, reason: null });
     return errorResponse(denied);
@@ -458,7 +472,7 @@ export class Frontend {
   }
 
   /** Check, preprocess, plan and run the request through the lifecycle. */
-  private async run(c: Context<HonoEnv>, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown, limitHeaders: Record<string, string>): Promise<Answer<Uint8Array>> {
+  private async run(req: Request, t: Ticket, endpoint: Endpoint, text: string, parsed: unknown, limitHeaders: Record<string, string>): Promise<Answer<Uint8Array>> {
     const f = this.o.config.frontend;
     const checked = checkEndpoint(endpoint, parsed, { maxMessages: f.max_messages, maxPromptChars: f.max_prompt_chars });
     // A LoRA adapter's name routes to its base model's workers and hashes with the adapter (vLLM's
@@ -483,26 +497,26 @@ export class Frontend {
       json = responses.body;
       rewritten = true;
     }
-    const headerId = c.req.header("x-request-id");
+    const headerId = req.headers.get("x-request-id");
     const requestId = headerId && REQUEST_ID.test(headerId) ? headerId : crypto.randomUUID();
     // The prompt the router hashes: chat messages or a prompt; responses as chat; pooling routes on load.
     const promptInput = isGeneration(endpoint) ? (json as PromptInput) : responses ? responses.prompt : null;
     const prepared = this.hashPrompts && promptInput ? await spanned(t.span, "herd.preprocess", () => this.preparePrompt(promptInput, model, named.lora, checked.model)) : null;
     const route = {
       model,
-      sessionId: this.o.router.sessionIdFrom(c.req.raw.headers) ?? responses?.sessionId ?? null,
+      sessionId: this.o.router.sessionIdFrom(req.headers) ?? responses?.sessionId ?? null,
       promptTokens: Math.ceil(checked.promptChars / 4),
-      ...this.o.router.sloFrom(c.req.raw.headers), // x-slo-ttft-ms / x-slo-itl-ms (the `predicted` policy)
+      ...this.o.router.sloFrom(req.headers), // x-slo-ttft-ms / x-slo-itl-ms (the `predicted` policy)
     };
     const maxTokens = maxTokensOf(endpoint, json);
     const promptTokens = prepared?.tokens ?? route.promptTokens;
     // Tenant limits (429), then the planner's gate, then herd's fair queue when the model is saturated.
-    const tenant = admitTenant({ tenants: this.tenants, metrics: this.tenantMetrics, ticket: t, headers: c.req.raw.headers, tokens: promptTokens + (maxTokens ?? 0), limitHeaders });
+    const tenant = admitTenant({ tenants: this.tenants, metrics: this.tenantMetrics, ticket: t, headers: req.headers, tokens: promptTokens + (maxTokens ?? 0), limitHeaders });
     if (this.o.gate) {
       this.o.gate.arrived(model, promptTokens, maxTokens);
-      await spanned(t.span, "herd.gate", () => this.o.gate!.pass(model, { bytes: text.length, promptTokens, signal: c.req.raw.signal }));
+      await spanned(t.span, "herd.gate", () => this.o.gate!.pass(model, { bytes: text.length, promptTokens, signal: req.signal }));
     }
-    const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), c.req.raw.signal);
+    const granted = await this.queue.acquire(model, tenant.name, tenant.priority, promptTokens + (maxTokens ?? 0), req.signal);
     t.onRelease(granted.release);
     this.tenantMetrics.waited(tenant.name, granted.waitedMs / 1000);
     if (this.o.enginePriority && !this.ranks.has(requestId)) {

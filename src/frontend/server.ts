@@ -22,6 +22,7 @@ import { HerdError } from "../core/errors.ts";
 import { tooLarge } from "../http/body.ts";
 import { serverTls, type ListenerTls } from "../http/tls-files.ts";
 import type { Frontend } from "./app.ts";
+import type { Endpoint } from "../protocol/openai.ts";
 import { errorResponse } from "./respond.ts";
 
 export interface Listening {
@@ -44,6 +45,23 @@ export function bodyBackstopBytes(maxBodyBytes: number): number {
 
 const badHost = () => new HerdError(400, "invalid_request_error", "malformed Host header (RFC 9112 §3.2)", "invalid_host");
 
+/** The two inference routes dispatched without hono: hono's routes, matched the same way (exact path, any query). */
+const DIRECT: ReadonlyMap<string, Endpoint> = new Map<string, Endpoint>([
+  ["/v1/chat/completions", "chat"],
+  ["/v1/completions", "completions"],
+]);
+
+/** The endpoint of an absolute URL whose path is one of DIRECT's, else null. */
+export function direct(url: string): Endpoint | null {
+  // "scheme://authority/path?query": the path starts at the first "/" after "//".
+  const start = url.indexOf("/", url.indexOf("//") + 2);
+  if (start < 0) return null;
+  const q = url.indexOf("?", start);
+  const h = url.indexOf("#", start);
+  const end = q >= 0 ? q : h >= 0 ? h : url.length;
+  return DIRECT.get(url.slice(start, end)) ?? null;
+}
+
 /** Split "HOST:PORT" / "[::1]:PORT". */
 export function parseListen(listen: string): { host: string; port: number } {
   const m = /^\[([^\]]+)\]:(\d+)$/.exec(listen) ?? /^([^:]+):(\d+)$/.exec(listen);
@@ -65,7 +83,14 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
       const declared = Number(req.headers.get("content-length") ?? 0);
       if (declared > backstop) return errorResponse(tooLarge(maxBodyBytes), { connection: "close" });
       const url = req.url; // (a getter that builds the string: read once)
-      if (req.method === "POST" && url.includes("/v1/")) srv.timeout(req, 0);
+      const post = req.method === "POST";
+      if (post && url.includes("/v1/")) srv.timeout(req, 0);
+      if (post && URL.canParse(url)) {
+        // Chat and completions skip hono (its context, router and middleware chain) and the remote
+        // address (only /metrics and the admin API read it); every other route goes through hono.
+        const endpoint = direct(url);
+        if (endpoint !== null) return frontend.inference(req, endpoint).catch((e: unknown) => frontend.unhandled(e));
+      }
       const ip = srv.requestIP(req)?.address ?? null;
       if (URL.canParse(url)) return app.fetch(req, { ip });
       const host = req.headers.get("host");

@@ -2,10 +2,11 @@
 // daemons in one test process and the sim engine's vLLM metrics never collide). Label values are
 // bounded: models are the configured names (anything else is "unknown"), workers are registry ids,
 // statuses are HTTP codes; never a raw client string (docs/references.md#reliability-2, PYSEC-2026-4325).
-import { Counter, Gauge, Histogram, Registry } from "prom-client";
+import { Counter, Gauge, Registry } from "prom-client";
 import type { Worker } from "../workers/worker.ts";
 import { WORKER_STATES } from "../workers/worker.ts";
 import { METRIC } from "./names.ts";
+import { FastHistogram, TallyCounter } from "./fast-series.ts";
 
 export type ClientAbortPhase = "before_first_token" | "streaming";
 /** `peer_unreachable`: the peer node owning the worker did not answer (src/cluster/forward.ts); `head_timeout`: the engine sent no response head in time. */
@@ -24,11 +25,12 @@ const STAGE_BUCKETS_S = [0.00005, 0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
 export class HerdMetrics {
   readonly registry = new Registry();
   private readonly knownModels: Set<string>;
-  private readonly requests: Counter<"model" | "worker" | "status">;
-  private readonly ttft: Histogram<"model">;
-  private readonly e2e: Histogram<"model">;
-  private readonly itl: Histogram<"model">;
-  private readonly decisions: Counter<"policy" | "worker">;
+  // The per-request series: no prom-client label hashing on the request path (fast-series.ts).
+  private readonly requests: TallyCounter<"model" | "worker" | "status">;
+  private readonly ttft: FastHistogram<"model">;
+  private readonly e2e: FastHistogram<"model">;
+  private readonly itl: FastHistogram<"model">;
+  private readonly decisions: TallyCounter<"policy" | "worker">;
   private readonly restarts: Counter<"worker">;
   private readonly retries: Counter<"model" | "reason">;
   private readonly migrations: Counter<"model" | "reason" | "result">;
@@ -36,12 +38,13 @@ export class HerdMetrics {
   private readonly clientFailures: Counter<"model" | "outcome" | "phase">;
   private readonly upstreamErrors: Counter<"worker" | "kind">;
   private readonly rejected: Counter<"reason">;
-  private readonly frontendInFlight: Gauge;
-  private readonly stages: Histogram<"stage">;
-  private readonly predictedCached: Counter<"model">;
-  private readonly reportedCached: Counter<"model">;
+  /** Set twice per request; the gauge reads it at scrape time. */
+  private frontendInFlightNow = 0;
+  private readonly stages: FastHistogram<"stage">;
+  private readonly predictedCached: TallyCounter<"model">;
+  private readonly reportedCached: TallyCounter<"model">;
   private readonly cachedRatio: Gauge<"model">;
-  private readonly promptTokensCounted: Counter<"model">;
+  private readonly promptTokensCounted: TallyCounter<"model">;
   /** Per model: [predicted, reported] cached tokens summed since start (the ratio gauge's source). */
   private readonly cachedSums = new Map<string, [number, number]>();
   private readonly restartsSeen = new Map<string, number>();
@@ -53,9 +56,9 @@ export class HerdMetrics {
     // The plain series: name, help, labels (and buckets); the scrape-time ones follow below.
     const counter = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Counter<L>({ name, help, labelNames, registers });
     const gauge = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new Gauge<L>({ name, help, labelNames, registers });
-    const histogram = <L extends string>(name: string, help: string, labelNames: readonly L[], buckets: number[]) =>
-      new Histogram<L>({ name, help, labelNames, buckets, registers });
-    this.requests = counter(
+    const tally = <L extends string>(name: string, help: string, labelNames: readonly L[]) => new TallyCounter<L>({ name, help, labelNames, registers });
+    const histogram = <L extends string>(name: string, help: string, _labelNames: readonly L[], buckets: number[]) => new FastHistogram<L>(name, help, buckets, registers);
+    this.requests = tally(
       METRIC.requestsTotal,
       "Requests answered by the frontend, by model, worker (empty when none was chosen) and HTTP status.",
       ["model", "worker", "status"],
@@ -78,7 +81,7 @@ export class HerdMetrics {
       ["model"],
       ITL_BUCKETS_S,
     );
-    this.decisions = counter(
+    this.decisions = tally(
       METRIC.routingDecisionsTotal,
       "Routing decisions by policy and chosen worker.",
       ["policy", "worker"],
@@ -113,23 +116,27 @@ export class HerdMetrics {
       "Requests refused before routing, by reason.",
       ["reason"],
     );
-    this.frontendInFlight = gauge(
-      METRIC.frontendInFlight,
-      "Requests admitted by the frontend and not yet finished.",
-      [],
-    );
+    const inFlightNow = () => this.frontendInFlightNow;
+    new Gauge({
+      name: METRIC.frontendInFlight,
+      help: "Requests admitted by the frontend and not yet finished.",
+      registers,
+      collect() {
+        this.set(inFlightNow());
+      },
+    });
     this.stages = histogram(
       METRIC.routingStageSeconds,
       "Time spent per routing decision stage: tokenize (chat template + token ids), hash (KV block hashes), match (cache overlap lookup), score (filters, scorers, pick).",
       ["stage"],
       STAGE_BUCKETS_S,
     );
-    this.predictedCached = counter(
+    this.predictedCached = tally(
       METRIC.predictedCachedTokensTotal,
       "Prompt tokens the KV-aware policy expected the chosen worker to have cached (GPU overlap x block size), for requests whose engine reported usage.",
       ["model"],
     );
-    this.reportedCached = counter(
+    this.reportedCached = tally(
       METRIC.reportedCachedTokensTotal,
       "Prompt tokens the engines reported as served from their prefix cache (usage.prompt_tokens_details.cached_tokens).",
       ["model"],
@@ -139,7 +146,7 @@ export class HerdMetrics {
       "Reported / predicted cached prompt tokens since start, for requests routed with a prediction: below 1 the index claims blocks the engines no longer hold (stale), above 1 the engines hold blocks the index has not seen yet.",
       ["model"],
     );
-    this.promptTokensCounted = counter(
+    this.promptTokensCounted = tally(
       METRIC.promptTokensTotal,
       "Prompt tokens (herd's count: exact when the router tokenized the prompt, else characters / 4) of the requests whose engine reported cached tokens: the prefix hit rate is herd_reported_cached_tokens_total over this.",
       ["model"],
@@ -190,19 +197,24 @@ export class HerdMetrics {
   }
 
   request(model: string | null, worker: string | null, status: number): void {
-    this.requests.inc({ model: this.model(model), worker: worker ?? "", status: String(status) });
+    const m = this.model(model);
+    const w = worker ?? "";
+    this.requests.inc(`${m}\0${w}\0${status}`, () => ({ model: m, worker: w, status: String(status) }));
   }
   firstToken(model: string, seconds: number): void {
-    this.ttft.observe({ model: this.model(model) }, seconds);
+    const m = this.model(model);
+    this.ttft.observe(m, () => ({ model: m }), seconds);
   }
   finished(model: string, seconds: number): void {
-    this.e2e.observe({ model: this.model(model) }, seconds);
+    const m = this.model(model);
+    this.e2e.observe(m, () => ({ model: m }), seconds);
   }
   timePerOutputToken(model: string, seconds: number): void {
-    this.itl.observe({ model: this.model(model) }, seconds);
+    const m = this.model(model);
+    this.itl.observe(m, () => ({ model: m }), seconds);
   }
   decision(policy: string, worker: string): void {
-    this.decisions.inc({ policy, worker });
+    this.decisions.inc(`${policy}\0${worker}`, () => ({ policy, worker }));
   }
   retry(model: string, reason: UpstreamErrorKind): void {
     this.retries.inc({ model: this.model(model), reason });
@@ -225,10 +237,10 @@ export class HerdMetrics {
     this.rejected.inc({ reason });
   }
   setFrontendInFlight(n: number): void {
-    this.frontendInFlight.set(n);
+    this.frontendInFlightNow = n;
   }
   routingStage(stage: RoutingStage, seconds: number): void {
-    this.stages.observe({ stage }, seconds);
+    this.stages.observe(stage, () => ({ stage }), seconds);
   }
   /**
    * An engine reported `reported` cached prompt tokens for a request the policy predicted
@@ -236,10 +248,11 @@ export class HerdMetrics {
    */
   cachedTokens(model: string, predicted: number | null, reported: number, promptTokens = 0): void {
     const m = this.model(model);
-    this.reportedCached.inc({ model: m }, reported);
-    this.promptTokensCounted.inc({ model: m }, Math.max(promptTokens, reported));
+    const labels = () => ({ model: m });
+    this.reportedCached.inc(m, labels, reported);
+    this.promptTokensCounted.inc(m, labels, Math.max(promptTokens, reported));
     if (predicted === null) return;
-    this.predictedCached.inc({ model: m }, predicted);
+    this.predictedCached.inc(m, labels, predicted);
     const sums = this.cachedSums.get(m) ?? [0, 0];
     sums[0] += predicted;
     sums[1] += reported;

@@ -43,7 +43,7 @@ export function collectable(leg: Leg): boolean {
   if (leg.endpoint !== "chat" || leg.stream) return false;
   if (notReplayable({ ...leg, stream: true }) !== null) return false;
   try {
-    const b = JSON.parse(leg.body) as Record<string, unknown>;
+    const b = leg.json ?? (JSON.parse(leg.body) as Record<string, unknown>);
     return b.stream_options === undefined || b.stream_options === null;
   } catch {
     return false;
@@ -52,10 +52,9 @@ export function collectable(leg: Leg): boolean {
 
 /** The same leg as a stream that ends with a usage chunk. */
 export function streamedLeg(leg: Leg): Leg {
-  const b = JSON.parse(leg.body) as Record<string, unknown>;
-  b.stream = true;
-  b.stream_options = { include_usage: true };
-  return { ...leg, body: JSON.stringify(b), stream: true };
+  // A copy: the leg's parsed body is shared and never mutated (the keys keep their order).
+  const b = { ...(leg.json ?? (JSON.parse(leg.body) as Record<string, unknown>)), stream: true, stream_options: { include_usage: true } };
+  return { ...leg, body: JSON.stringify(b), json: b, stream: true };
 }
 
 /** Longest content kept (far beyond any context window): past it the answer is a failure, not a cut. */

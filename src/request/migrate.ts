@@ -44,9 +44,9 @@ const NOT_REPLAYABLE = ["logprobs", "top_logprobs", "response_format", "structur
 /** Why this leg's stream could not be continued exactly elsewhere; null when it can. */
 export function notReplayable(leg: Leg): string | null {
   if (leg.endpoint !== "chat" || !leg.stream) return "not a chat stream";
-  let b: Record<string, unknown>;
+  let b: Readonly<Record<string, unknown>>;
   try {
-    b = JSON.parse(leg.body) as Record<string, unknown>;
+    b = leg.json ?? (JSON.parse(leg.body) as Record<string, unknown>);
   } catch {
     return "body";
   }

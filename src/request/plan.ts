@@ -17,6 +17,12 @@ export interface Leg {
   endpoint: Endpoint;
   /** The exact JSON text sent to the worker. */
   body: string;
+  /**
+   * `body` parsed, when the builder had it (the frontend parsed the request once): what reads the
+   * request's fields (notReplayable, collectable, streamedLeg) uses it instead of parsing `body`
+   * again. Never mutated; absent: read from `body`.
+   */
+  json?: Readonly<Record<string, unknown>>;
   stream: boolean;
   /** Token ids of the prompt when preprocessing produced them (the sim upstream uses them). */
   promptTokens?: ArrayLike<number>;
@@ -83,7 +89,7 @@ export interface PlanInput {
   route: Omit<RouteRequest, "exclude">;
   promptTokens?: ArrayLike<number>;
   maxTokens?: number | null;
-  /** The parsed request body (a P/D plan rewrites it per leg). */
+  /** The parsed request body, JSON.parse(body) when body is not empty (a P/D plan rewrites it per leg, in copies). */
   json: Record<string, unknown>;
 }
 
@@ -97,6 +103,7 @@ export const aggregatedPlan: PlanBuilder = (input) => ({
     route: input.route,
     endpoint: input.endpoint,
     body: input.body,
+    ...(input.body !== "" ? { json: input.json } : {}),
     stream: input.stream,
     ...(input.promptTokens ? { promptTokens: input.promptTokens } : {}),
     ...(input.maxTokens !== undefined ? { maxTokens: input.maxTokens } : {}),
