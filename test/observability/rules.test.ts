@@ -110,5 +110,6 @@ describe("dashboards and rules", () => {
   test.skipIf(!hasPromtool())("promtool test rules: every alert fires on its input series and stays quiet before", () => {
     const r = spawnSync("promtool", ["test", "rules", RULE_TESTS], { encoding: "utf8", cwd: OBSERVABILITY_DIR });
     expect({ status: r.status, out: r.stdout + r.stderr }).toMatchObject({ status: 0 });
-  });
+    // promtool evaluates every alert's series: 4.7-6.4 s on a loaded 2-core box, past bun's 5 s default.
+  }, 60_000);
 });
