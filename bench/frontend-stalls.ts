@@ -7,7 +7,7 @@
 // requests that set herd's p99 (the worst 1 %) what overlapped each: a herd GC, herd's main thread
 // busy on the loop for > 2.5 ms without a GC, the engine's thread busy as long, or a gap in which
 // herd's or the engine's thread was off the CPU (the box's scheduler: 3 processes on the herd path, 2
-// on the direct one). "p99 without herd GC" drops the
+// on the direct one), or a gap in this load generator's own loop. "p99 without herd GC" drops the
 // requests a herd collection overlapped — an estimate of what the GCs cost the row, not a measurement
 // of another configuration. The probes and the GC log make this a diagnostic, not a speed figure:
 // quote bench/frontend-overhead.ts for those.
@@ -46,6 +46,8 @@ interface Gc {
   t: number;
   pauseMs: number;
   kind: string;
+  /** When JSC logged why (its allocation budget ran out): bytes in JS cells, bytes outside them (ArrayBuffer stores), the last such allocation. */
+  budget?: { normal: number; oversized: number; lastOversized: number };
 }
 
 /** herd's stderr as lines with their arrival time; resolves with the listening URL. */
@@ -74,9 +76,15 @@ function readHerd(proc: ReturnType<typeof Bun.spawn>, lines: [number, string][])
 /** JSC's logGC lines: "START M <kb> => EdenCollection|FullCollection ... p=<ms>" then more "p=" lines of the same cycle. */
 function collections(lines: [number, string][]): Gc[] {
   const out: Gc[] = [];
+  let budget: Gc["budget"];
   for (const [t, l] of lines) {
+    const why = /normal bytes: (\d+) oversized bytes: (\d+) last oversized: (\d+)/.exec(l);
+    if (why) budget = { normal: Number(why[1]), oversized: Number(why[2]), lastOversized: Number(why[3]) };
     const start = /START M \d+kb => (\w+)/.exec(l);
-    if (start) out.push({ t, pauseMs: 0, kind: start[1]! });
+    if (start) {
+      out.push({ t, pauseMs: 0, kind: start[1]!, ...(budget ? { budget } : {}) });
+      budget = undefined;
+    }
     if (out.length === 0 || !l.startsWith("[GC<")) continue;
     for (const m of l.matchAll(/p=([\d.]+)ms/g)) out.at(-1)!.pauseMs += Number(m[1]);
   }
@@ -118,6 +126,14 @@ const herd = Bun.spawn([process.execPath, "--preload", PROBE, "src/cli.ts", "run
   env: { ...process.env, HERD_LOG: "info", BUN_JSC_logGC: "true", LOOP_LAG_OUT: herdLag, ...extraEnv },
 });
 const lines: [number, string][] = [];
+// This process's own loop gaps (the load generator shares the box): no thread-CPU figure needed here.
+const genGaps: Gap[] = [];
+let genLast = performance.now();
+const genTimer = setInterval(() => {
+  const now = performance.now();
+  if (now - genLast > 2.5 && genGaps.length < 50_000) genGaps.push([performance.timeOrigin + genLast, now - genLast, NaN]);
+  genLast = now;
+}, 1);
 const rows: { stream: boolean; reqs: Req[] }[] = [];
 try {
   const direct = `http://127.0.0.1:${simPort}`;
@@ -137,6 +153,7 @@ try {
     rows.push({ stream, reqs });
   }
 } finally {
+  clearInterval(genTimer);
   herd.kill("SIGTERM");
   await Promise.race([herd.exited, Bun.sleep(10_000)]);
   sim.kill("SIGTERM");
@@ -169,6 +186,16 @@ for (const { stream, reqs } of rows) {
   console.log(
     `${"".padEnd(11)} herd GCs in the row ${rowGcs.length} (${rowGcs.filter((g) => g.kind !== "EdenCollection").length} full), pause median ${pct(pauses, 0.5).toFixed(2)} max ${Math.max(0, ...pauses).toFixed(2)} ms; ${inHerd.length} overlapped a herd request (1 per ${(hr.length / Math.max(1, inHerd.length)).toFixed(0)})`,
   );
+  const budgets = rowGcs.flatMap((g) => (g.budget ? [g.budget] : []));
+  if (budgets.length > 0) {
+    const sum = (f: (b: NonNullable<Gc["budget"]>) => number) => budgets.reduce((n, b) => n + f(b), 0);
+    const sizes = new Map<number, number>();
+    for (const b of budgets) sizes.set(b.lastOversized, (sizes.get(b.lastOversized) ?? 0) + 1);
+    const common = [...sizes].sort((a, b) => b[1] - a[1])[0]!;
+    console.log(
+      `${"".padEnd(11)} ${budgets.length} of them on the allocation budget: ${(sum((b) => b.oversized) / 1e6).toFixed(0)} MB outside JS cells vs ${(sum((b) => b.normal) / 1e6).toFixed(0)} MB in cells; last such allocation ${common[0]} B in ${common[1]} of ${budgets.length}`,
+    );
+  }
   const clean = hr.filter((r) => !gcs.some((g) => gcIn(g, r))).map((r) => r.ms);
   console.log(`${"".padEnd(11)} p99 without herd-GC requests ${pct(clean, 0.99).toFixed(2)} ms (added ${(pct(clean, 0.99) - pct(d, 0.99)).toFixed(2)} ms)`);
   const worst = [...hr].sort((a, b) => b.ms - a.ms).slice(0, Math.max(1, Math.ceil(hr.length / 100)));
@@ -187,7 +214,9 @@ for (const { stream, reqs } of rows) {
           ? `engine busy ${longest(engineBusy)} ms`
           : off.length || engineOff.length
             ? `off-CPU ${longest([...off, ...engineOff])} ms`
-            : "none seen";
+            : genGaps.some((g) => overlaps(g, r))
+              ? `load generator gap ${longest(genGaps.filter((g) => overlaps(g, r)))} ms`
+              : "none seen";
     return `${r.ms.toFixed(1)} (${what})`;
   });
   console.log(`${"".padEnd(11)} worst herd requests: ${tags.join(", ")}`);
