@@ -6,6 +6,7 @@ import type { Logger } from "../core/log.ts";
 import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import type { KvIndex } from "./indexer.ts";
 import { clampCapacity, KvEventStream, MAX_RESERVED_BLOCKS, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+import type { IngestThreadFigures } from "./threaded-ingest.ts";
 import { ZmtpKvReplayer, ZmtpKvSource } from "./zmtp-source.ts";
 
 // Capacity hints: a worker added with its engine's KV capacity gets its engine-hash map sized for
@@ -59,6 +60,8 @@ export interface KvIngestApi {
   sync(): Promise<void>;
   /** Ingest threads for GET /admin/debug/memory (none on the calling thread). */
   threads(): ThreadMemorySource[];
+  /** Per ingest thread: stalls, restarts (for /metrics; none on the calling thread). */
+  threadFigures(): IngestThreadFigures[];
   close(): void;
 }
 
@@ -126,6 +129,10 @@ export class KvIngest implements KvIngestApi {
   }
 
   threads(): ThreadMemorySource[] {
+    return [];
+  }
+
+  threadFigures(): IngestThreadFigures[] {
     return [];
   }
 

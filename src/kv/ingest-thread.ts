@@ -85,7 +85,7 @@ const streams = new Map<number, Held>();
 const stats: ThreadStats = { stalls: 0, stallMs: 0, flushes: 0, blocks: 0 };
 let credit = new Int32Array(new SharedArrayBuffer(4));
 let maxInflight = 1 << 22;
-let statusIntervalMs = 250;
+let statusIntervalMs = 100;
 let lastStatusMs = -Infinity;
 let relayed = 0;
 let scheduled = false;
@@ -131,6 +131,14 @@ function wrote(): void {
     scheduled = true;
     setImmediate(() => flush());
   }
+}
+
+/** Every statusIntervalMs: flush (ops, if any were left, and every stream's status). */
+function tick(): void {
+  clock.setTimer(statusIntervalMs, () => {
+    flush();
+    tick();
+  });
 }
 
 function add(id: number, worker: string, opts: ThreadStreamOptions, feed: ThreadFeed): void {
@@ -186,6 +194,8 @@ function onMessage(m: ToThread): void {
       credit = new Int32Array(m.credit);
       maxInflight = m.maxInflightWords;
       statusIntervalMs = m.statusIntervalMs;
+      // Statuses also go out when no ops do (a connection came up, a replay is in flight).
+      tick();
       return post({ op: "ready" });
     case "add":
       streams.get(m.stream)?.close();

@@ -7,7 +7,7 @@
 // Kept from the single-threaded KvIngest (ingest-manager.ts): the capacity budget and index
 // reservations, removal taking effect at once (ops of a removed stream are dropped on arrival:
 // every addWorker gets a fresh stream id), status per worker (a snapshot the thread sends at most
-// every statusIntervalMs, and on sync()). Bounds: a thread's posted-but-unapplied op words
+// every statusIntervalMs (100 ms), and on sync()). Bounds: a thread's posted-but-unapplied op words
 // (maxInflightWords; the thread waits beyond it, ingest-thread.ts) and relayed messages in flight
 // to a thread (maxRelayedMessages; beyond it a message is dropped and counted, and the stream
 // sees a gap). A thread that dies is logged, replaced, and its workers' streams started afresh
@@ -100,7 +100,7 @@ export class ThreadedKvIngest implements KvIngestApi {
     this.maxInflight = o.maxInflightWords ?? 1 << 22;
     this.maxRelayed = o.maxRelayedMessages ?? 8192;
     this.maxReserved = Math.min(o.maxReservedBlocks ?? MAX_RESERVED_BLOCKS, MAX_RESERVED_BLOCKS);
-    this.statusIntervalMs = o.statusIntervalMs ?? 250;
+    this.statusIntervalMs = o.statusIntervalMs ?? 100;
     const n = Math.max(1, Math.min(16, Math.floor(o.threads)));
     for (let i = 0; i < n; i++) {
       const slot: Slot = {
