@@ -167,6 +167,9 @@ export class ThreadedKvIngest implements KvIngestApi {
         if (m.words) {
           try {
             slot.blocksApplied += applyOps(m.words, (id) => this.byId.get(id)?.sink ?? null);
+          } catch (e) {
+            // A bug (a malformed buffer, an index that threw): the rest of this buffer is lost, the daemon stays up.
+            this.logger?.error("kv ingest ops could not be applied", { thread: slot.name, error: e instanceof Error ? e.message : String(e) });
           } finally {
             Atomics.sub(slot.credit, 0, m.words.length);
             Atomics.notify(slot.credit, 0);
