@@ -5,7 +5,7 @@
 // cache is gone, and its sequence numbers start again from 0).
 //
 // Bounds: the sockets' own (zmtp-source.ts); KvEventStream caps the batches held while a gap is
-// repaired.
+// repaired; with ingest threads, ThreadedKvIngest bounds the ops in flight (threaded-ingest.ts).
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Worker } from "../workers/worker.ts";
