@@ -53,6 +53,9 @@ interface Slot {
   blocksApplied: number;
   mem: ThreadMemoryAsker;
   syncs: Map<number, () => void>;
+  /** Which of threadUrls() this thread was started from, and whether it said `ready`. */
+  urlAt: number;
+  ready: boolean;
 }
 
 interface Entry {
@@ -90,6 +93,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   private readonly maxRelayed: number;
   private readonly maxReserved: number;
   private readonly statusIntervalMs: number;
+  /** Memory questions' deadlines and restart delays. */
   private readonly memClock = new RealClock({ unref: true });
 
   constructor(
@@ -105,7 +109,7 @@ export class ThreadedKvIngest implements KvIngestApi {
     for (let i = 0; i < n; i++) {
       const slot: Slot = {
         name: `kv-ingest-${i}`, worker: null, credit: new Int32Array(new SharedArrayBuffer(4)), stats: { stalls: 0, stallMs: 0, flushes: 0, blocks: 0 },
-        restarts: 0, relayInflight: 0, relayDropped: 0, blocksApplied: 0, syncs: new Map(),
+        restarts: 0, relayInflight: 0, relayDropped: 0, blocksApplied: 0, syncs: new Map(), urlAt: 0, ready: false,
         mem: ThreadMemoryAsker.overWorker(this.memClock, () => slot.worker, (id, gc) => ({ op: "memory", id, gc }) satisfies ToThread),
       };
       this.slots.push(slot);
@@ -114,15 +118,28 @@ export class ThreadedKvIngest implements KvIngestApi {
   }
 
   private spawn(slot: Slot): void {
-    const w = new Worker(threadUrls()[0]!);
+    const urls = threadUrls();
+    const w = new Worker(urls[slot.urlAt]!);
     slot.worker = w;
+    slot.ready = false;
     Atomics.store(slot.credit, 0, 0);
     w.onmessage = (ev: MessageEvent) => {
       if (slot.worker === w) this.onThread(slot, ev.data as FromThread);
     };
     w.onerror = (ev) => {
-      if (slot.worker === w) this.died(slot, ev.message);
+      if (slot.worker !== w) return;
+      if (!slot.ready && slot.urlAt + 1 < urls.length) {
+        // Not loadable from there (a compiled binary's layout): try the next place, as preprocess/pool.ts does.
+        w.terminate();
+        slot.urlAt++;
+        this.spawn(slot);
+        return this.restartStreams(slot);
+      }
+      this.died(slot, ev.message);
     };
+    w.addEventListener("close", () => {
+      if (slot.worker === w) this.died(slot, "exited");
+    });
     this.post(slot, { op: "init", credit: slot.credit.buffer as SharedArrayBuffer, maxInflightWords: this.maxInflight, statusIntervalMs: this.statusIntervalMs });
   }
 
@@ -137,7 +154,20 @@ export class ThreadedKvIngest implements KvIngestApi {
     slot.restarts++;
     this.logger?.error("kv ingest thread died; restarting it and its workers' event streams", { thread: slot.name, error: message, restarts: slot.restarts });
     slot.relayInflight = 0;
-    this.spawn(slot);
+    // At once the first time; a thread that keeps dying is restarted after 50 ms, 100 ms, … ≤ 5 s
+    // (its streams are started afresh either way, so nothing is owed to the time between).
+    const delayMs = slot.restarts <= 1 ? 0 : Math.min(5_000, 50 * 2 ** Math.min(slot.restarts - 2, 7));
+    const restart = () => {
+      if (this.closed || slot.worker) return;
+      this.spawn(slot);
+      this.restartStreams(slot);
+    };
+    if (delayMs === 0) restart();
+    else this.memClock.setTimer(delayMs, restart);
+  }
+
+  /** Start every stream of the slot afresh on its (new) thread. */
+  private restartStreams(slot: Slot): void {
     for (const e of [...this.entries.values()]) {
       if (e.slot !== slot) continue;
       // Its engine-hash map died with the thread: what the index holds for it can no longer be
@@ -162,6 +192,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   private onThread(slot: Slot, m: FromThread): void {
     switch (m.op) {
       case "ready":
+        slot.ready = true;
         return;
       case "ops": {
         if (m.words) {
