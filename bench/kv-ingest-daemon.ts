@@ -2,8 +2,10 @@
 // as src/daemon/node.ts builds it (RelayIndex, capacity hints, ZMTP SUB sockets from the specs), fed
 // over TCP by 16 engine publishers in another process (bench/lib/kv-publisher-proc.ts), with
 // kv_ingest.threads 0 (the event loop, the baseline), 1 and 2, in one run, the order rotated per
-// rep. After a fill to ~1M blocks, each trial times the steady state at capacity (every batch 28
-// BlockRemoved + one 28-block BlockStored) from `go` until every batch is applied to the index.
+// rep. After a fill to ~1M blocks and one untimed steady-state chunk (so the event loop's and the
+// fresh threads' removal paths are JIT-warm), each trial times a second chunk of the steady state at
+// capacity (every batch 28 BlockRemoved + one 28-block BlockStored) from `go` until every batch is
+// applied to the index.
 // Prints block events per wall-second, per CPU-second of this process (all its threads), and the
 // main thread's CPU per event (/proc/self/task/<pid>/stat: the room left for routing); the
 // publishers' CPU is not counted, but they share the box.
@@ -66,20 +68,27 @@ async function trial(threads: number) {
     };
     if ((await next()) !== "filled") throw new Error("publisher did not fill");
     while ((await applied()) < W * FILL) await Bun.sleep(5);
+    pub.stdin.write("go\n"); // the untimed warm-up chunk
+    pub.stdin.flush();
+    if ((await next()) !== "sent") throw new Error("publisher did not send");
+    while ((await applied()) < W * (FILL + N)) await Bun.sleep(5);
     Bun.gc(true);
+    const f0 = kv.ingest.threadFigures().reduce((a, t) => a + t.flushes, 0);
     const c0 = cpuMs();
     const m0 = mainCpuMs();
     const t0 = performance.now();
     pub.stdin.write("go\n");
     pub.stdin.flush();
-    while ((await applied()) < W * (FILL + N)) await Bun.sleep(5);
+    while ((await applied()) < W * (FILL + 2 * N)) await Bun.sleep(5);
     const wallS = (performance.now() - t0) / 1000;
     const cpuS = (cpuMs() - c0) / 1000;
     const mainS = (mainCpuMs() - m0) / 1000;
+    await kv.ingest.sync();
+    const flushes = kv.ingest.threadFigures().reduce((a, t) => a + t.flushes, 0) - f0;
     const st = kv.ingest.status();
     const gaps = st.reduce((a, s) => a + s.gaps + s.resyncs, 0);
     const events = 2 * PB * N * W;
-    return { threads, wallS, cpuS, mainS, events, gaps, entries: index.stats().entries, load: loadavg()[0]! };
+    return { threads, wallS, cpuS, mainS, events, gaps, flushes, entries: index.stats().entries, load: loadavg()[0]! };
   } finally {
     pub.stdin.write("quit\n");
     pub.stdin.end();
@@ -97,7 +106,7 @@ for (let r = 0; r < REPS; r++) {
     const x = await trial(threads);
     rep.set(threads, x);
     console.log(
-      `  rep ${r + 1}, ingest threads ${threads}: ${fmt(x.events / x.wallS)} block events/s wall, ${fmt(x.events / x.cpuS)} per CPU-s (process), main thread ${fmt((x.mainS * 1e9) / x.events)} ns CPU per event (${fmt(x.mainS * 1000)} ms); gaps+resyncs ${x.gaps}; load ${x.load.toFixed(1)}`,
+      `  rep ${r + 1}, ingest threads ${threads}: ${fmt(x.events / x.wallS)} block events/s wall, ${fmt(x.events / x.cpuS)} per CPU-s (process), main thread ${fmt((x.mainS * 1e9) / x.events)} ns CPU per event (${fmt(x.mainS * 1000)} ms); ${threads > 0 ? `${fmt(x.flushes)} op messages; ` : ""}gaps+resyncs ${x.gaps}; load ${x.load.toFixed(1)}`,
     );
   }
   byRep.push(rep);

@@ -2,9 +2,10 @@
 // measured process's: one ZMTP PUB per engine worker (herd's own PubSocket, high-water marks set so
 // nothing is dropped: TCP backpressure paces it), every batch encoded before anything is sent.
 // Protocol on stdio: prints `{"endpoints": [...]}`; once every PUB has a subscriber, publishes the
-// fill (stores up to ~capacity) and prints `filled`; on `go` publishes the steady state (each batch
-// 28 BlockRemoved of the oldest prompt + one 28-block BlockStored, as vLLM at capacity), prints `sent`.
-// Env: KVP_WORKERS, KVP_BLOCKS_PER_WORKER, KVP_BATCHES (steady-state batches per worker).
+// fill (stores up to ~capacity) and prints `filled`; each `go` publishes the next KVP_BATCHES
+// steady-state batches per worker (each 28 BlockRemoved of the oldest prompt + one 28-block
+// BlockStored, as vLLM at capacity), KVP_CHUNKS times at most, and prints `sent`.
+// Env: KVP_WORKERS, KVP_BLOCKS_PER_WORKER, KVP_BATCHES (per worker and chunk), KVP_CHUNKS (2).
 import { SeededRng } from "../../src/core/rng.ts";
 import { blockRemoved, blockStored, encodeKvEventBatch } from "../../src/protocol/kv-encode.ts";
 import { seqFrame } from "../../src/protocol/kv-frames.ts";
@@ -13,6 +14,7 @@ import { PubSocket } from "../../src/transport/zmtp/index.ts";
 const W = Number(process.env.KVP_WORKERS ?? 16);
 const PER = Number(process.env.KVP_BLOCKS_PER_WORKER ?? 61_000);
 const N = Number(process.env.KVP_BATCHES ?? 1000);
+const CHUNKS = Number(process.env.KVP_CHUNKS ?? 2);
 const BS = 16;
 const PB = 28;
 const rng = new SeededRng(1);
@@ -39,7 +41,7 @@ for (const e of engines) {
   e.sys = e.next;
   e.fill.push(frame(e, [blockStored({ blockHashes: sys, parentBlockHash: null, tokenIds: toks(4), blockSize: BS })], 1));
   while (e.prompts.length * PB < PER) e.fill.push(frame(e, [store(e)], 1));
-  for (let i = 0; i < N; i++) e.steady.push(frame(e, [...e.prompts.shift()!.map((h) => blockRemoved([h])), store(e)], 2 + i));
+  for (let i = 0; i < N * CHUNKS; i++) e.steady.push(frame(e, [...e.prompts.shift()!.map((h) => blockRemoved([h])), store(e)], 2 + i));
 }
 
 const pubs = engines.map(() => new PubSocket({ sndHwm: 1 << 30, sndHwmBytes: 2 ** 40 }));
@@ -49,9 +51,9 @@ while (pubs.some((p) => p.subscribers === 0)) await Bun.sleep(10);
 await Bun.sleep(200); // their SUBSCRIBE commands follow the handshake
 
 /** Round-robin over the engines, as their batches would interleave on a node. */
-function publish(which: "fill" | "steady"): void {
-  const longest = Math.max(...engines.map((e) => e[which].length));
-  for (let i = 0; i < longest; i++) {
+function publish(which: "fill" | "steady", from = 0, to = Infinity): void {
+  const longest = Math.min(to, Math.max(...engines.map((e) => e[which].length)));
+  for (let i = from; i < longest; i++) {
     for (let w = 0; w < W; w++) {
       const f = engines[w]![which][i];
       if (f && pubs[w]!.send(f) !== 1) throw new Error(`publisher ${w}: batch ${i} not queued`);
@@ -60,9 +62,11 @@ function publish(which: "fill" | "steady"): void {
 }
 publish("fill");
 console.log("filled");
+let chunk = 0;
 for await (const line of console) {
-  if (line.trim() === "go") {
-    publish("steady");
+  if (line.trim() === "go" && chunk < CHUNKS) {
+    publish("steady", chunk * N, (chunk + 1) * N);
+    chunk++;
     console.log("sent");
   } else if (line.trim() === "quit") break;
 }

@@ -40,6 +40,8 @@ export interface IngestThreadFigures {
   restarts: number;
   relayDropped: number;
   blocksApplied: number;
+  /** Op messages the thread sent (each one postMessage and one apply here). */
+  flushes: number;
 }
 
 interface Slot {
@@ -385,7 +387,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   }
 
   threadFigures(): IngestThreadFigures[] {
-    return this.slots.map((s) => ({ thread: s.name, stalls: s.stats.stalls, stallSeconds: s.stats.stallMs / 1000, restarts: s.restarts, relayDropped: s.relayDropped, blocksApplied: s.blocksApplied }));
+    return this.slots.map((s) => ({ thread: s.name, stalls: s.stats.stalls, stallSeconds: s.stats.stallMs / 1000, restarts: s.restarts, relayDropped: s.relayDropped, blocksApplied: s.blocksApplied, flushes: s.stats.flushes }));
   }
 
   /** Tests only: make a thread throw (its restart path). */
