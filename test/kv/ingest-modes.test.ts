@@ -170,6 +170,22 @@ describe("ThreadedKvIngest", () => {
     expect(t!.blocksApplied).toBe(blocks);
   });
 
+  test("relayed messages beyond the bound are dropped, counted, and seen by the stream as a gap", async () => {
+    const ix = new BlockIndex();
+    const kv = new ThreadedKvIngest(ix, undefined, { threads: 1, maxRelayedMessages: 2 });
+    open.push(kv);
+    const a = new FakeSource();
+    kv.addWorker("a", a, null);
+    for (let i = 0; i < 10; i++) a.sink!.message(batch(i, [store(i, i + 1)])); // none applied yet: all in flight
+    await settle(kv);
+    expect(kv.threadFigures()[0]!.relayDropped).toBe(8);
+    a.sink!.message(batch(10, [store(0, 1)])); // after the hole: no replay, so a resync
+    await settle(kv);
+    const s = kv.stream("a")!.status();
+    expect([s.batchesApplied, s.gaps, s.resyncs]).toEqual([3, 1, 1]);
+    expect(ix.findMatches(ours).get("a")?.gpu).toBe(1);
+  });
+
   test("a thread that dies is logged, replaced, and its workers' streams start afresh", async () => {
     const ix = new BlockIndex();
     const log = memoryLogger();
