@@ -1,7 +1,7 @@
 // KV event ingest sharded by engine worker onto worker threads (issue 25: "scaling with cores").
 // Each thread is one shard: a KvIngest over its own BlockIndex, owning every Nth engine worker
-// (its engine-hash maps and an index of its workers' blocks). The production path is still one
-// thread (src/kv/README.md "Ingest on worker threads" says why and what a threaded path needs);
+// (its engine-hash maps and an index of its workers' blocks): not the daemon's threaded path
+// (kv_ingest.threads keeps one index on the main thread; bench/kv-ingest-daemon.ts measures that);
 // this measures how the per-shard work — decode, hashing, engine-hash map, index — scales when
 // split over threads, steady state at capacity (every batch evicts a prompt, one BlockRemoved per
 // block, and stores one), 16 engine workers, ~1M blocks in all, capacity hints on.

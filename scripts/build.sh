@@ -96,7 +96,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/herd-build.XXXXXX")
 trap 'rm -rf "$TMP"' EXIT INT TERM
 
 CACHE=${HERD_BUILD_CACHE:-$ROOT/node_modules/.cache/herd-build}
-WORKER_ENTRIES="src/preprocess/worker.ts src/tier/tier-worker.ts src/pd/nixl-worker.ts"
+WORKER_ENTRIES="src/preprocess/worker.ts src/tier/tier-worker.ts src/pd/nixl-worker.ts src/kv/ingest-thread.ts"
 
 # A cross-compile needs the Bun runtime of the target, the same version as ours. bun would download
 # it from GitHub; we take it from the npm registry (the one network this project needs anyway) and

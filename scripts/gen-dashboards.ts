@@ -79,6 +79,7 @@ export const DASHBOARDS: DashboardSpec[] = [
       { title: "Index staleness (reported / predicted)", unit: "none", targets: [[`herd_cached_tokens_prediction_ratio{${MSEL}}`, "{{instance}} {{model}}"]] },
       { title: "Routing stage p99", unit: "s", targets: [["herd:routing_stage_seconds:p99_5m", "{{stage}}"]] },
       { title: "KV event gaps and resyncs", unit: "ops", targets: [[`sum by (worker) (rate(herd_kv_event_gaps_total{${SEL}}[$__rate_interval]))`, "gaps {{worker}}"], [`sum by (worker) (rate(herd_kv_event_resyncs_total{${SEL}}[$__rate_interval]))`, "resyncs {{worker}}"]] },
+      { title: "KV ingest threads: stall time and restarts", unit: "none", targets: [[`sum by (thread) (rate(herd_kv_ingest_stall_seconds_total{${SEL}}[$__rate_interval]))`, "stalled s/s {{thread}}"], [`sum by (thread) (increase(herd_kv_ingest_thread_restarts_total{${SEL}}[$__rate_interval]))`, "restarts {{thread}}"]] },
     ],
   },
   {

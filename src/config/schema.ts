@@ -309,6 +309,11 @@ const supervisor = obj("Starting, health-checking, restarting and stopping engin
 const SIZE_PATTERN = "^\\s*\\d+(\\.\\d+)?\\s*([KMGT]i?B|B)?\\s*$";
 const size = (doc: string) => str(doc, undefined, { check: checkSize, pattern: SIZE_PATTERN });
 
+const kvIngest = obj("Engine KV event ingest (src/kv/README.md \"Ingest on worker threads\"). Restart to change.", {
+  threads: int("Ingest threads: 0 = on the daemon's event loop; N = engine workers' event streams (sockets, sequencing, decoding, hashing, engine-hash maps) spread over N worker threads, the index updated on the event loop from their ops.", 0, { min: 0, max: 16 }),
+  max_inflight_mib: int("Index ops one thread may have sent and not yet seen applied; beyond it the thread stops reading its sockets until the event loop catches up (counted in herd_kv_ingest_stall_seconds_total).", 16, { min: 1, max: 1024 }),
+});
+
 const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-protocol server, shared directories (docs: src/tier/README.md).", {
   cpu: nullable(
     obj("CPU tier: shared-memory segments carved into slots.", {
@@ -505,6 +510,7 @@ export const configSpec = obj("herd configuration (one file per node).", {
   supervisor,
   pd,
   cluster,
+  kv_ingest: kvIngest,
   kv_tier: kvTier,
   planner,
   decision_log: decisionLog,

@@ -213,6 +213,13 @@ export interface OutlierConfig {
   max_ejection_ms: number;
 }
 
+export interface KvIngestConfig {
+  /** 0 = streams on the event loop; N = on N ingest threads. */
+  threads: number;
+  /** Per thread: index ops sent and not yet applied before the thread waits. */
+  max_inflight_mib: number;
+}
+
 export interface RouterConfig {
   policy: PolicyName;
   /** Seed for routing randomness (ties, random, power-of-two); 0 = from time. */
@@ -422,6 +429,8 @@ export interface Config {
   pd: PdConfig;
   /** Multi-node membership and leader election (src/cluster). */
   cluster: ClusterConfig;
+  /** Engine KV event ingest: on the event loop or on worker threads (src/kv/threaded-ingest.ts). */
+  kv_ingest: KvIngestConfig;
   /** The host's KV cache tier (src/tier); all null/empty = off. */
   kv_tier: KvTierConfig;
   /** The planner (issue 15): scale engines of the listed engines[] entries from herd's own signals. */

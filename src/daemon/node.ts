@@ -136,7 +136,8 @@ export class HerdNode {
     // The block index every reader shares: fed by the engines' KV events, read by the kv policy and
     // explain; it also relays this node's updates to the other nodes and holds theirs.
     const kvIndex = new RelayIndex(relayEpoch(new SeededRng(seedFor(seed, `kv-relay/${config.node.name}`))));
-    this.kv = new KvConsumer({ clock, log, index: kvIndex });
+    // kv_ingest.threads > 0: engine event streams on worker threads, the index updated here (src/kv/threaded-ingest.ts).
+    this.kv = new KvConsumer({ clock, log, index: kvIndex, ingestThreads: config.kv_ingest.threads, threaded: { maxInflightWords: config.kv_ingest.max_inflight_mib * 262_144 } });
     this.outliers = new OutlierDetector(clock, config.router.outlier);
     this.router = this.buildRouter(config.router);
     this.prompts = new SharedPreprocessor(config.models, { log: log.child("preprocess") });
@@ -190,7 +191,7 @@ export class HerdNode {
   /** The worker threads GET /admin/debug/memory asks for their own heaps (src/core/thread-memory.ts). */
   private workerThreads(): ThreadMemorySource[] {
     const tier = this.tier.threadMemory;
-    return [...(tier ? [tier] : []), ...(this.nixl ? [this.nixl] : []), ...(this.frontend ? [this.frontend.json] : []), ...this.prompts.threads()];
+    return [...(tier ? [tier] : []), ...(this.nixl ? [this.nixl] : []), ...(this.frontend ? [this.frontend.json] : []), ...this.prompts.threads(), ...this.kv.ingest.threads()];
   }
 
   /** This node's workers of a model (what its KV tier holds is credited to them). */

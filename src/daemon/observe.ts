@@ -18,6 +18,7 @@ export function nodeGaugeSources(node: HerdNode): NodeGaugeSources {
     models: node.config.models.map((m) => m.name),
     workers: () => node.registry.list(),
     kvStreams: () => node.kv.ingest.status().map((s) => ({ worker: s.worker, gaps: s.gaps, resyncs: s.resyncs })),
+    kvIngestThreads: () => node.kv.ingest.threadFigures(),
     cluster: () => {
       const v = node.cluster.view();
       return { term: v.term, isLeader: v.leader === node.config.node.name, nodes: v.nodes };

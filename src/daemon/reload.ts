@@ -15,7 +15,7 @@
 //   which still releases them into the shared registry's in-flight counts.
 // Restart: everything else — the listener (frontend.listen), the node's identity and state
 // (node.*), engines, models and supervisor (the processes are planned once: ports, GPUs, command
-// lines), cluster, kv_tier, planner, pd, tracing (the SDK is set up once, at start).
+// lines), cluster, kv_ingest, kv_tier, planner, pd, tracing (the SDK is set up once, at start).
 import type { Config } from "../config/types.ts";
 import { applyOverrides, loadConfigFile, type Overrides } from "../config/load.ts";
 import type { Finding } from "../config/findings.ts";

@@ -5,15 +5,15 @@
 // cache is gone, and its sequence numbers start again from 0).
 //
 // Bounds: the sockets' own (zmtp-source.ts); KvEventStream caps the batches held while a gap is
-// repaired.
+// repaired; with ingest threads, ThreadedKvIngest bounds the ops in flight (threaded-ingest.ts).
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { Worker } from "../workers/worker.ts";
 import { BlockIndex } from "./block-index.ts";
 import type { KvIndex, Overlap } from "./indexer.ts";
-import { KvIngest } from "./ingest-manager.ts";
+import { KvIngest, type KvIngestApi } from "./ingest-manager.ts";
 import type { KvEventSource, KvReplayer, KvStreamStatus } from "./ingest.ts";
-import { ZmtpKvReplayer, ZmtpKvSource } from "./zmtp-source.ts";
+import { ThreadedKvIngest, type ThreadedIngestOptions } from "./threaded-ingest.ts";
 
 export { ZmtpKvReplayer, ZmtpKvSource, type ReplayerOptions, type ZmtpConnectOptions } from "./zmtp-source.ts";
 
@@ -66,8 +66,14 @@ export interface KvConsumerOptions {
   index?: KvIndex;
   replayTimeoutMs?: number;
   maxPendingBatches?: number;
-  /** Socket factory (tests inject fakes); default ZMTP SUB + DEALER. */
+  /** Socket factory (tests inject fakes; with threads their messages are relayed); default ZMTP SUB + DEALER. */
   connect?: (spec: KvWorkerSpec) => { source: KvEventSource; replayer: KvReplayer | null };
+  /**
+   * Ingest threads (router.kv_events.ingest_threads): 0 = streams on this thread (KvIngest); N > 0 =
+   * ThreadedKvIngest with N threads owning the sockets, decoding and engine-hash maps.
+   */
+  ingestThreads?: number;
+  threaded?: Omit<ThreadedIngestOptions, "threads">;
 }
 
 interface Tracked {
@@ -82,7 +88,7 @@ interface Tracked {
 
 export class KvConsumer {
   readonly index: KvIndex;
-  readonly ingest: KvIngest;
+  readonly ingest: KvIngestApi;
   private readonly workers = new Map<string, Tracked>();
   private readonly log: Logger;
   private seed = 1;
@@ -90,7 +96,8 @@ export class KvConsumer {
   constructor(private readonly o: KvConsumerOptions) {
     this.index = o.index ?? new BlockIndex();
     this.log = o.log.child("kv");
-    this.ingest = new KvIngest(this.index, o.clock, this.log);
+    const threads = o.ingestThreads ?? 0;
+    this.ingest = threads > 0 ? new ThreadedKvIngest(this.index, this.log, { ...o.threaded, threads }) : new KvIngest(this.index, o.clock, this.log);
   }
 
   /** Start consuming a worker's events (idempotent for the same spec; a changed spec restarts). */
@@ -146,25 +153,22 @@ export class KvConsumer {
 
   private attach(t: Tracked): void {
     const { spec } = t;
-    const { source, replayer } = this.o.connect ? this.o.connect(spec) : this.zmtp(spec);
-    // addWorker replaces (and clears) an existing stream of the worker.
-    this.ingest.addWorker(spec.id, source, replayer, {
+    const opts = {
       blockSize: spec.blockSize,
       ...(spec.kvBlocks !== undefined ? { capacityBlocks: spec.kvBlocks } : {}),
       ...(this.o.replayTimeoutMs !== undefined ? { replayTimeoutMs: this.o.replayTimeoutMs } : {}),
       ...(this.o.maxPendingBatches !== undefined ? { maxPendingBatches: this.o.maxPendingBatches } : {}),
-    });
+    };
+    // addWorker replaces (and clears) an existing stream of the worker.
+    if (this.o.connect) {
+      const { source, replayer } = this.o.connect(spec);
+      this.ingest.addWorker(spec.id, source, replayer, opts);
+    } else {
+      const feed = { endpoint: spec.endpoint, topic: spec.topic, replayEndpoint: spec.replayEndpoint, seed: this.seed++, replayTimeoutMs: this.o.replayTimeoutMs ?? 2000 };
+      this.ingest.addZmtpWorker(spec.id, feed, opts);
+    }
     t.attached = true;
     t.fresh = true;
-  }
-
-  private zmtp(spec: KvWorkerSpec): { source: KvEventSource; replayer: KvReplayer | null } {
-    const base = { log: this.log.child(spec.id), clock: this.o.clock, seed: this.seed++ };
-    const timeoutMs = this.o.replayTimeoutMs ?? 2000;
-    return {
-      source: new ZmtpKvSource(spec.endpoint, spec.topic, base),
-      replayer: spec.replayEndpoint ? new ZmtpKvReplayer(spec.replayEndpoint, { ...base, timeoutMs }) : null,
-    };
   }
 
   /** Leading blocks of `hashes` each worker holds, per medium. */

@@ -3,8 +3,11 @@
 // drops the worker from the index at once, so no policy routes on blocks of a vanished engine.
 import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
+import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import type { KvIndex } from "./indexer.ts";
 import { clampCapacity, KvEventStream, MAX_RESERVED_BLOCKS, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+import type { IngestThreadFigures } from "./threaded-ingest.ts";
+import { ZmtpKvReplayer, ZmtpKvSource } from "./zmtp-source.ts";
 
 // Capacity hints: a worker added with its engine's KV capacity gets its engine-hash map sized for
 // it, and the shared index is sized for the sum over live workers (distinct blocks cannot exceed
@@ -22,6 +25,46 @@ export interface AddWorkerOptions {
   capacityBlocks?: number;
 }
 
+/** A worker's ZMTP endpoints: the ingest opens the SUB (and replay DEALER) itself, on whichever thread runs the stream. */
+export interface ZmtpFeed {
+  endpoint: string;
+  topic: string;
+  /** "" = no replay socket: gaps resync. */
+  replayEndpoint: string;
+  seed: number;
+  replayTimeoutMs: number;
+}
+
+/** What callers read of one worker's stream (KvEventStream on the main thread; a snapshot's view with threads). */
+export interface IngestStreamHandle {
+  status(): KvStreamStatus;
+  readonly reservedBlocks: number;
+  readonly selfSized: boolean;
+}
+
+/**
+ * All workers' streams over one index: KvIngest here (on the calling thread), or ThreadedKvIngest
+ * (threaded-ingest.ts: streams on worker threads, index ops applied here). One conformance suite
+ * runs over both (test/kv/ingest-modes.test.ts).
+ */
+export interface KvIngestApi {
+  readonly index: KvIndex;
+  addWorker(worker: string, source: KvEventSource, replayer: KvReplayer | null, opts?: AddWorkerOptions): unknown;
+  addZmtpWorker(worker: string, feed: ZmtpFeed, opts?: AddWorkerOptions): void;
+  removeWorker(worker: string): void;
+  setCapacity(worker: string, blocks: number): void;
+  reservedBlocks(): number;
+  stream(worker: string): IngestStreamHandle | undefined;
+  status(): KvStreamStatus[];
+  /** Resolves when everything received so far is in the index and statuses are current. */
+  sync(): Promise<void>;
+  /** Ingest threads for GET /admin/debug/memory (none on the calling thread). */
+  threads(): ThreadMemorySource[];
+  /** Per ingest thread: stalls, restarts (for /metrics; none on the calling thread). */
+  threadFigures(): IngestThreadFigures[];
+  close(): void;
+}
+
 /** The index's optional pre-sizing (BlockIndex has it; other KvIndex implementations may not). */
 type Reservable = KvIndex & { reserve?(blocks: number): void };
 
@@ -35,7 +78,7 @@ interface Entry {
   stated: boolean;
 }
 
-export class KvIngest {
+export class KvIngest implements KvIngestApi {
   private entries = new Map<string, Entry>();
   /** Budget of all workers' reservations together (tests lower it). */
   private readonly maxReserved: number;
@@ -69,6 +112,28 @@ export class KvIngest {
     this.reserveIndex();
     source.start(stream);
     return stream;
+  }
+
+  /** addWorker over ZMTP sockets opened here. */
+  addZmtpWorker(worker: string, feed: ZmtpFeed, opts: AddWorkerOptions = {}): void {
+    const log = this.logger?.child(worker);
+    const base = { ...(log ? { log } : {}), clock: this.clock, seed: feed.seed };
+    const source = new ZmtpKvSource(feed.endpoint, feed.topic, base);
+    const replayer = feed.replayEndpoint ? new ZmtpKvReplayer(feed.replayEndpoint, { ...base, timeoutMs: feed.replayTimeoutMs }) : null;
+    this.addWorker(worker, source, replayer, opts);
+  }
+
+  /** Everything is applied as it arrives here. */
+  sync(): Promise<void> {
+    return Promise.resolve();
+  }
+
+  threads(): ThreadMemorySource[] {
+    return [];
+  }
+
+  threadFigures(): IngestThreadFigures[] {
+    return [];
   }
 
   /** Blocks reserved over all live workers (≤ MAX_RESERVED_BLOCKS): what the index is sized for. */

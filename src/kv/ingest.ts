@@ -18,6 +18,7 @@ import type { Logger } from "../core/log.ts";
 import { decodeKvEventBatch, decodeKvEventBatchPairs } from "../protocol/kv-events.ts";
 import { KvOps, OP_CLEARED, OP_REMOVED, OP_STORED, readKvOps } from "../protocol/kv-events-fast.ts";
 import { parseLiveMessage } from "../protocol/kv-frames.ts";
+import type { WorkerIndexSink } from "./index-sink.ts";
 import type { KvIndex } from "./indexer.ts";
 import { WorkerBlockMap, type WorkerBlockCounters } from "./worker-blocks.ts";
 
@@ -150,9 +151,10 @@ export class KvEventStream implements KvEventSink {
   private readonly onCleared: (() => void) | undefined;
   private readonly fastPath: boolean;
 
+  /** `index`: the index itself, or a sink for its ops (an ingest thread's, ingest-thread.ts). */
   constructor(
     readonly worker: string,
-    index: KvIndex,
+    index: KvIndex | WorkerIndexSink,
     opts: KvStreamOptions,
   ) {
     this.blocks = new WorkerBlockMap(worker, index, opts.blockSize !== undefined ? { blockSize: opts.blockSize } : {});

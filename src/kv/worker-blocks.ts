@@ -5,11 +5,11 @@
 // (whose parent is an engine hash) can be resolved. Filtering follows Dynamo's normalizer
 // (docs/references.md#engines-7): REMOTE-locality events and non-main-attention KV groups are dropped.
 import type { BlockRemoved, BlockStored, KvEvent } from "../protocol/kv-events.ts";
-import { BlockIndex } from "./block-index.ts";
 import { chainHashesU32, saltRoot } from "./hash.ts";
+import { IndexApplier, type WorkerIndexSink } from "./index-sink.ts";
 import type { KvIndex, Medium } from "./indexer.ts";
 import { MEDIUM_INDEX } from "./indexer.ts";
-import { U64Table, hi32, join64, lo32 } from "./u64-table.ts";
+import { U64Table, hi32, lo32 } from "./u64-table.ts";
 
 /** Engine medium strings → herd's three tiers; null = unknown (event skipped and counted). */
 export function normalizeMedium(m: string | null): Medium | null {
@@ -70,8 +70,8 @@ const W_MEDIA = 2;
 
 export class WorkerBlockMap {
   private map = new U64Table(3, 256);
-  /** Extra holders of a herd hash on a medium (two engine hashes → one herd hash: cache_salt, MM). */
-  private extra: [Map<bigint, number>, Map<bigint, number>, Map<bigint, number>] = [new Map(), new Map(), new Map()];
+  /** Where index events go: the shared index (through an IndexApplier) or an ingest thread's op stream. */
+  private readonly sink: WorkerIndexSink;
   private groupKinds = new Map<number, string>();
   /** Block size of this worker's events (fixed at construction, or learned from the first store). */
   blockSize: number | null;
@@ -79,12 +79,17 @@ export class WorkerBlockMap {
     blocksStored: 0, blocksRemoved: 0, parentMissing: 0, unknownRemovals: 0, filtered: 0, unknownMedium: 0, truncatedBlocks: 0, unresolvedBlocks: 0,
   };
 
+  /**
+   * `target`: the index itself (events applied at once; blocksStored/blocksRemoved counted here), or
+   * a sink (an ingest thread's op recorder: the applier on the index's thread counts those two).
+   */
   constructor(
     readonly worker: string,
-    private readonly index: KvIndex,
+    target: KvIndex | WorkerIndexSink,
     opts: { blockSize?: number } = {},
   ) {
     this.blockSize = opts.blockSize ?? null;
+    this.sink = "cleared" in target ? target : new IndexApplier(worker, target, this.counters);
   }
 
   apply(ev: KvEvent): void {
@@ -114,15 +119,13 @@ export class WorkerBlockMap {
     const n = this.goneCount;
     if (n === 0) return;
     this.goneCount = 0;
-    this.counters.blocksRemoved += n;
-    this.indexPairs("removed", this.goneMedium, this.gone, n);
+    this.sink.removed(this.goneMedium, this.gone, n);
   }
 
   /** Forget everything this worker holds (AllBlocksCleared, resync, restart). */
   clear(): void {
-    this.index.clearWorker(this.worker);
+    this.sink.cleared();
     this.map.clear();
-    for (const e of this.extra) e.clear();
   }
 
   /** Size the engine-hash map for `blocks` blocks up front (e.g. the engine's num_gpu_blocks). */
@@ -331,33 +334,7 @@ export class WorkerBlockMap {
 
   /** Index the newly held herd hashes (u32 pairs) on `medium`. */
   private credit(medium: Medium, added: Uint32Array, nAdded: number): void {
-    if (nAdded === 0) return;
-    this.already = 0;
-    this.creditExtra = this.extra[MEDIUM_INDEX[medium]]!;
-    this.creditAdded = added;
-    this.indexPairs("stored", medium, added, nAdded, this.unchanged);
-    this.counters.blocksStored += nAdded - this.already;
-  }
-  // credit()'s callback state (one bound callback, not a closure per store).
-  private already = 0;
-  private creditExtra: Map<bigint, number> = this.extra[0];
-  private creditAdded: Uint32Array = new Uint32Array(0);
-  /**
-   * A block the worker already holds on this medium under another engine hash (cache_salt,
-   * multimodal inputs): the index bit stays set until every engine hash naming it is removed.
-   */
-  private readonly unchanged = (k: number): void => {
-    this.already++;
-    const h = join64(this.creditAdded[2 * k]!, this.creditAdded[2 * k + 1]!);
-    this.creditExtra.set(h, (this.creditExtra.get(h) ?? 0) + 1);
-  };
-
-  /** Hand u32-pair hashes to the index: allocation-free for BlockIndex, bigint[] for any other. */
-  private indexPairs(kind: "stored" | "removed", medium: Medium, pairs: Uint32Array, n: number, unchanged?: (i: number) => void): void {
-    if (this.index instanceof BlockIndex) return this.index.applyPairs(this.worker, kind, medium, pairs, n, unchanged);
-    const hashes = new Array<bigint>(n);
-    for (let i = 0; i < n; i++) hashes[i] = join64(pairs[2 * i]!, pairs[2 * i + 1]!);
-    this.index.apply(this.worker, { kind, medium, hashes }, unchanged);
+    if (nAdded > 0) this.sink.stored(medium, added, nAdded);
   }
 
   private removed(ev: BlockRemoved): void {
@@ -395,11 +372,10 @@ export class WorkerBlockMap {
       const at = this.map.at(slot);
       const olo = this.map.data[at + W_LO]!;
       const ohi = this.map.data[at + W_HI]!;
-      if (this.release(slot, mi, olo, ohi)) {
-        gone[2 * nGone] = olo;
-        gone[2 * nGone + 1] = ohi;
-        nGone++;
-      }
+      this.release(slot, mi);
+      gone[2 * nGone] = olo;
+      gone[2 * nGone + 1] = ohi;
+      nGone++;
     }
     this.goneCount = nGone;
     if (!this.evicted && this.map.count < held) {
@@ -408,24 +384,15 @@ export class WorkerBlockMap {
     }
   }
 
-  /**
-   * Clear medium `mi` from the entry at `slot` (herd hash olo/ohi); whether that herd hash is to
-   * be removed from the index (false while another engine hash still names it there).
-   */
-  private release(slot: number, mi: number, olo: number, ohi: number): boolean {
+  /** Clear medium `mi` from the entry at `slot` (the sink's applier decides whether the index drops the herd hash). */
+  private release(slot: number, mi: number): void {
     const v = this.map.data;
     const media = v[this.map.at(slot) + W_MEDIA]! & ~(1 << mi);
     if (media === 0) this.map.removeAt(slot);
     else v[this.map.at(slot) + W_MEDIA] = media;
-    const extra = this.extra[mi]!;
-    if (extra.size === 0) return true; // the common case: one engine hash per block
-    const ourHash = join64(olo, ohi);
-    const n = extra.get(ourHash);
-    if (n === undefined) return true;
-    if (n <= 1) extra.delete(ourHash);
-    else extra.set(ourHash, n - 1);
-    return false;
   }
+
+  private one = new Uint32Array(2);
 
   private dropEngineEntry(slot: number): void {
     const at = this.map.at(slot);
@@ -435,11 +402,10 @@ export class WorkerBlockMap {
     for (let mi = 0; mi < 3; mi++) {
       if ((media & (1 << mi)) === 0) continue;
       // release() deletes the entry only when its last medium goes, i.e. on the last iteration.
-      if (this.release(slot, mi, olo, ohi)) {
-        this.counters.blocksRemoved++;
-        const m = (["gpu", "cpu", "disk"] as const)[mi]!;
-        this.index.apply(this.worker, { kind: "removed", medium: m, hashes: [join64(olo, ohi)] });
-      }
+      this.release(slot, mi);
+      this.one[0] = olo;
+      this.one[1] = ohi;
+      this.sink.removed((["gpu", "cpu", "disk"] as const)[mi]!, this.one, 1);
     }
   }
 }

@@ -29,6 +29,8 @@ export const METRIC = {
   // Node gauges (node-gauges.ts): read from the KV ingest, the cluster and the registry at scrape time.
   kvEventGapsTotal: "herd_kv_event_gaps_total",
   kvEventResyncsTotal: "herd_kv_event_resyncs_total",
+  kvIngestStallSecondsTotal: "herd_kv_ingest_stall_seconds_total",
+  kvIngestThreadRestartsTotal: "herd_kv_ingest_thread_restarts_total",
   modelReadyWorkers: "herd_model_ready_workers",
   workerKvUsageRatio: "herd_worker_kv_usage_ratio",
   clusterTerm: "herd_cluster_term",

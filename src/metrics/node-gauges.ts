@@ -14,6 +14,13 @@ export interface KvStreamFigures {
   resyncs: number;
 }
 
+/** One KV ingest thread (src/kv/threaded-ingest.ts; none with kv_ingest.threads 0). */
+export interface KvIngestThreadFigures {
+  thread: string;
+  stallSeconds: number;
+  restarts: number;
+}
+
 export interface ClusterFigures {
   term: number;
   isLeader: boolean;
@@ -32,6 +39,7 @@ export interface NodeGaugeSources {
   models: readonly string[];
   workers: () => readonly Worker[];
   kvStreams: () => readonly KvStreamFigures[];
+  kvIngestThreads?: () => readonly KvIngestThreadFigures[];
   /** null when the node runs no cluster section (a single node). */
   cluster: () => ClusterFigures | null;
   /** The certificates the node's TLS listeners loaded at start (none without frontend.tls / cluster.tls). */
@@ -39,19 +47,19 @@ export interface NodeGaugeSources {
 }
 
 /** A counter fed from a cumulative per-worker figure: adds what grew since the last scrape. */
-function cumulative(registry: Registry, name: string, help: string, read: () => Iterable<[string, number]>): void {
+function cumulative(registry: Registry, name: string, help: string, read: () => Iterable<[string, number]>, label = "worker"): void {
   const seen = new Map<string, number>();
   new Counter({
     name,
     help,
-    labelNames: ["worker"],
+    labelNames: [label],
     registers: [registry],
     collect() {
-      for (const [worker, n] of read()) {
-        const last = seen.get(worker);
-        if (last === undefined || n < last) this.inc({ worker }, n);
-        else if (n > last) this.inc({ worker }, n - last);
-        seen.set(worker, n);
+      for (const [key, n] of read()) {
+        const last = seen.get(key);
+        if (last === undefined || n < last) this.inc({ [label]: key }, n);
+        else if (n > last) this.inc({ [label]: key }, n - last);
+        seen.set(key, n);
       }
     },
   });
@@ -64,6 +72,12 @@ export function registerNodeGauges(registry: Registry, src: NodeGaugeSources): v
   cumulative(registry, METRIC.kvEventResyncsTotal, "Times a worker's KV view was cleared and rebuilt (gap without replay, replay failure, engine restart).", function* () {
     for (const s of src.kvStreams()) yield [s.worker, s.resyncs];
   });
+  cumulative(registry, METRIC.kvIngestStallSecondsTotal, "Time a KV ingest thread waited because the event loop had not yet applied its index ops (kv_ingest.max_inflight_mib); meanwhile it reads none of its sockets.", function* () {
+    for (const t of src.kvIngestThreads?.() ?? []) yield [t.thread, t.stallSeconds];
+  }, "thread");
+  cumulative(registry, METRIC.kvIngestThreadRestartsTotal, "KV ingest threads that died and were replaced (their workers' streams start afresh).", function* () {
+    for (const t of src.kvIngestThreads?.() ?? []) yield [t.thread, t.restarts];
+  }, "thread");
   new Gauge({
     name: METRIC.modelReadyWorkers,
     help: "Ready workers per configured model in this node's registry (the cluster's, remote ones included); 0 means requests for it are held or refused.",

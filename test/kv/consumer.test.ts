@@ -1,8 +1,9 @@
 // The daemon-side KV consumer over real ZMTP sockets against the simulated engine's publisher
 // (PUB + ROUTER replay, vLLM framing): events reach the index, dropped batches come back through
 // replay, a publisher restart (sequence reset) clears and rebuilds, a worker that goes away leaves
-// the index at once.
-import { afterEach, describe, expect, test } from "bun:test";
+// the index at once. Every test runs with ingest on this thread and on an ingest thread
+// (kv_ingest.threads 0 and 1: the thread owns the sockets).
+import { afterEach, beforeAll, describe, expect, test } from "bun:test";
 import { RealClock } from "../../src/core/clock.ts";
 import { createLogger } from "../../src/core/log.ts";
 import type { Worker } from "../../src/workers/worker.ts";
@@ -38,8 +39,9 @@ function publisher(opts: { port?: number; replayPort?: number; drop?: number; en
   return p;
 }
 
+let ingestThreads = 0;
 function consumer() {
-  const c = new KvConsumer({ clock: new RealClock(), log, replayTimeoutMs: 1000 });
+  const c = new KvConsumer({ clock: new RealClock(), log, replayTimeoutMs: 1000, ingestThreads });
   cleanup.push(() => c.close());
   return c;
 }
@@ -70,18 +72,24 @@ function worker(id: string, state: Worker["state"], restarts = 0): Worker {
   return { id, node: "n", model: "m", role: "aggregated", kind: "sim", url: "http://x", state, load: emptyLoad(), restarts };
 }
 
-describe("KvConsumer over ZMTP", () => {
+for (const threads of [0, 1])
+  describe(`KvConsumer over ZMTP, kv_ingest.threads ${threads}`, () => {
+  beforeAll(() => {
+    ingestThreads = threads;
+  });
   for (const encoding of ["map", "array"] as const) {
     test(`stored and removed blocks reach the index (${encoding} encoding)`, async () => {
       const p = publisher({ encoding });
       const c = consumer();
       c.add(spec(p));
-      await until("subscriber", () => p.subscribers > 0);
+      // (connected: the stream has seen its SUB come up; with an ingest thread, through a status snapshot)
+      await until("subscriber", () => p.subscribers > 0 && c.status("n/sim-0")!.connected);
       const t = tokens(6);
       for (let i = 0; i < 6; i++) p.publish(storeBlock(t, i, 100n));
       await until("6 blocks", () => gpu(c, t) === 6);
       p.publish([{ type: "BlockRemoved", blockHashes: [103n] }]);
       await until("prefix cut at block 3", () => gpu(c, t) === 3);
+      await until("status caught up", () => c.status("n/sim-0")!.last_seq === "6"); // a snapshot with threads
       const s = c.status("n/sim-0")!;
       expect(s.connected).toBe(true);
       expect(s.last_seq).toBe("6");
@@ -137,6 +145,7 @@ describe("KvConsumer over ZMTP", () => {
     const c = consumer();
     c.add(spec(p1));
     await until("subscriber", () => p1.subscribers > 0);
+    await Bun.sleep(20);
     const a = tokens(8, 1);
     for (let i = 0; i < 8; i++) p1.publish(storeBlock(a, i, 100n));
     await until("8 blocks", () => gpu(c, a) === 8);
@@ -148,7 +157,7 @@ describe("KvConsumer over ZMTP", () => {
     for (let i = 0; i < 3; i++) p2.publish(storeBlock(b, i, 100n)); // same engine hashes, new content
     await until("new blocks", () => gpu(c, b) === 3);
     expect(gpu(c, a)).toBe(0);
-    expect(c.status("n/sim-0")!.restarts).toBeGreaterThanOrEqual(1);
+    await until("restart counted", () => c.status("n/sim-0")!.restarts >= 1); // a snapshot with threads
   });
 
   test("failed/stopped workers leave the index at once; an engine restart starts a fresh stream", async () => {
@@ -157,6 +166,7 @@ describe("KvConsumer over ZMTP", () => {
     c.add(spec(p));
     c.observe(worker("n/sim-0", "ready"));
     await until("subscriber", () => p.subscribers > 0);
+    await Bun.sleep(20);
     const t = tokens(5);
     for (let i = 0; i < 5; i++) p.publish(storeBlock(t, i, 100n));
     await until("5 blocks", () => gpu(c, t) === 5);
@@ -166,6 +176,7 @@ describe("KvConsumer over ZMTP", () => {
     expect(c.status("n/sim-0")!.reattached).toBe(1);
     c.observe(worker("n/sim-0", "ready", 1));
     await until("resubscribed", () => c.status("n/sim-0")!.connected);
+    await Bun.sleep(20); // let the subscription reach the publisher
     // The same (non-restarted) publisher continues at seq 5: the fresh stream asks for a replay from 0.
     p.publish(storeBlock(t, 0, 100n));
     await until("rebuilt from replay", () => gpu(c, t) === 5);
