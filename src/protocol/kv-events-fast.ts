@@ -7,67 +7,14 @@
 // reader accepts a batch, the events it yields are exactly the ones the reference yields
 // (test/protocol/kv-events-fast.test.ts checks generated batches and thousands of byte mutations).
 // A batch is read whole before the caller applies anything, as with the reference.
+// The reader stays one file: its cursor (b, p, end) is module state every step reads and writes,
+// which kept the per-event walk free of property loads (a state object or class would add them);
+// the output columns (kv-ops.ts) and the key tables (kv-events-keys.ts) live beside it.
 import { DEFAULT_LIMITS, strAt } from "./msgpack-read.ts";
+import { KvOps, OP_CLEARED, OP_REMOVED, OP_STORED } from "./kv-ops.ts";
+import { K_BS, K_EXTRA, K_GROUP, K_HASHES, K_KIND, K_LOCALITY, K_LORA, K_LORA_ID, K_MEDIUM, K_OWNERSHIP, K_PARENT, K_SESSION, K_TOKENS, K_TYPE, K_VERSION, K_WINDOW, KEYS_BY_LEN, REMOVED_OK, STORED_OK, T_CLEARED, T_REMOVED, T_STORED, TAGS } from "./kv-events-keys.ts";
 
-export const OP_STORED = 0;
-export const OP_REMOVED = 1;
-export const OP_CLEARED = 2;
-
-/** One batch's events as columns; event i's hashes are `hashes[2·hStart[i] …]` (u32 halves). */
-export class KvOps {
-  ts = 0;
-  /** Events in the batch. */
-  n = 0;
-  kind = new Uint8Array(16);
-  hStart = new Int32Array(16);
-  hCount = new Int32Array(16);
-  tStart = new Int32Array(16);
-  tCount = new Int32Array(16);
-  blockSize = new Int32Array(16);
-  hasParent = new Uint8Array(16);
-  parentLo = new Uint32Array(16);
-  parentHi = new Uint32Array(16);
-  medium: (string | null)[] = [];
-  lora: (string | null)[] = [];
-  group: (number | null)[] = [];
-  specKind: (string | null)[] = [];
-  locality: (string | null)[] = [];
-  /** Block hashes of all events, u32 halves: `[2j]` low, `[2j + 1]` high. */
-  hashes = new Uint32Array(256);
-  nHashes = 0;
-  /** Token ids of all stores, concatenated. */
-  tokens = new Uint32Array(4096);
-  nTokens = 0;
-
-  grow(events: number): void {
-    if (events <= this.kind.length) return;
-    const n = Math.max(events, 2 * this.kind.length);
-    const u8 = (a: Uint8Array) => {
-      const b = new Uint8Array(n);
-      b.set(a);
-      return b;
-    };
-    const i32 = (a: Int32Array) => {
-      const b = new Int32Array(n);
-      b.set(a);
-      return b;
-    };
-    const u32 = (a: Uint32Array) => {
-      const b = new Uint32Array(n);
-      b.set(a);
-      return b;
-    };
-    this.kind = u8(this.kind);
-    this.hasParent = u8(this.hasParent);
-    this.hStart = i32(this.hStart);
-    this.hCount = i32(this.hCount);
-    this.tStart = i32(this.tStart);
-    this.tCount = i32(this.tCount);
-    this.blockSize = i32(this.blockSize);
-    this.parentLo = u32(this.parentLo);
-    this.parentHi = u32(this.parentHi);
-  }
-}
+export { KvOps, OP_CLEARED, OP_REMOVED, OP_STORED } from "./kv-ops.ts";
 
 /** Thrown inside the reader only: "not a shape this path takes" (never escapes readKvOps). */
 const REFUSE = new Error("kv fast path refused");
@@ -273,27 +220,6 @@ function extraKeys(): void {
   for (let i = 0; i < n; i++) if (byte() !== 0xc0) throw REFUSE;
 }
 
-// Map event keys, as bits; the reference counts any other key as unknown (then this path refuses).
-const K_TYPE = 1 << 0;
-const K_HASHES = 1 << 1;
-const K_PARENT = 1 << 2;
-const K_TOKENS = 1 << 3;
-const K_BS = 1 << 4;
-const K_LORA_ID = 1 << 5;
-const K_MEDIUM = 1 << 6;
-const K_LORA = 1 << 7;
-const K_EXTRA = 1 << 8;
-const K_GROUP = 1 << 9;
-const K_KIND = 1 << 10;
-const K_WINDOW = 1 << 11;
-const K_LOCALITY = 1 << 12;
-// Known keys the reference ignores: taken here when their value is a scalar.
-const K_OWNERSHIP = 1 << 13;
-const K_SESSION = 1 << 14;
-const K_VERSION = 1 << 15;
-const STORED_OK = (1 << 16) - 1;
-const REMOVED_OK = K_TYPE | K_HASHES | K_MEDIUM | K_GROUP | K_LOCALITY | K_OWNERSHIP | K_SESSION;
-
 /** Skip one scalar (nil, bool, int, float, str); containers, bin and extensions are refused. */
 function skipScalar(): void {
   const h = byte();
@@ -328,26 +254,6 @@ function skipScalar(): void {
   if (p + n > end) throw REFUSE;
   p += n;
 }
-
-// Keys and type tags are matched on their bytes (no string made): by length, then byte for byte.
-const enc = new TextEncoder();
-const KEYS: [string, number][] = [
-  ["type", K_TYPE], ["block_hashes", K_HASHES], ["parent_block_hash", K_PARENT], ["token_ids", K_TOKENS],
-  ["block_size", K_BS], ["lora_id", K_LORA_ID], ["medium", K_MEDIUM], ["lora_name", K_LORA], ["extra_keys", K_EXTRA],
-  ["group_idx", K_GROUP], ["kv_cache_spec_kind", K_KIND], ["kv_cache_spec_sliding_window", K_WINDOW],
-  ["locality", K_LOCALITY], ["ownership", K_OWNERSHIP], ["session_id", K_SESSION], ["event_version", K_VERSION],
-];
-/** By fixstr length (< 32): the candidate keys' bytes and bits. */
-const KEYS_BY_LEN: { bytes: Uint8Array; bit: number }[][] = Array.from({ length: 32 }, () => []);
-for (const [k, bit] of KEYS) KEYS_BY_LEN[k.length]!.push({ bytes: enc.encode(k), bit });
-const T_STORED = 1;
-const T_REMOVED = 2;
-const T_CLEARED = 3;
-const TAGS: { bytes: Uint8Array; tag: number }[] = [
-  { bytes: enc.encode("BlockStored"), tag: T_STORED },
-  { bytes: enc.encode("BlockRemoved"), tag: T_REMOVED },
-  { bytes: enc.encode("AllBlocksCleared"), tag: T_CLEARED },
-];
 
 function sameBytes(want: Uint8Array, at: number): boolean {
   for (let i = 0; i < want.length; i++) if (b[at + i] !== want[i]) return false;
