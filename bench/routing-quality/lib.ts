@@ -14,6 +14,7 @@ import { summarize, type Summary } from "../../src/workload/stats.ts";
 import type { SyntheticSpec } from "../../src/workload/workloads.ts";
 import { PromptEncoder } from "../../src/simulate/prompts.ts";
 import { simulateRun } from "../../src/simulate/run.ts";
+import { OPTIMIZED_BASELINE_PIPELINE } from "../../src/router/policies/approx.ts";
 
 export interface Scenario {
   /** Short key: a, b, c, d. */
@@ -108,14 +109,7 @@ export function llmdOptimizedBaseline(base: RouterConfig, kvBlocks: number): Rou
   r.prefix = { ...r.prefix, max_blocks_per_worker: kvBlocks };
   r.pipeline = {
     ...r.pipeline,
-    filters: [],
-    scorers: [
-      { type: "queue", weight: 2 },
-      { type: "kv-utilization", weight: 2 },
-      { type: "prefix-share", weight: 3 },
-      { type: "no-hit-lru", weight: 2 },
-    ],
-    picker: "min",
+    ...structuredClone(OPTIMIZED_BASELINE_PIPELINE),
   };
   return r;
 }

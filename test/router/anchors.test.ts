@@ -6,6 +6,7 @@ import { describe, expect, test } from "bun:test";
 import { SeededRng } from "../../src/core/rng.ts";
 import { approxSource, LLMD_MAX_PREFIX_BLOCKS, noHitLruScorer, queueScorer } from "../../src/router/pipeline/llm-d.ts";
 import { gatherFacts, NO_LOAD } from "../../src/router/pipeline/runner.ts";
+import { OPTIMIZED_BASELINE_PIPELINE } from "../../src/router/policies/approx.ts";
 import { policyFactory } from "../../src/router/policies/index.ts";
 import { chunkEnds, PrefixTrie } from "../../src/router/policies/prefixaware.ts";
 import type { RouterConfig } from "../../src/config/types.ts";
@@ -21,14 +22,7 @@ function llmd(): RouterConfig {
   c.prefix = { ...c.prefix, max_blocks_per_worker: 4096 };
   c.pipeline = {
     ...c.pipeline,
-    filters: [],
-    scorers: [
-      { type: "queue", weight: 2 },
-      { type: "kv-utilization", weight: 2 },
-      { type: "prefix-share", weight: 3 },
-      { type: "no-hit-lru", weight: 2 },
-    ],
-    picker: "min",
+    ...structuredClone(OPTIMIZED_BASELINE_PIPELINE),
   };
   return c;
 }
