@@ -8,7 +8,8 @@
 // alternating rounds of 200 SETs over 8 keys (bench/kv-tier.ts's 1 MiB rounds are the same), MiB/s, ÷ redis.
 // RESP_SET_BEFORE=<tree> adds that tree's resp-child.ts with its default (an A/B against an earlier
 // commit in the same run); RESP_SET_ENV="A=1 B=2" adds herd (direct) with that environment (mimalloc
-// settings); each herd child's RssAnon/RssShmem after the rounds is printed.
+// settings); RESP_SET_ONLY="herd daemon,redis-server" drives only the servers named; each herd child's
+// RssAnon/RssShmem after the rounds is printed.
 // Run: ./node_modules/.bin/bun bench/kv-tier/resp-set.ts
 import { spawn, spawnSync } from "bun";
 import { mkdirSync, readFileSync, rmSync } from "node:fs";
@@ -61,9 +62,12 @@ async function main(): Promise<void> {
     for (let i = 0; i < 250 && !(up = spawnSync(["redis-cli", "-p", String(rport), "PING"]).stdout.toString().includes("PONG")); i++) await Bun.sleep(20);
     if (!up) throw new Error("redis-server never answered PING");
     kids.push({ name: "redis-server", proc: undefined, port: rport, herd: false });
+    // RESP_SET_ONLY="herd daemon,redis-server": drive only these (the others still start).
+    const only = process.env.RESP_SET_ONLY?.split(",").map((x) => x.trim());
+    const driven = only ? kids.filter((k) => only.includes(k.name)) : kids;
     const best = new Map<string, number>();
     for (let round = -1; round < ROUNDS; round++) {
-      for (const k of kids) {
+      for (const k of driven) {
         const c = await BenchClient.connect(k.port);
         const n = round < 0 ? 20 : 200; // round -1 warms every server up
         const t = performance.now();
@@ -75,7 +79,7 @@ async function main(): Promise<void> {
     }
     const r = best.get("redis-server")!;
     console.log(`1 MiB SET, one connection, one request in flight; best of ${ROUNDS} alternating rounds of 200 (MiB/s; ÷ redis-server)  load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
-    for (const k of kids) console.log(`   ${k.name.padEnd(17)} ${best.get(k.name)!.toFixed(0).padStart(6)}  ${(best.get(k.name)! / r).toFixed(2)}${k.herd && k.proc ? `   ${rss(k.proc.pid)}` : ""}`);
+    for (const k of driven) console.log(`   ${k.name.padEnd(17)} ${best.get(k.name)!.toFixed(0).padStart(6)}  ${(best.get(k.name)! / r).toFixed(2)}${k.herd && k.proc ? `   ${rss(k.proc.pid)}` : ""}`);
   } finally {
     for (const k of kids) k.proc?.kill();
     redis.kill();
