@@ -2,8 +2,8 @@
 // (bench/kv-tier/resp-child.ts "daemon": TierService with every default, the tier on its own thread,
 // kv_tier.resp.direct_recv on where available: what bench/kv-tier.ts measures), herd's RespServer on
 // the process's own thread with direct_recv off and on, the bare receivers of
-// bench/kv-tier/socket-layer.ts (Bun.listen, Bun.listen + libc recv, node:net: count bytes, answer
-// +OK, no work), and redis-server. Each server is its own process, driven by bench/kv-tier's client
+// bench/kv-tier/socket-layer.ts (Bun.listen, Bun.listen + libc recv, the same + a ≤ 1 ms poll(2) for
+// the next request after each reply, node:net: count bytes, answer +OK, no work), and redis-server. Each server is its own process, driven by bench/kv-tier's client
 // (one connection, one SET in flight); after a warm-up round of 20 per server, best of ROUNDS
 // alternating rounds of 200 SETs over 8 keys (bench/kv-tier.ts's 1 MiB rounds are the same), MiB/s, ÷ redis.
 // RESP_SET_BEFORE=<tree> adds that tree's resp-child.ts with its default (an A/B against an earlier
@@ -54,7 +54,7 @@ async function main(): Promise<void> {
       h.port = Number(await waitUrl(h.proc, /PORT (\d+)/, h.name, "stdout"));
       kids.push(h);
     }
-    for (const [name, kind] of [["bare Bun.listen", "bun"], ["bare Bun+recv", "bun-direct"], ["bare node:net", "node"]] as const) {
+    for (const [name, kind] of [["bare Bun.listen", "bun"], ["bare Bun+recv", "bun-direct"], ["bare Bun+recv+poll", "bun-direct-poll"], ["bare node:net", "node"]] as const) {
       const proc = spawn([process.execPath, join(import.meta.dir, "socket-layer.ts"), "serve", kind, String(reqBytes)], { stdout: "pipe" });
       kids.push({ name, proc, port: Number(await waitUrl(proc, /PORT (\d+)/, name, "stdout")), herd: false });
     }
@@ -79,7 +79,7 @@ async function main(): Promise<void> {
     }
     const r = best.get("redis-server")!;
     console.log(`1 MiB SET, one connection, one request in flight; best of ${ROUNDS} alternating rounds of 200 (MiB/s; ÷ redis-server)  load ${readFileSync("/proc/loadavg", "utf8").split(" ").slice(0, 3).join(" ")}`);
-    for (const k of driven) console.log(`   ${k.name.padEnd(17)} ${best.get(k.name)!.toFixed(0).padStart(6)}  ${(best.get(k.name)! / r).toFixed(2)}${k.herd && k.proc ? `   ${rss(k.proc.pid)}` : ""}`);
+    for (const k of driven) console.log(`   ${k.name.padEnd(19)} ${best.get(k.name)!.toFixed(0).padStart(6)}  ${(best.get(k.name)! / r).toFixed(2)}${k.herd && k.proc ? `   ${rss(k.proc.pid)}` : ""}`);
   } finally {
     for (const k of kids) k.proc?.kill();
     redis.kill();
