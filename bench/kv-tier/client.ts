@@ -5,6 +5,14 @@ import type { Socket } from "bun";
 
 const CRLF = Buffer.from("\r\n");
 
+/** The value both RESP benches send: 64 KiB of random bytes repeated (bench/kv-tier.ts, resp-set.ts). */
+export function benchValue(n: number): Uint8Array {
+  const b = new Uint8Array(n);
+  crypto.getRandomValues(b.subarray(0, Math.min(n, 65536)));
+  for (let i = 65536; i < n; i += 65536) b.copyWithin(i, 0, 65536);
+  return b;
+}
+
 export class BenchClient {
   private pending: { resolve: (n: number) => void; reject: (e: Error) => void } | undefined;
   private header = "";

@@ -3,7 +3,7 @@
 // driven by bench/kv-tier's client (one connection, one 1 MiB SET in flight). Each server is its own
 // process; best of 5 alternating rounds of 200 SETs, MiB/s, and the ratio to redis-server.
 // Run: ./node_modules/.bin/bun bench/kv-tier/socket-layer.ts
-//   (the child role: socket-layer.ts serve <bun|bun-direct|node> <request bytes>; bench/kv-tier/resp-set.ts
+//   (the child role: socket-layer.ts serve <bun|bun-direct|bun-direct-poll|node> <request bytes>; bench/kv-tier/resp-set.ts
 //   runs these beside herd's own server)
 import * as net from "node:net";
 import { spawn, spawnSync } from "bun";
@@ -19,7 +19,7 @@ const [role, kind, sizeS] = process.argv.slice(2);
 function serve(): void {
   const size = Number(sizeS);
   // Count bytes only: what is measured is the socket layer's receive and reply, not parsing.
-  if (kind === "bun-direct") return serveDirect(size);
+  if (kind === "bun-direct" || kind === "bun-direct-poll") return serveDirect(size, kind === "bun-direct-poll");
   if (kind === "bun") {
     let got = 0;
     const l = Bun.listen({ hostname: "127.0.0.1", port: 0, socket: { data(s, d) { got += d.length; for (; got >= size; got -= size) s.write(OK); } } });
@@ -35,21 +35,37 @@ function serve(): void {
 }
 
 /** Bun.listen whose data handler then drains the socket with libc recv into one reused buffer
- * (src/tier/resp/direct-recv.ts): the ceiling for herd's kv_tier.resp.direct_recv. */
-function serveDirect(size: number): void {
+ * (src/tier/resp/direct-recv.ts): the ceiling for herd's kv_tier.resp.direct_recv. With `poll`
+ * (bun-direct-poll, an experiment herd does not do): after each reply it waits up to 1 ms in libc
+ * poll(2) for the next request and reads it itself, so uSockets' 512 KiB first read (a fresh JS
+ * Buffer per request) is skipped while requests come back to back; the loop is blocked meanwhile. */
+function serveDirect(size: number, poll = false): void {
   const d = directRecv();
   if (typeof d === "string") throw new Error(d);
+  const { dlopen } = require("bun:ffi") as typeof import("bun:ffi");
+  const libc = dlopen("libc.so.6", { poll: { args: ["ptr", "u64", "i32"], returns: "i32" } });
+  const pfd = new Uint8Array(8); // struct pollfd { int fd; short events; short revents; }
+  const readable = (fd: number) => ((new Int32Array(pfd.buffer, 0, 1)[0] = fd), (new Int16Array(pfd.buffer, 4, 2).set([1, 0])), libc.symbols.poll(pfd, 1, 1) > 0);
   const buf = new Uint8Array(MiB);
-  let got = 0;
+  const conns = new Map<unknown, number>();
   const l = Bun.listen({
     hostname: "127.0.0.1",
     port: 0,
     socket: {
       data(s, chunk) {
-        got += chunk.length;
+        let got = (conns.get(s) ?? 0) + chunk.length;
         const fd = plainFd(s) ?? -1;
-        for (let n = got < size ? d.recv(fd, buf) : 0; n > 0; n = got < size ? d.recv(fd, buf) : 0) got += n;
-        for (; got >= size; got -= size) s.write(OK);
+        for (;;) {
+          let n = 1;
+          while (got < size && (n = d.recv(fd, buf.subarray(0, Math.min(buf.length, size - got)))) > 0) got += n;
+          for (; got >= size; got -= size) s.write(OK);
+          // n ≤ 0: nothing more now, an EOF or an error (left to Bun's own read, as herd does).
+          if (!poll || n <= 0 || !readable(fd)) break;
+        }
+        conns.set(s, got);
+      },
+      close(s) {
+        conns.delete(s);
       },
     },
   });

@@ -342,7 +342,7 @@ const kvTier = obj("The host's KV cache tier: CPU shared memory, SSD, a Redis-pr
       output_total_max_bytes: int("Replies queued for all clients together before none executes more commands (slow readers of large GETs).", 256 * 1024 * 1024, { min: 1 << 20, max: 2 ** 40 }),
       idle_timeout_ms: ms("A connection with no input or output progress this long is closed; 0 = never (Redis' `timeout 0`).", 0),
       auth_timeout_ms: ms("With password_file: a connection that has not authenticated this long after connecting is closed; 0 = never.", 10_000),
-      direct_recv: bool("Read a large SET value from the socket straight into its shared-memory slot (libc recv through bun:ffi, Linux; src/tier/resp/direct-recv.ts) instead of through Bun's receive buffer and a copy; false = Bun's socket reads only.", false),
+      direct_recv: bool("Read a large SET value from the socket straight into its shared-memory slot (libc recv through bun:ffi; src/tier/resp/direct-recv.ts) instead of through Bun's receive buffer and a copy. Where it is not available (not Linux, no libc.so.6 or bun:ffi) the tier logs why and uses Bun's socket reads; TLS connections always do. false = Bun's socket reads only.", true),
     }),
     "RESP server; null = none.",
   ),

@@ -22,7 +22,8 @@ export interface KvTierFigures {
   shared_dirs: SharedDirFigures[];
   corrupt_reads: number;
   recovery: RecoveryReport | null;
-  resp: (RespStats & { listen: string }) | null;
+  /** direct_recv: "on", or why large SET values take Bun's socket reads (server.ts directOff). */
+  resp: (RespStats & { listen: string; direct_recv: string }) | null;
 }
 
 export const TIER_METRIC = {

@@ -14,6 +14,7 @@ import type { Config } from "../config/types.ts";
 import { Catalog } from "./catalog.ts";
 import { type KvTierFigures, registerTierMetrics } from "./metrics.ts";
 import { type RemoteTierSource, RespServer } from "./resp/server.ts";
+import { directRecvLine } from "./resp/direct-recv.ts";
 import { SharedDir } from "./shared-dir.ts";
 import { hostFacts, type SizingFacts, type SizingRequest, sizingProblems } from "./sizing.ts";
 import { KvTier } from "./tier.ts";
@@ -123,7 +124,7 @@ export class TierService {
         ...(password ? { password } : {}),
         ...(this.deps.remote && t.resp.peer_fetch_max > 0 ? { remote: this.deps.remote, remoteMax: t.resp.peer_fetch_max } : {}),
       });
-      if (this.resp.directUnavailable) this.deps.log?.warn("kv_tier.resp.direct_recv is on but unavailable; Bun's socket reads only", { reason: this.resp.directUnavailable });
+      this.deps.log?.info(directRecvLine(this.resp.directOff));
       this.resp.start();
     }
   }
@@ -199,7 +200,7 @@ export class TierService {
       shared_dirs: this.shared.map((s) => s.figures()),
       corrupt_reads: this.tier?.corrupt ?? 0,
       recovery: this.tier?.recovery ?? null,
-      resp: this.resp ? { ...this.resp.stats, listen: `${this.deps.config.kv_tier.resp!.listen.replace(/:\d+$/, "")}:${this.resp.port}` } : null,
+      resp: this.resp ? { ...this.resp.stats, listen: `${this.deps.config.kv_tier.resp!.listen.replace(/:\d+$/, "")}:${this.resp.port}`, direct_recv: this.resp.directOff ?? "on" } : null,
     };
   }
 

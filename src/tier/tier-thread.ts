@@ -26,7 +26,7 @@ export type ToTier =
   | { t: "stop" };
 
 export type FromTier =
-  | { t: "started"; port: number | null; error?: string }
+  | { t: "started"; port: number | null; error?: string; /** directRecvLine(): how large SET values are read. */ direct?: string }
   | { t: "changes"; list: TierChange[] }
   | { t: "figures"; id?: number; f: KvTierFigures }
   | { t: "got"; id: number; hit: PeerHit | null }
@@ -178,6 +178,7 @@ export class TierThread {
   private onMessage(m: FromTier): void {
     switch (m.t) {
       case "started":
+        if (m.direct) this.o.log?.info(m.direct);
         this.started?.(m);
         this.started = null;
         return;

@@ -14,6 +14,7 @@ import { measureThreadMemory } from "../core/thread-memory.ts";
 import type { TierChange } from "./index-feed.ts";
 import type { RemoteTierSource } from "./resp/remote.ts";
 import { TierService } from "./service.ts";
+import { directRecvLine } from "./resp/direct-recv.ts";
 import type { FromTier, ToTier } from "./tier-thread.ts";
 
 declare const self: Worker;
@@ -63,7 +64,7 @@ self.onmessage = async (ev: MessageEvent<ToTier>) => {
       try {
         svc = new TierService({ config: m.config, clock, inProcess: true, onChange, ...(m.remote ? { remote } : {}), ...(m.bootId ? { bootId: m.bootId } : {}) });
         await svc.start();
-        post({ t: "started", port: svc.resp?.port ?? null });
+        post({ t: "started", port: svc.resp?.port ?? null, ...(svc.resp ? { direct: directRecvLine(svc.resp.directOff) } : {}) });
         pushFigures();
       } catch (e) {
         post({ t: "started", port: null, error: errorMessage(e) });

@@ -48,6 +48,32 @@ export function directRecv(): DirectRecv | string {
   return cached;
 }
 
+/** Whether a RESP server reads large bulks directly (`recv` set) or not, and why not (`off`). */
+export interface DirectRecvChoice {
+  recv: DirectRecv | undefined;
+  /** Why direct receive is off (undefined: on). */
+  off: string | undefined;
+}
+
+/**
+ * kv_tier.resp.direct_recv (default true since issue 25's fifth pass: on wherever it is supported):
+ * off when asked off or when the receiver is not available here (not Linux, no libc.so.6, no
+ * bun:ffi; `available` is directRecv, a parameter for the tests). TLS needs no decision here: a TLS
+ * socket has no plainFd(), so its bytes always take Bun's own reads (checked per read).
+ */
+export function chooseDirectRecv(asked: boolean, available: () => DirectRecv | string = directRecv): DirectRecvChoice {
+  if (!asked) return { recv: undefined, off: "kv_tier.resp.direct_recv is false" };
+  const d = available();
+  return typeof d === "string" ? { recv: undefined, off: d } : { recv: d, off: undefined };
+}
+
+/** The line the tier logs at start: which read path large SET values take, and why. */
+export function directRecvLine(off: string | undefined): string {
+  return off === undefined
+    ? "kv_tier.resp: large SET values are read straight into shared memory (direct_recv: libc recv via bun:ffi; TLS connections excepted)"
+    : `kv_tier.resp: direct receive off (${off}); large SET values go through Bun's socket reads`;
+}
+
 /**
  * The descriptor of a plain TCP socket of Bun's, or undefined: a TLS socket (its bytes on the wire are
  * ciphertext that OpenSSL inside uSockets must read; getTLSVersion() is non-null once data flows), a

@@ -31,7 +31,7 @@ export interface RespServerOptions {
   remote?: RemoteTierSource;
   /** Remote lookups in flight across all clients (default REMOTE_LOOKUPS_MAX); over it a miss is a miss. */
   remoteMax?: number;
-  /** Read a large bulk's bytes straight from the socket into its buffer (libc recv via bun:ffi, direct-recv.ts; default off). */
+  /** Read a large bulk's bytes straight from the socket into its buffer (libc recv via bun:ffi, direct-recv.ts; default on where available, as kv_tier.resp.direct_recv). */
   directRecv?: boolean;
 }
 

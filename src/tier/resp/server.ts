@@ -11,7 +11,7 @@ import { OutQueue, OutputBudget } from "./output.ts";
 import { REDIS_LIMITS, RespReader, type RespLimits, latin1 } from "./parser.ts";
 import { type RespServerOptions, type RespStats, newRespStats } from "./options.ts";
 import { REMOTE_LOOKUPS_MAX, RemoteLookups } from "./remote.ts";
-import { type DirectRecv, directRecv, plainFd } from "./direct-recv.ts";
+import { type DirectRecv, chooseDirectRecv, plainFd } from "./direct-recv.ts";
 import { SetSlots } from "./set-slots.ts";
 import { late, sweepEveryMs } from "./timeouts.ts";
 
@@ -62,14 +62,13 @@ export class RespServer {
     this.remote = new RemoteLookups(opts.store, opts.remote, opts.remoteMax ?? REMOTE_LOOKUPS_MAX, this.stats);
     this.clock = opts.clock ?? new RealClock();
     this.setSlots = new SetSlots(opts.store);
-    const d = opts.directRecv ? directRecv() : undefined;
-    this.direct = typeof d === "object" ? d : undefined;
-    /** Why direct receive is off although asked for (the service logs it), else undefined. */
-    this.directUnavailable = typeof d === "string" ? d : undefined;
+    const d = chooseDirectRecv(opts.directRecv ?? true);
+    this.direct = d.recv;
+    this.directOff = d.off;
   }
 
-  /** Why kv_tier.resp.direct_recv is off although it was asked for (undefined: on, or not asked). */
-  readonly directUnavailable: string | undefined;
+  /** Why large bulks are not read directly (kv_tier.resp.direct_recv false, or unavailable here); undefined: they are. */
+  readonly directOff: string | undefined;
 
   get port(): number {
     return this.listener?.port ?? 0;
