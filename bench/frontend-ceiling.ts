@@ -8,6 +8,10 @@
 // Prints p50/p99 at concurrency 1 (non-stream and stream) and max requests/s at concurrency C, each
 // target's ratio against direct, and the proxy process's CPU per request. Targets alternate in
 // rounds (latency) and one-second windows (throughput) so load from other processes falls on all.
+// BENCH_CEILING_VARIANTS=1 adds three attribution rows between bare-socket and herd: bare-fetch-stream
+// (the client's body stream handed to fetch, not the read bytes), bare-fetch-json (the bare proxy
+// also parses and re-serializes the request JSON) and bare-fetch-heap (the bare proxy with herd's
+// daemon modules imported, not run), to tell herd's per-request work from its heap.
 // Run: ./node_modules/.bin/bun bench/frontend-ceiling.ts [requests=500] [concurrency=16] [seconds=4]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
@@ -74,11 +78,18 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
   const herd = spawn(["src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { HERD_LOG: "info" });
   const bf = spawn(["bench/lib/bare-proxy.ts", "fetch", direct]);
   const bs = spawn(["bench/lib/bare-proxy.ts", "socket", direct]);
+  const variants = process.env.BENCH_CEILING_VARIANTS === "1";
+  const bt = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-stream", direct]) : undefined;
+  const bj = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-json", direct]) : undefined;
+  const bh = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-heap", direct]) : undefined;
   const t = (name: string, url: string, pid: number | undefined): Target => ({ name, url, pid, lat: { "non-stream": [], stream: [] }, done: 0, proxyCpuS: 0 });
   const targets = [
     t("direct", direct, undefined),
     t("bare-fetch", await waitUrl(bf, /listening on (http:\/\/\S+)/, "bare fetch proxy"), bf.pid),
     t("bare-socket", await waitUrl(bs, /listening on (http:\/\/\S+)/, "bare socket proxy"), bs.pid),
+    ...(bt ? [t("bare-fetch-stream", await waitUrl(bt, /listening on (http:\/\/\S+)/, "bare stream proxy"), bt.pid)] : []),
+    ...(bj ? [t("bare-fetch-json", await waitUrl(bj, /listening on (http:\/\/\S+)/, "bare json proxy"), bj.pid)] : []),
+    ...(bh ? [t("bare-fetch-heap", await waitUrl(bh, /listening on (http:\/\/\S+)/, "bare heap proxy"), bh.pid)] : []),
     t("herd", await waitUrl(herd, /herd ready: listening on (http:\/\/\S+)/, "herd"), herd.pid),
   ];
   for (let i = 0; ; i++) {
@@ -87,6 +98,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
     if (i > 300 || sim.exitCode !== null) throw new Error("sim engine did not start");
     await Bun.sleep(100);
   }
+  const rotated = (k: number) => targets.map((_, i) => targets[(i + k) % targets.length]!);
   const load0 = loadavg();
   console.log(
     `frontend ceiling: ${N} sequential requests per latency row, ${CONC} clients for ${SECONDS}×1 s per throughput row; targets alternate; ${navigator.hardwareConcurrency} cores shared; load average at start ${load0.map((l) => l.toFixed(2)).join(" ")}`,
@@ -94,11 +106,12 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
   for (const stream of [false, true]) {
     const kind = stream ? "stream" : "non-stream";
     for (let i = 0; i < 30; i++) for (const x of targets) await once(x.url, stream); // warm-up: JIT, connections
-    for (let r = 0; r < ROUNDS; r++) for (const x of targets) for (let i = 0; i < N / ROUNDS; i++) x.lat[kind].push(await once(x.url, stream));
+    // each round and each second starts one target later, so no target always follows the same one
+    for (let r = 0; r < ROUNDS; r++) for (const x of rotated(r)) for (let i = 0; i < N / ROUNDS; i++) x.lat[kind].push(await once(x.url, stream));
   }
   for (const x of targets) await closedLoop(CONC, 300, () => once(x.url, false));
   for (let s = 0; s < SECONDS; s++)
-    for (const x of targets) {
+    for (const x of rotated(s)) {
       const c0 = x.pid ? cpuS(x.pid) : 0;
       x.done += await closedLoop(CONC, 1000, () => once(x.url, false));
       if (x.pid) x.proxyCpuS += cpuS(x.pid) - c0;
@@ -108,7 +121,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
     const s = [...x.lat[kind]].sort((a, b) => a - b);
     return { p50: pct(s, 0.5), p99: pct(s, 0.99) };
   };
-  console.log(`${"target".padEnd(12)} ${"req/s".padStart(7)} ${"ratio".padStart(6)} ${"proxy CPU/req".padStart(14)}   non-stream p50/p99 (added p99)   stream p50/p99 (added p99)`);
+  console.log(`${"target".padEnd(17)} ${"req/s".padStart(7)} ${"ratio".padStart(6)} ${"proxy CPU/req".padStart(14)}   non-stream p50/p99 (added p99)   stream p50/p99 (added p99)`);
   for (const x of targets) {
     const rps = x.done / SECONDS;
     const cpu = x.pid ? `${((1e6 * x.proxyCpuS) / x.done).toFixed(0)} µs` : "-";
@@ -116,7 +129,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
       const a = stat(x, kind), b = stat(d, kind);
       return `${a.p50.toFixed(3)}/${a.p99.toFixed(3)} ms (${(a.p99 - b.p99 >= 0 ? "+" : "") + (a.p99 - b.p99).toFixed(3)})`;
     };
-    console.log(`${x.name.padEnd(12)} ${rps.toFixed(0).padStart(7)} ${(rps / (d.done / SECONDS)).toFixed(2).padStart(5)}x ${cpu.padStart(14)}   ${lat("non-stream").padEnd(31)}  ${lat("stream")}`);
+    console.log(`${x.name.padEnd(17)} ${rps.toFixed(0).padStart(7)} ${(rps / (d.done / SECONDS)).toFixed(2).padStart(5)}x ${cpu.padStart(14)}   ${lat("non-stream").padEnd(31)}  ${lat("stream")}`);
   }
   console.log(`load average at end ${loadavg().map((l) => l.toFixed(2)).join(" ")}`);
 } finally {

@@ -1,18 +1,24 @@
 // A bare proxy for bench/frontend-ceiling.ts: Bun.serve whose fetch handler forwards each request to
 // one engine and returns the answer, with no herd code, so the bench can say how much of herd's gap
 // to the direct engine any Bun proxy on this box pays. Two transports to the engine:
-//   fetch  — the handler calls fetch() (Bun's HTTP client thread, its keep-alive pool) and returns
-//            the Response as is (body streamed through).
+//   fetch  — the handler reads the request body, calls fetch() with it (Bun's HTTP client thread,
+//            its keep-alive pool) and returns the Response as is (answer body streamed through).
+//            herd too sends the engine a whole body, not the client's stream.
 //   socket — a pooled keep-alive HTTP/1.1 client over Bun.connect on the main thread: one write of
 //            the request, the answer parsed as it arrives (Content-Length or chunked, RFC 9112 §6, §7.1),
 //            the body relayed through a ReadableStream; a connection goes back to the pool only after
 //            its body ended cleanly. Just enough HTTP/1.1 for the sim engine's answers (bench only).
-// Run: bun bench/lib/bare-proxy.ts <fetch|socket> <engine-url>  → prints "bare proxy listening on URL".
+// Attribution variants of fetch (bench/frontend-ceiling.ts with BENCH_CEILING_VARIANTS=1):
+//   fetch-stream — passes the client's body stream (req.body) to fetch instead of the read bytes
+//   fetch-json  — also JSON.parse and re-serialize the request body, as herd does to route it
+//   fetch-heap  — first imports herd's daemon modules (src/daemon/node.ts, not run): herd's code in the heap
+// Run: bun bench/lib/bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-heap> <engine-url>  → prints "… listening on URL".
 import type { Socket } from "bun";
 
 const mode = process.argv[2];
 const engine = new URL(process.argv[3] ?? "");
-if (mode !== "fetch" && mode !== "socket") throw new Error("usage: bare-proxy.ts <fetch|socket> <engine-url>");
+if (!["fetch", "socket", "fetch-stream", "fetch-json", "fetch-heap"].includes(mode ?? "")) throw new Error("usage: bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-heap> <engine-url>");
+if (mode === "fetch-heap") await import("../../src/daemon/node.ts");
 const host = engine.hostname;
 const port = Number(engine.port);
 const origin = `${engine.protocol}//${engine.host}`;
@@ -167,11 +173,13 @@ const server = Bun.serve({
   hostname: "127.0.0.1",
   port: 0,
   fetch(req) {
-    if (mode === "fetch") {
-      const url = new URL(req.url);
-      return fetch(`${origin}${url.pathname}${url.search}`, { method: req.method, headers: req.headers, body: req.body });
-    }
-    return viaSocket(req);
+    if (mode === "socket") return viaSocket(req);
+    const url = new URL(req.url);
+    const to = `${origin}${url.pathname}${url.search}`;
+    if (mode === "fetch-json")
+      return req.json().then((j) => fetch(to, { method: req.method, headers: { "content-type": "application/json" }, body: JSON.stringify(j) }));
+    if (mode === "fetch-stream") return fetch(to, { method: req.method, headers: req.headers, body: req.body });
+    return req.arrayBuffer().then((b) => fetch(to, { method: req.method, headers: { "content-type": req.headers.get("content-type") ?? "application/json" }, body: b }));
   },
 });
 console.error(`bare proxy (${mode}) listening on http://127.0.0.1:${server.port}`);
