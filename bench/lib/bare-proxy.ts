@@ -11,13 +11,15 @@
 // Attribution variants of fetch (bench/frontend-ceiling.ts with BENCH_CEILING_VARIANTS=1):
 //   fetch-stream — passes the client's body stream (req.body) to fetch instead of the read bytes
 //   fetch-json  — also JSON.parse and re-serialize the request body, as herd does to route it
+//   fetch-bytes — reads the engine's whole answer (Response.bytes()) and answers a new Response with
+//                 it, as herd does for a small non-streamed body (src/request/http-upstream.ts wholeSource)
 //   fetch-heap  — first imports herd's daemon modules (src/daemon/node.ts, not run): herd's code in the heap
-// Run: bun bench/lib/bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-heap> <engine-url>  → prints "… listening on URL".
+// Run: bun bench/lib/bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-heap> <engine-url>  → prints "… listening on URL".
 import type { Socket } from "bun";
 
 const mode = process.argv[2];
 const engine = new URL(process.argv[3] ?? "");
-if (!["fetch", "socket", "fetch-stream", "fetch-json", "fetch-heap"].includes(mode ?? "")) throw new Error("usage: bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-heap> <engine-url>");
+if (!["fetch", "socket", "fetch-stream", "fetch-json", "fetch-bytes", "fetch-heap"].includes(mode ?? "")) throw new Error("usage: bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-heap> <engine-url>");
 if (mode === "fetch-heap") await import("../../src/daemon/node.ts");
 const host = engine.hostname;
 const port = Number(engine.port);
@@ -178,6 +180,13 @@ const server = Bun.serve({
     const to = `${origin}${url.pathname}${url.search}`;
     if (mode === "fetch-json")
       return req.json().then((j) => fetch(to, { method: req.method, headers: { "content-type": "application/json" }, body: JSON.stringify(j) }));
+    if (mode === "fetch-bytes")
+      return req.arrayBuffer().then(async (b) => {
+        const res = await fetch(to, { method: req.method, headers: { "content-type": req.headers.get("content-type") ?? "application/json" }, body: b });
+        const h = new Headers(res.headers);
+        h.delete("content-length"); // Bun sets it again for the new body
+        return new Response(await res.bytes(), { status: res.status, headers: h });
+      });
     if (mode === "fetch-stream") return fetch(to, { method: req.method, headers: req.headers, body: req.body });
     return req.arrayBuffer().then((b) => fetch(to, { method: req.method, headers: { "content-type": req.headers.get("content-type") ?? "application/json" }, body: b }));
   },
