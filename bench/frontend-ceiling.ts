@@ -8,10 +8,11 @@
 // Prints p50/p99 at concurrency 1 (non-stream and stream) and max requests/s at concurrency C, each
 // target's ratio against direct, and the proxy process's CPU per request. Targets alternate in
 // rounds (latency) and one-second windows (throughput) so load from other processes falls on all.
-// BENCH_CEILING_VARIANTS=1 adds four attribution rows between bare-socket and herd: bare-fetch-stream
+// BENCH_CEILING_VARIANTS=1 adds five attribution rows between bare-socket and herd: bare-fetch-stream
 // (the client's body stream handed to fetch, not the read bytes), bare-fetch-json (the bare proxy
 // also parses and re-serializes the request JSON), bare-fetch-bytes (reads the engine's answer whole
-// and sends a new Response, as herd does for small bodies) and bare-fetch-heap (the bare proxy with herd's
+// and sends a new Response, as herd does for small bodies), bare-fetch-signal (that plus herd's
+// per-attempt AbortController, client-signal listener and three timers) and bare-fetch-heap (the bare proxy with herd's
 // daemon modules imported, not run), to tell herd's per-request work from its heap.
 // Run: ./node_modules/.bin/bun bench/frontend-ceiling.ts [requests=500] [concurrency=16] [seconds=4]
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
@@ -83,6 +84,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
   const bt = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-stream", direct]) : undefined;
   const bj = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-json", direct]) : undefined;
   const bb = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-bytes", direct]) : undefined;
+  const bg = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-signal", direct]) : undefined;
   const bh = variants ? spawn(["bench/lib/bare-proxy.ts", "fetch-heap", direct]) : undefined;
   const t = (name: string, url: string, pid: number | undefined): Target => ({ name, url, pid, lat: { "non-stream": [], stream: [] }, done: 0, proxyCpuS: 0 });
   const targets = [
@@ -92,6 +94,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
     ...(bt ? [t("bare-fetch-stream", await waitUrl(bt, /listening on (http:\/\/\S+)/, "bare stream proxy"), bt.pid)] : []),
     ...(bj ? [t("bare-fetch-json", await waitUrl(bj, /listening on (http:\/\/\S+)/, "bare json proxy"), bj.pid)] : []),
     ...(bb ? [t("bare-fetch-bytes", await waitUrl(bb, /listening on (http:\/\/\S+)/, "bare bytes proxy"), bb.pid)] : []),
+    ...(bg ? [t("bare-fetch-signal", await waitUrl(bg, /listening on (http:\/\/\S+)/, "bare signal proxy"), bg.pid)] : []),
     ...(bh ? [t("bare-fetch-heap", await waitUrl(bh, /listening on (http:\/\/\S+)/, "bare heap proxy"), bh.pid)] : []),
     t("herd", await waitUrl(herd, /herd ready: listening on (http:\/\/\S+)/, "herd"), herd.pid),
   ];

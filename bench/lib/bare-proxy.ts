@@ -13,13 +13,16 @@
 //   fetch-json  — also JSON.parse and re-serialize the request body, as herd does to route it
 //   fetch-bytes — reads the engine's whole answer (Response.bytes()) and answers a new Response with
 //                 it, as herd does for a small non-streamed body (src/request/http-upstream.ts wholeSource)
+//   fetch-signal — fetch-bytes plus what herd arms per attempt (docs/benchmarks.md, fifth pass): an
+//                 AbortController whose signal fetch gets, a listener on the client's signal, three
+//                 timers set and cleared
 //   fetch-heap  — first imports herd's daemon modules (src/daemon/node.ts, not run): herd's code in the heap
-// Run: bun bench/lib/bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-heap> <engine-url>  → prints "… listening on URL".
+// Run: bun bench/lib/bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-signal|fetch-heap> <engine-url>  → prints "… listening on URL".
 import type { Socket } from "bun";
 
 const mode = process.argv[2];
 const engine = new URL(process.argv[3] ?? "");
-if (!["fetch", "socket", "fetch-stream", "fetch-json", "fetch-bytes", "fetch-heap"].includes(mode ?? "")) throw new Error("usage: bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-heap> <engine-url>");
+if (!["fetch", "socket", "fetch-stream", "fetch-json", "fetch-bytes", "fetch-signal", "fetch-heap"].includes(mode ?? "")) throw new Error("usage: bare-proxy.ts <fetch|socket|fetch-stream|fetch-json|fetch-bytes|fetch-signal|fetch-heap> <engine-url>");
 if (mode === "fetch-heap") await import("../../src/daemon/node.ts");
 const host = engine.hostname;
 const port = Number(engine.port);
@@ -180,9 +183,15 @@ const server = Bun.serve({
     const to = `${origin}${url.pathname}${url.search}`;
     if (mode === "fetch-json")
       return req.json().then((j) => fetch(to, { method: req.method, headers: { "content-type": "application/json" }, body: JSON.stringify(j) }));
-    if (mode === "fetch-bytes")
+    if (mode === "fetch-bytes" || mode === "fetch-signal")
       return req.arrayBuffer().then(async (b) => {
-        const res = await fetch(to, { method: req.method, headers: { "content-type": req.headers.get("content-type") ?? "application/json" }, body: b });
+        const ac = mode === "fetch-signal" ? new AbortController() : undefined;
+        const onClientAbort = () => ac!.abort(req.signal.reason);
+        const timers = ac ? [30_000, 60_000, 600_000].map((ms) => setTimeout(() => ac.abort(new Error("timeout")), ms)) : [];
+        if (ac) req.signal.addEventListener("abort", onClientAbort, { once: true });
+        const res = await fetch(to, { method: req.method, headers: { "content-type": req.headers.get("content-type") ?? "application/json" }, body: b, ...(ac ? { signal: ac.signal } : {}) });
+        for (const t of timers) clearTimeout(t);
+        if (ac) req.signal.removeEventListener("abort", onClientAbort);
         const h = new Headers(res.headers);
         h.delete("content-length"); // Bun sets it again for the new body
         return new Response(await res.bytes(), { status: res.status, headers: h });
