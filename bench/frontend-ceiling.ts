@@ -15,38 +15,20 @@
 // per-attempt AbortController, client-signal listener and three timers) and bare-fetch-heap (the bare proxy with herd's
 // daemon modules imported, not run), to tell herd's per-request work from its heap.
 // Run: ./node_modules/.bin/bun bench/frontend-ceiling.ts [requests=500] [concurrency=16] [seconds=4]
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { chatOnce, cpuS, MODEL } from "./lib/chat-once.ts";
 import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 500);
 const CONC = Number(process.argv[3] ?? 16);
 const SECONDS = Number(process.argv[4] ?? 4);
 const ROOT = resolve(import.meta.dir, "..");
-const MODEL = "bench-sim";
 const ROUNDS = 5;
-const body = (stream: boolean) =>
-  JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
 
-async function once(url: string, stream: boolean): Promise<number> {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(stream) });
-  const text = await res.text();
-  if (res.status !== 200 || (stream ? !text.includes("[DONE]") : !text.includes('"choices"'))) throw new Error(`bad answer ${res.status} from ${url}: ${text.slice(0, 200)}`);
-  return performance.now() - t0;
-}
 const pct = (sorted: number[], p: number) => sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
 
-/** CPU seconds (user + system) of a process: /proc/PID/stat utime + stime in USER_HZ (100) ticks. */
-function cpuS(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return NaN;
-  }
-}
 
 interface Target {
   name: string;
@@ -100,7 +82,7 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
   ];
   for (let i = 0; ; i++) {
     // the sim engine is ready when it answers (herd and the proxies do not wait for it)
-    if (await once(direct, false).then(() => true, () => false)) break;
+    if (await chatOnce(direct, false).then(() => true, () => false)) break;
     if (i > 300 || sim.exitCode !== null) throw new Error("sim engine did not start");
     await Bun.sleep(100);
   }
@@ -111,15 +93,15 @@ engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
   );
   for (const stream of [false, true]) {
     const kind = stream ? "stream" : "non-stream";
-    for (let i = 0; i < 30; i++) for (const x of targets) await once(x.url, stream); // warm-up: JIT, connections
+    for (let i = 0; i < 30; i++) for (const x of targets) await chatOnce(x.url, stream); // warm-up: JIT, connections
     // each round and each second starts one target later, so no target always follows the same one
-    for (let r = 0; r < ROUNDS; r++) for (const x of rotated(r)) for (let i = 0; i < N / ROUNDS; i++) x.lat[kind].push(await once(x.url, stream));
+    for (let r = 0; r < ROUNDS; r++) for (const x of rotated(r)) for (let i = 0; i < N / ROUNDS; i++) x.lat[kind].push(await chatOnce(x.url, stream));
   }
-  for (const x of targets) await closedLoop(CONC, 300, () => once(x.url, false));
+  for (const x of targets) await closedLoop(CONC, 300, () => chatOnce(x.url, false));
   for (let s = 0; s < SECONDS; s++)
     for (const x of rotated(s)) {
       const c0 = x.pid ? cpuS(x.pid) : 0;
-      x.done += await closedLoop(CONC, 1000, () => once(x.url, false));
+      x.done += await closedLoop(CONC, 1000, () => chatOnce(x.url, false));
       if (x.pid) x.proxyCpuS += cpuS(x.pid) - c0;
     }
   const d = targets[0]!;

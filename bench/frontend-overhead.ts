@@ -8,26 +8,17 @@
 // a non-streamed chat is streamed from the engine and assembled by herd (src/request/collect.ts) when
 // its max_tokens (8 here) is at least frontend.migration_collect_min_tokens; BENCH_COLLECT_MIN_TOKENS
 // sets that key (default: herd's default, 64; 0 collects every request, the collect path's own cost).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { chatOnce, cpuS, MODEL } from "./lib/chat-once.ts";
 import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 400);
 const CONC = Number(process.argv[3] ?? 32);
 const SECONDS = Number(process.argv[4] ?? 3);
 const ROOT = resolve(import.meta.dir, "..");
-const MODEL = "bench-sim";
-const body = (stream: boolean) =>
-  JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
 
-async function once(url: string, stream: boolean): Promise<number> {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(stream) });
-  const text = await res.text();
-  if (res.status !== 200 || (stream && !text.includes("[DONE]"))) throw new Error(`bad answer ${res.status}: ${text.slice(0, 200)}`);
-  return performance.now() - t0;
-}
 
 function pct(sorted: number[], p: number): number {
   return sorted[Math.min(sorted.length - 1, Math.floor(p * sorted.length))]!;
@@ -41,14 +32,14 @@ const ROUNDS = 5;
  */
 async function latency(direct: string, viaHerd: string, stream: boolean) {
   for (let i = 0; i < 30; i++) {
-    await once(direct, stream); // warm-up: JIT, connections
-    await once(viaHerd, stream);
+    await chatOnce(direct, stream); // warm-up: JIT, connections
+    await chatOnce(viaHerd, stream);
   }
   const d: number[] = [];
   const h: number[] = [];
   for (let r = 0; r < ROUNDS; r++) {
-    for (let i = 0; i < N / ROUNDS; i++) d.push(await once(direct, stream));
-    for (let i = 0; i < N / ROUNDS; i++) h.push(await once(viaHerd, stream));
+    for (let i = 0; i < N / ROUNDS; i++) d.push(await chatOnce(direct, stream));
+    for (let i = 0; i < N / ROUNDS; i++) h.push(await chatOnce(viaHerd, stream));
   }
   d.sort((a, b) => a - b);
   h.sort((a, b) => a - b);
@@ -57,18 +48,9 @@ async function latency(direct: string, viaHerd: string, stream: boolean) {
 
 /** Completed requests in `ms` with CONC clients in a closed loop. */
 function window(url: string, ms: number): Promise<number> {
-  return closedLoop(CONC, ms, () => once(url, false));
+  return closedLoop(CONC, ms, () => chatOnce(url, false));
 }
 
-/** CPU seconds (user + system) a process has used: /proc/PID/stat utime + stime, in clock ticks (USER_HZ 100 on Linux). */
-function cpuS(pid: number): number {
-  try {
-    const f = readFileSync(`/proc/${pid}/stat`, "utf8").split(") ")[1]!.split(" ");
-    return (Number(f[11]) + Number(f[12])) / 100;
-  } catch {
-    return NaN; // not Linux: the CPU row prints NaN
-  }
-}
 const selfCpuS = () => {
   const u = process.cpuUsage();
   return (u.user + u.system) / 1e6;

@@ -16,24 +16,15 @@
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
+import { chatOnce, MODEL } from "./lib/chat-once.ts";
 import { freePort } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 500);
 const ROUNDS = 5;
 const ROOT = resolve(import.meta.dir, "..");
 const PROBE = join(import.meta.dir, "lib", "loop-lag.ts");
-const MODEL = "bench-sim";
 const wall = () => performance.timeOrigin + performance.now();
-const body = (stream: boolean) =>
-  JSON.stringify({ model: MODEL, messages: [{ role: "user", content: "hello there" }], max_tokens: 8, stream, ...(stream ? { stream_options: { include_usage: true } } : {}) });
 
-async function once(url: string, stream: boolean): Promise<number> {
-  const t0 = performance.now();
-  const res = await fetch(`${url}/v1/chat/completions`, { method: "POST", headers: { "content-type": "application/json" }, body: body(stream) });
-  const text = await res.text();
-  if (res.status !== 200 || (stream && !text.includes("[DONE]"))) throw new Error(`bad answer ${res.status}: ${text.slice(0, 200)}`);
-  return performance.now() - t0;
-}
 
 interface Req {
   herd: boolean;
@@ -140,15 +131,15 @@ try {
   const viaHerd = await readHerd(herd, lines);
   for (const stream of [false, true]) {
     for (let i = 0; i < 30; i++) {
-      await once(direct, stream); // warm-up, as bench/frontend-overhead.ts
-      await once(viaHerd, stream);
+      await chatOnce(direct, stream); // warm-up, as bench/frontend-overhead.ts
+      await chatOnce(viaHerd, stream);
     }
     const reqs: Req[] = [];
     for (let r = 0; r < ROUNDS; r++)
       for (const isHerd of [false, true])
         for (let i = 0; i < N / ROUNDS; i++) {
           const t = wall();
-          reqs.push({ herd: isHerd, t, ms: await once(isHerd ? viaHerd : direct, stream) });
+          reqs.push({ herd: isHerd, t, ms: await chatOnce(isHerd ? viaHerd : direct, stream) });
         }
     rows.push({ stream, reqs });
   }
