@@ -93,11 +93,38 @@ let nextReply = 1;
 /** Flush early once this many op words are waiting (keeps one transfer small). */
 const FLUSH_WORDS = 1 << 16;
 
+/** The status each stream last sent (the main thread keeps it until a newer one comes). */
+const sentStatus = new Map<number, KvStreamStatus>();
+
+/** Same figures (KvStreamStatus is flat but for `blocks`, whose fields are numbers). */
+function sameStatus(a: KvStreamStatus, b: KvStreamStatus): boolean {
+  for (const k in a) {
+    if (k === "blocks") continue;
+    if (a[k as keyof KvStreamStatus] !== b[k as keyof KvStreamStatus]) return false;
+  }
+  for (const k in a.blocks) if (a.blocks[k as keyof KvStreamStatus["blocks"]] !== b.blocks[k as keyof KvStreamStatus["blocks"]]) return false;
+  return true;
+}
+
+/**
+ * The statuses that changed since they were last sent, every statusIntervalMs (or now, for a sync),
+ * or null. Only changed ones: cloning every stream's status into each ops message cost ~2.5 µs a
+ * stream per message on each side, and idle streams change nothing (docs/benchmarks.md "Threaded
+ * KV ingest in the daemon").
+ */
 function statusOf(all: boolean): [number, KvStreamStatus][] | null {
   const now = clock.now();
   if (!all && now - lastStatusMs < statusIntervalMs) return null;
   lastStatusMs = now;
-  return [...streams].map(([id, h]) => [id, h.stream.status()]);
+  const out: [number, KvStreamStatus][] = [];
+  for (const [id, h] of streams) {
+    const s = h.stream.status();
+    const prev = sentStatus.get(id);
+    if (prev && sameStatus(prev, s)) continue;
+    sentStatus.set(id, s);
+    out.push([id, s]);
+  }
+  return out.length > 0 ? out : null;
 }
 
 /** Post the ops written so far (and, now and then, every stream's status); then wait while over the limit. */
@@ -106,7 +133,8 @@ function flush(allStatus = false): void {
   const blocks = writer.blocks;
   const words = writer.take();
   const status = statusOf(allStatus);
-  if (!words && !status && relayed === 0) return;
+  // A sync always gets an answer that carries the thread's latest stats (stalls counted after the last post).
+  if (!words && !status && relayed === 0 && !allStatus) return;
   stats.flushes++;
   stats.blocks += blocks;
   if (words) Atomics.add(credit, 0, words.length);
@@ -199,10 +227,12 @@ function onMessage(m: ToThread): void {
       return post({ op: "ready" });
     case "add":
       streams.get(m.stream)?.close();
+      sentStatus.delete(m.stream);
       return add(m.stream, m.worker, m.opts, m.feed);
     case "remove": {
       const h = streams.get(m.stream);
       streams.delete(m.stream);
+      sentStatus.delete(m.stream);
       return h?.close();
     }
     case "frames": {

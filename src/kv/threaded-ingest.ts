@@ -6,8 +6,8 @@
 //
 // Kept from the single-threaded KvIngest (ingest-manager.ts): the capacity budget and index
 // reservations, removal taking effect at once (ops of a removed stream are dropped on arrival:
-// every addWorker gets a fresh stream id), status per worker (a snapshot the thread sends at most
-// every statusIntervalMs (100 ms), and on sync()). Bounds: a thread's posted-but-unapplied op words
+// every addWorker gets a fresh stream id), status per worker (the thread sends the statuses that
+// changed, at most every statusIntervalMs (100 ms), and on sync()). Bounds: a thread's posted-but-unapplied op words
 // (maxInflightWords; the thread waits beyond it, ingest-thread.ts) and relayed messages in flight
 // to a thread (maxRelayedMessages; beyond it a message is dropped and counted, and the stream
 // sees a gap). A thread that dies is logged, replaced, and its workers' streams started afresh
