@@ -5,7 +5,8 @@ import type { Clock } from "../core/clock.ts";
 import type { Logger } from "../core/log.ts";
 import type { ThreadMemorySource } from "../core/thread-memory.ts";
 import type { KvIndex } from "./indexer.ts";
-import { clampCapacity, KvEventStream, MAX_RESERVED_BLOCKS, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+import { CapacityBudget } from "./capacity-budget.ts";
+import { KvEventStream, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
 import type { IngestThreadFigures } from "./threaded-ingest.ts";
 import { ZmtpKvReplayer, ZmtpKvSource } from "./zmtp-source.ts";
 
@@ -65,9 +66,6 @@ export interface KvIngestApi {
   close(): void;
 }
 
-/** The index's optional pre-sizing (BlockIndex has it; other KvIndex implementations may not). */
-type Reservable = KvIndex & { reserve?(blocks: number): void };
-
 interface Entry {
   stream: KvEventStream;
   source: KvEventSource;
@@ -81,7 +79,7 @@ interface Entry {
 export class KvIngest implements KvIngestApi {
   private entries = new Map<string, Entry>();
   /** Budget of all workers' reservations together (tests lower it). */
-  private readonly maxReserved: number;
+  private readonly budget: CapacityBudget;
 
   constructor(
     readonly index: KvIndex,
@@ -89,27 +87,27 @@ export class KvIngest implements KvIngestApi {
     private readonly logger?: Logger,
     opts: { maxReservedBlocks?: number } = {},
   ) {
-    this.maxReserved = Math.min(opts.maxReservedBlocks ?? MAX_RESERVED_BLOCKS, MAX_RESERVED_BLOCKS);
+    this.budget = new CapacityBudget(index, () => this.entries.values(), opts.maxReservedBlocks);
   }
 
   /** Start consuming a worker's events. Replaces (and clears) an existing stream of that worker. */
   addWorker(worker: string, source: KvEventSource, replayer: KvReplayer | null, opts: AddWorkerOptions = {}): KvEventStream {
     if (this.entries.has(worker)) this.removeWorker(worker);
     const { capacityBlocks, ...rest } = opts;
-    const reserved = Math.min(clampCapacity(capacityBlocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    const reserved = this.budget.grant(capacityBlocks);
     let entry: Entry | null = null;
     const stream = new KvEventStream(worker, this.index, {
       clock: this.clock,
       replayer,
       ...rest,
       capacityBlocks: reserved,
-      onCleared: () => this.reserveIndex(),
+      onCleared: () => this.budget.resizeIndex(),
       selfSize: (held) => (entry ? this.selfSize(entry, held) : 0),
       ...(this.logger ? { logger: this.logger.child("kv") } : {}),
     });
     entry = { stream, source, replayer, reserved, stated: reserved > 0 };
     this.entries.set(worker, entry);
-    this.reserveIndex();
+    this.budget.resizeIndex();
     source.start(stream);
     return stream;
   }
@@ -138,41 +136,24 @@ export class KvIngest implements KvIngestApi {
 
   /** Blocks reserved over all live workers (≤ MAX_RESERVED_BLOCKS): what the index is sized for. */
   reservedBlocks(): number {
-    let sum = 0;
-    for (const e of this.entries.values()) sum += e.reserved;
-    return sum;
+    return this.budget.total();
   }
 
-  /** Size the shared index for the live workers' capacity (again after a clear shrank it). */
-  private reserveIndex(): void {
-    const sum = this.reservedBlocks();
-    const index = this.index as Reservable;
-    if (sum > 0 && typeof index.reserve === "function") index.reserve(sum);
-  }
-
-  /**
-   * A worker's KV capacity learned while it runs (vLLM's num_gpu_blocks, SGLang's pages, from
-   * /metrics when no flag gave it up front): reserve for it once, within the shared cap. It
-   * replaces an estimate from the first eviction when larger.
-   */
+  /** A capacity learned while the worker runs: CapacityBudget.stated. */
   setCapacity(worker: string, blocks: number): void {
     const e = this.entries.get(worker);
-    if (!e || e.stated) return;
-    const n = Math.min(clampCapacity(blocks), Math.max(0, this.maxReserved - this.reservedBlocks() + e.reserved));
-    if (n === 0) return; // budget spent: a later scrape may find room
-    e.stated = true;
-    if (n <= e.reserved) return;
-    e.reserved = n;
-    e.stream.reserveCapacity(n);
-    this.reserveIndex();
+    const n = e ? this.budget.stated(e, blocks) : 0;
+    if (n === 0) return;
+    e!.stream.reserveCapacity(n);
+    this.budget.resizeIndex();
   }
 
   /** No capacity known, first eviction: budget the estimate and size the index for it (ingest.ts selfSize). */
   private selfSize(e: Entry, held: number): number {
     if (e.reserved > 0 || this.entries.get(e.stream.worker) !== e) return 0;
-    e.reserved = Math.min(clampCapacity(held), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    e.reserved = this.budget.grant(held);
     // Called between events (WorkerBlockMap.removedFrom, after its loop): no index slot is held.
-    this.reserveIndex();
+    this.budget.resizeIndex();
     return e.reserved; // the stream sizes its own map for it
   }
 
@@ -190,7 +171,7 @@ export class KvIngest implements KvIngestApi {
       }
     }
     this.index.removeWorker(worker);
-    this.reserveIndex(); // removal may have shrunk the index below the others' capacity
+    this.budget.resizeIndex(); // removal may have shrunk the index below the others' capacity
   }
 
   stream(worker: string): KvEventStream | undefined {

@@ -17,7 +17,8 @@ import type { Logger } from "../core/log.ts";
 import { type ThreadMemorySource, ThreadMemoryAsker } from "../core/thread-memory.ts";
 import { IndexApplier, type WorkerIndexSink } from "./index-sink.ts";
 import type { KvIndex } from "./indexer.ts";
-import { clampCapacity, MAX_RESERVED_BLOCKS, type KvEventSink, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
+import { CapacityBudget } from "./capacity-budget.ts";
+import { type KvEventSink, type KvEventSource, type KvReplayer, type KvStreamStatus } from "./ingest.ts";
 import type { AddWorkerOptions, IngestStreamHandle, KvIngestApi, ZmtpFeed } from "./ingest-manager.ts";
 import type { FromThread, ThreadFeed, ThreadStats, ToThread } from "./ingest-thread.ts";
 import { applyOps } from "./op-stream.ts";
@@ -93,7 +94,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   private closed = false;
   private readonly maxInflight: number;
   private readonly maxRelayed: number;
-  private readonly maxReserved: number;
+  private readonly budget: CapacityBudget;
   private readonly statusIntervalMs: number;
   /** Memory questions' deadlines and restart delays. */
   private readonly memClock = new RealClock({ unref: true });
@@ -105,7 +106,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   ) {
     this.maxInflight = o.maxInflightWords ?? 1 << 22;
     this.maxRelayed = o.maxRelayedMessages ?? 8192;
-    this.maxReserved = Math.min(o.maxReservedBlocks ?? MAX_RESERVED_BLOCKS, MAX_RESERVED_BLOCKS);
+    this.budget = new CapacityBudget(index, () => this.entries.values(), o.maxReservedBlocks);
     this.statusIntervalMs = o.statusIntervalMs ?? 100;
     const n = Math.max(1, Math.min(16, Math.floor(o.threads)));
     for (let i = 0; i < n; i++) {
@@ -237,8 +238,8 @@ export class ThreadedKvIngest implements KvIngestApi {
         const e = this.byId.get(m.stream);
         if (!e || e.reserved > 0) return;
         e.selfSized = true;
-        e.reserved = Math.min(clampCapacity(m.held), Math.max(0, this.maxReserved - this.reservedBlocks()));
-        return this.reserveIndex();
+        e.reserved = this.budget.grant(m.held);
+        return this.budget.resizeIndex();
       }
       case "synced": {
         const done = slot.syncs.get(m.id);
@@ -259,7 +260,7 @@ export class ThreadedKvIngest implements KvIngestApi {
       removed: (medium, pairs, n) => a.removed(medium, pairs, n),
       cleared: () => {
         a.cleared();
-        this.reserveIndex(); // a clear shrinks the index; size it again (KvIngest's onCleared)
+        this.budget.resizeIndex(); // a clear shrinks the index; size it again (KvIngest's onCleared)
       },
     };
   }
@@ -271,7 +272,7 @@ export class ThreadedKvIngest implements KvIngestApi {
   private add(worker: string, feed: ThreadFeed, source: KvEventSource | null, replayer: KvReplayer | null, opts: AddWorkerOptions): void {
     if (this.entries.has(worker)) this.removeWorker(worker);
     const { capacityBlocks, ...rest } = opts;
-    const reserved = Math.min(clampCapacity(capacityBlocks), Math.max(0, this.maxReserved - this.reservedBlocks()));
+    const reserved = this.budget.grant(capacityBlocks);
     let slot = this.slots[0]!;
     const load = (s: Slot) => [...this.entries.values()].filter((e) => e.slot === s).length;
     for (const s of this.slots) if (load(s) < load(slot)) slot = s;
@@ -280,7 +281,7 @@ export class ThreadedKvIngest implements KvIngestApi {
     e.sink = this.sinkFor(e);
     this.entries.set(worker, e);
     this.byId.set(e.id, e);
-    this.reserveIndex();
+    this.budget.resizeIndex();
     this.post(slot, { op: "add", stream: e.id, worker, opts: this.threadOpts(e), feed });
     source?.start(this.relay(e));
   }
@@ -309,27 +310,15 @@ export class ThreadedKvIngest implements KvIngestApi {
   }
 
   reservedBlocks(): number {
-    let sum = 0;
-    for (const e of this.entries.values()) sum += e.reserved;
-    return sum;
-  }
-
-  private reserveIndex(): void {
-    const sum = this.reservedBlocks();
-    const index = this.index as KvIndex & { reserve?(blocks: number): void };
-    if (sum > 0 && typeof index.reserve === "function") index.reserve(sum);
+    return this.budget.total();
   }
 
   setCapacity(worker: string, blocks: number): void {
     const e = this.entries.get(worker);
-    if (!e || e.stated) return;
-    const n = Math.min(clampCapacity(blocks), Math.max(0, this.maxReserved - this.reservedBlocks() + e.reserved));
+    const n = e ? this.budget.stated(e, blocks) : 0;
     if (n === 0) return;
-    e.stated = true;
-    if (n <= e.reserved) return;
-    e.reserved = n;
-    this.post(e.slot, { op: "capacity", stream: e.id, blocks: n });
-    this.reserveIndex();
+    this.post(e!.slot, { op: "capacity", stream: e!.id, blocks: n });
+    this.budget.resizeIndex();
   }
 
   removeWorker(worker: string): void {
@@ -346,7 +335,7 @@ export class ThreadedKvIngest implements KvIngestApi {
       }
     }
     this.index.removeWorker(worker);
-    this.reserveIndex();
+    this.budget.resizeIndex();
   }
 
   stream(worker: string): IngestStreamHandle | undefined {
