@@ -407,19 +407,15 @@ export class Frontend {
     }
     // A limited key's x-ratelimit-* headers go on every answer (tenant-admission.ts fills them).
     const limitHeaders: Record<string, string> = {};
-    const withLimits = (r: Response) => {
-      for (const k in limitHeaders) if (!r.headers.has(k)) r.headers.set(k, limitHeaders[k]!);
-      return r;
-    };
     try {
-      return withLimits(toResponse(await this.run(req, t, endpoint, body.text, body.parsed, limitHeaders)));
+      return withLimits(toResponse(await this.run(req, t, endpoint, body.text, body.parsed, limitHeaders)), limitHeaders);
     } catch (e) {
       if (e instanceof ClientGone) {
         t.release({ kind: "client_closed", phase: "before_first_token" });
         return new Response(null, { status: CLIENT_CLOSED });
       }
       if (!(e instanceof HerdError)) this.o.log.error("request failed", { err: errorMessage(e) });
-      return withLimits(errorResponse((refusal(t, e) as { error: HerdError }).error));
+      return withLimits(errorResponse((refusal(t, e) as { error: HerdError }).error), limitHeaders);
     }
   }
 
@@ -567,6 +563,12 @@ export class Frontend {
       return null;
     }
   }
+}
+
+/** `limits` (a limited key's x-ratelimit-* headers) on `r`, where the answer has not set them. */
+function withLimits(r: Response, limits: Record<string, string>): Response {
+  for (const k in limits) if (!r.headers.has(k)) r.headers.set(k, limits[k]!);
+  return r;
 }
 
 /** Await `work` under a child span of `parent` named `name`, ended either way (a rejection marks it failed). */

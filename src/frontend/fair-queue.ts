@@ -43,6 +43,9 @@ export interface Granted {
   waitedMs: number;
 }
 
+/** The queue is off (worker_slots 0): one shared grant, not a closure and an object per request. */
+const GRANTED_UNQUEUED: Granted = Object.freeze({ release: () => {}, waitedMs: 0 });
+
 export class FairQueue {
   private readonly inUse = new Map<string, number>();
   /** Slots held per model and tenant (`${model}\0${tenant}`), for fair shares. */
@@ -81,7 +84,7 @@ export class FairQueue {
   acquire(model: string, tenant: string, priority: number, cost: number, signal: AbortSignal | null): Promise<Granted> {
     const cfg = this.config();
     const start = this.clock.now();
-    if (cfg.worker_slots === 0) return Promise.resolve({ release: () => {}, waitedMs: 0 });
+    if (cfg.worker_slots === 0) return Promise.resolve(GRANTED_UNQUEUED);
     this.seenAt.set(`${model}\0${tenant}`, start);
     const fits = this.fits(model, tenant);
     if (fits && !this.waiting.some((e) => e.model === model && this.fits(model, e.tenant))) {

@@ -250,6 +250,7 @@ export class Ticket {
       a.unlink?.();
       return a.lease.release();
     }
+    if (this.attempts.size === 0) return; // the usual case at release: no Map iterator, no entry arrays
     // (Deleting the entry being visited is safe in a Map's iteration.)
     for (const [k, a] of this.attempts) {
       this.attempts.delete(k);
@@ -304,7 +305,10 @@ export class Ticket {
     this.endAttempt();
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
-    for (const fn of this.onReleased.splice(0)) fn();
+    // Index loop, no splice copy: a callback registering another runs it at once (outcome is set).
+    const fns = this.onReleased;
+    for (let i = 0; i < fns.length; i++) fns[i]!();
+    fns.length = 0;
     if (!this.span.recording) return this.span.end();
     const status = outcomeStatus(outcome);
     this.span.set({ "herd.outcome": outcome.kind, "http.response.status_code": status, ...(this.model ? { "gen_ai.request.model": this.model } : {}), ...(this.workerId ? { "herd.worker": this.workerId } : {}) });

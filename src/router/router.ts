@@ -102,6 +102,8 @@ export class Router {
   private readonly filters: readonly Filter[];
   private readonly loads: LoadBook;
   private readonly observers = new Set<RouterObserver>();
+  /** The observers as an array, rebuilt on (un)subscribe: notify walks it without a Set iterator per call. */
+  private observerList: readonly RouterObserver[] = [];
   private unsubscribe: () => void = () => {};
 
   constructor(opts: RouterOptions) {
@@ -118,7 +120,7 @@ export class Router {
     this.outliers = opts.outliers ?? new OutlierDetector(opts.clock, opts.config.outlier);
     this.self = opts.self ?? null;
     this.isolated = opts.isolated ?? (() => false);
-    this.loads = new LoadBook(opts.registry, (id, n) => this.notify((o) => o.inFlight?.(id, n)), () => opts.clock.now());
+    this.loads = new LoadBook(opts.registry, (id, n) => this.notifyInFlight(id, n), () => opts.clock.now());
     const loads = this.loads;
     const load = {
       prefilling: (id: string) => loads.prefillOf(id),
@@ -163,7 +165,7 @@ export class Router {
     // One request per client request: a P/D request's prefill leg is not another one.
     if (req.exclude.size === 0 && req.leg !== "prefill") this.retryBudget.recordRequest();
     const elapsedMs = this.clock.now() - t0;
-    this.notify((o) => o.decision?.(result.decision, elapsedMs));
+    this.notifyDecision(result.decision, elapsedMs);
     this.log?.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
     return result;
   }
@@ -305,7 +307,11 @@ export class Router {
   /** Subscribe to routing events; returns the unsubscribe function. */
   observe(observer: RouterObserver): () => void {
     this.observers.add(observer);
-    return () => void this.observers.delete(observer);
+    this.observerList = [...this.observers];
+    return () => {
+      this.observers.delete(observer);
+      this.observerList = [...this.observers];
+    };
   }
 
   private decide(req: RouteRequest, dryRun: boolean): RouteResult {
@@ -347,9 +353,33 @@ export class Router {
   }
 
   private notify(fn: (o: RouterObserver) => void): void {
-    for (const o of this.observers) {
+    const list = this.observerList;
+    for (let i = 0; i < list.length; i++) {
       try {
-        fn(o);
+        fn(list[i]!);
+      } catch (e) {
+        this.log?.error("router observer threw", { err: errorMessage(e) });
+      }
+    }
+  }
+
+  // The per-request notifications, without a closure each (bench/frontend-allocs.ts).
+  private notifyDecision(decision: Decision, elapsedMs: number): void {
+    const list = this.observerList;
+    for (let i = 0; i < list.length; i++) {
+      try {
+        list[i]!.decision?.(decision, elapsedMs);
+      } catch (e) {
+        this.log?.error("router observer threw", { err: errorMessage(e) });
+      }
+    }
+  }
+
+  private notifyInFlight(workerId: string, n: number): void {
+    const list = this.observerList;
+    for (let i = 0; i < list.length; i++) {
+      try {
+        list[i]!.inFlight?.(workerId, n);
       } catch (e) {
         this.log?.error("router observer threw", { err: errorMessage(e) });
       }
