@@ -11,7 +11,7 @@
 import { existsSync, mkdtempSync, readFileSync, rmSync, unlinkSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chatOnce, MODEL } from "./lib/chat-once.ts";
+import { chatOnce, migrationKeys, MODEL, simEngineArgs, stopHerdAndEngine, writeHerdConfig } from "./lib/chat-once.ts";
 import { freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 50);
@@ -20,17 +20,8 @@ const ROOT = resolve(import.meta.dir, "..");
 const dir = mkdtempSync(join(tmpdir(), "herd-allocs-"));
 const hookFile = join(dir, "heap.json");
 const simPort = await freePort();
-const sim = Bun.spawn([process.execPath, "src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
-const cfg = join(dir, "herd.yaml");
-writeFileSync(
-  cfg,
-  `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
-frontend: { migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)} }
-router: { policy: round-robin }
-models: [{ name: ${MODEL} }]
-engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
-`,
-);
+const sim = Bun.spawn([process.execPath, ...simEngineArgs(simPort)], { cwd: ROOT, stdout: "ignore", stderr: "pipe" });
+const cfg = writeHerdConfig(dir, `http://127.0.0.1:${simPort}`, migrationKeys(false));
 const herd = Bun.spawn([process.execPath, "--preload", join(ROOT, "bench/lib/heap-hook.ts"), "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], {
   cwd: ROOT,
   stdout: "ignore",
@@ -72,9 +63,6 @@ try {
   for (const k of keys) console.log(`  ${k.padEnd(28)} ${median(k).toFixed(2).padStart(8)}`);
   console.log(`  ${"total".padEnd(28)} ${median("__total").toFixed(2).padStart(8)}`);
 } finally {
-  herd.kill("SIGTERM");
-  await Promise.race([herd.exited, Bun.sleep(10_000)]);
-  sim.kill("SIGTERM");
-  await sim.exited;
+  await stopHerdAndEngine(herd, sim);
   rmSync(dir, { recursive: true, force: true });
 }

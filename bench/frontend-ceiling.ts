@@ -15,10 +15,10 @@
 // per-attempt AbortController, client-signal listener and three timers) and bare-fetch-heap (the bare proxy with herd's
 // daemon modules imported, not run), to tell herd's per-request work from its heap.
 // Run: ./node_modules/.bin/bun bench/frontend-ceiling.ts [requests=500] [concurrency=16] [seconds=4]
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { loadavg, tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chatOnce, cpuS, MODEL } from "./lib/chat-once.ts";
+import { chatOnce, cpuS, simEngineArgs, writeHerdConfig } from "./lib/chat-once.ts";
 import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 500);
@@ -48,17 +48,9 @@ const spawn = (argv: string[], env?: Record<string, string>) => {
 };
 try {
   const simPort = await freePort();
-  const sim = spawn(["src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"]);
+  const sim = spawn(simEngineArgs(simPort));
   const direct = `http://127.0.0.1:${simPort}`;
-  const cfg = join(dir, "herd.yaml");
-  writeFileSync(
-    cfg,
-    `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
-router: { policy: round-robin }
-models: [{ name: ${MODEL} }]
-engines: [{ kind: external, model: ${MODEL}, url: "${direct}" }]
-`,
-  );
+  const cfg = writeHerdConfig(dir, direct);
   const herd = spawn(["src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], { HERD_LOG: "info" });
   const bf = spawn(["bench/lib/bare-proxy.ts", "fetch", direct]);
   const bs = spawn(["bench/lib/bare-proxy.ts", "socket", direct]);

@@ -8,10 +8,10 @@
 // a non-streamed chat is streamed from the engine and assembled by herd (src/request/collect.ts) when
 // its max_tokens (8 here) is at least frontend.migration_collect_min_tokens; BENCH_COLLECT_MIN_TOKENS
 // sets that key (default: herd's default, 64; 0 collects every request, the collect path's own cost).
-import { mkdtempSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chatOnce, cpuS, MODEL } from "./lib/chat-once.ts";
+import { chatOnce, cpuS, migrationKeys, MODEL, simEngineArgs, stopHerdAndEngine, writeHerdConfig } from "./lib/chat-once.ts";
 import { closedLoop, freePort, waitUrl } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 400);
@@ -94,21 +94,12 @@ async function throughput(direct: string, viaHerd: string, pids: { engine: numbe
 
 const dir = mkdtempSync(join(tmpdir(), "herd-bench-"));
 const simPort = await freePort();
-const sim = Bun.spawn([process.execPath, "src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"], {
+const sim = Bun.spawn([process.execPath, ...simEngineArgs(simPort)], {
   cwd: ROOT,
   stdout: "ignore",
   stderr: "pipe",
 });
-const cfg = join(dir, "herd.yaml");
-writeFileSync(
-  cfg,
-  `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
-frontend: { migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)}${process.env.BENCH_COLLECT_MIN_TOKENS ? `, migration_collect_min_tokens: ${Number(process.env.BENCH_COLLECT_MIN_TOKENS)}` : ""} }
-router: { policy: round-robin }
-models: [{ name: ${MODEL} }]
-engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
-`,
-);
+const cfg = writeHerdConfig(dir, `http://127.0.0.1:${simPort}`, migrationKeys(true));
 // BENCH_PROFILE_DIR=dir writes a markdown CPU profile of herd there (on exit); with BENCH_PROFILE_JSON=1
 // a .cpuprofile (Chrome DevTools format) instead.
 const prof = process.env.BENCH_PROFILE_DIR ? [process.env.BENCH_PROFILE_JSON ? "--cpu-prof" : "--cpu-prof-md", `--cpu-prof-dir=${process.env.BENCH_PROFILE_DIR}`] : [];
@@ -137,9 +128,6 @@ try {
   const cpu = (c: { gen: number; engine: number; herd: number }) => `loadgen ${c.gen.toFixed(0)} µs, engine ${c.engine.toFixed(0)} µs`;
   console.log(`${"CPU per request (non-stream)".padEnd(28)} direct: ${cpu(dCpu)}   via herd: ${cpu(hCpu)}, herd ${hCpu.herd.toFixed(0)} µs`);
 } finally {
-  herd.kill("SIGTERM");
-  await Promise.race([herd.exited, Bun.sleep(10_000)]);
-  sim.kill("SIGTERM");
-  await sim.exited;
+  await stopHerdAndEngine(herd, sim);
   rmSync(dir, { recursive: true, force: true });
 }

@@ -13,10 +13,10 @@
 // quote bench/frontend-overhead.ts for those.
 // Run: ./node_modules/.bin/bun bench/frontend-stalls.ts [requests=500]
 // BENCH_HERD_ENV="K=V,K=V" adds environment variables to herd (e.g. BUN_GC_TIMER_DISABLE=1).
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { mkdtempSync, readFileSync, rmSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
-import { chatOnce, MODEL } from "./lib/chat-once.ts";
+import { chatOnce, simEngineArgs, stopHerdAndEngine, writeHerdConfig } from "./lib/chat-once.ts";
 import { freePort } from "./lib/child.ts";
 
 const N = Number(process.argv[2] ?? 500);
@@ -94,21 +94,13 @@ const dir = mkdtempSync(join(tmpdir(), "herd-stalls-"));
 const simLag = join(dir, "sim-lag.json");
 const herdLag = join(dir, "herd-lag.json");
 const simPort = await freePort();
-const sim = Bun.spawn([process.execPath, "--preload", PROBE, "src/cli.ts", "sim-engine", "--port", String(simPort), "--model", MODEL, "--zero-delay", "--output-len", "0"], {
+const sim = Bun.spawn([process.execPath, "--preload", PROBE, ...simEngineArgs(simPort)], {
   cwd: ROOT,
   stdout: "ignore",
   stderr: "ignore",
   env: { ...process.env, LOOP_LAG_OUT: simLag },
 });
-const cfg = join(dir, "herd.yaml");
-writeFileSync(
-  cfg,
-  `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
-router: { policy: round-robin }
-models: [{ name: ${MODEL} }]
-engines: [{ kind: external, model: ${MODEL}, url: "http://127.0.0.1:${simPort}" }]
-`,
-);
+const cfg = writeHerdConfig(dir, `http://127.0.0.1:${simPort}`);
 const extraEnv = Object.fromEntries((process.env.BENCH_HERD_ENV ?? "").split(",").filter((kv) => kv.includes("=")).map((kv) => [kv.slice(0, kv.indexOf("=")), kv.slice(kv.indexOf("=") + 1)]));
 const herd = Bun.spawn([process.execPath, "--preload", PROBE, "src/cli.ts", "run", "--config", cfg, "--listen", "127.0.0.1:0"], {
   cwd: ROOT,
@@ -145,10 +137,7 @@ try {
   }
 } finally {
   clearInterval(genTimer);
-  herd.kill("SIGTERM");
-  await Promise.race([herd.exited, Bun.sleep(10_000)]);
-  sim.kill("SIGTERM");
-  await sim.exited;
+  await stopHerdAndEngine(herd, sim);
 }
 const read = (p: string): Gap[] => {
   try {

@@ -1,6 +1,8 @@
-// The frontend benches' one request (bench/frontend-overhead.ts, frontend-stalls.ts, frontend-ceiling.ts):
-// the same small chat against herd, a bare proxy or the engine directly, so their rows compare alike.
-import { readFileSync } from "node:fs";
+// The frontend benches' common setup (bench/frontend-overhead.ts, frontend-stalls.ts, frontend-ceiling.ts,
+// frontend-allocs.ts): one zero-delay sim engine, herd with it as its one external engine, and the
+// same small chat against herd, a bare proxy or the engine directly, so their rows compare alike.
+import { readFileSync, writeFileSync } from "node:fs";
+import { join } from "node:path";
 
 export const MODEL = "bench-sim";
 
@@ -24,4 +26,37 @@ export function cpuS(pid: number): number {
   } catch {
     return NaN;
   }
+}
+
+/** The sim engine's argv after the bun executable (run from the repo root): zero delay, no output tokens. */
+export const simEngineArgs = (port: number) => ["src/cli.ts", "sim-engine", "--port", String(port), "--model", MODEL, "--zero-delay", "--output-len", "0"];
+
+/** `frontend:` keys from BENCH_MIGRATION_LIMIT (default 3, herd's) and, with `collect`, BENCH_COLLECT_MIN_TOKENS. */
+export function migrationKeys(collect: boolean): string {
+  const min = process.env.BENCH_COLLECT_MIN_TOKENS;
+  return `migration_limit: ${Number(process.env.BENCH_MIGRATION_LIMIT ?? 3)}${collect && min ? `, migration_collect_min_tokens: ${Number(min)}` : ""}`;
+}
+
+/** Write herd's config into `dir` (one external engine at `engineUrl`, round-robin; `frontend` keys if any); its path. */
+export function writeHerdConfig(dir: string, engineUrl: string, frontend = ""): string {
+  const cfg = join(dir, "herd.yaml");
+  writeFileSync(
+    cfg,
+    `node: { name: bench, data_dir: ${JSON.stringify(join(dir, "data"))} }
+${frontend ? `frontend: { ${frontend} }\n` : ""}router: { policy: round-robin }
+models: [{ name: ${MODEL} }]
+engines: [{ kind: external, model: ${MODEL}, url: "${engineUrl}" }]
+`,
+  );
+  return cfg;
+}
+
+/** Stop herd (SIGTERM, up to 10 s for its drain), then the engine. */
+type Child = { kill(signal?: number | NodeJS.Signals): void; exited: Promise<unknown> };
+
+export async function stopHerdAndEngine(herd: Child, sim: Child): Promise<void> {
+  herd.kill("SIGTERM");
+  await Promise.race([herd.exited, Bun.sleep(10_000)]);
+  sim.kill("SIGTERM");
+  await sim.exited;
 }
