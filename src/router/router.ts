@@ -44,6 +44,9 @@ export interface RouterObserver {
   latency?(sample: LatencySample): void;
 }
 
+/** An observer method's arguments (each takes at most two). */
+type ObserverArgs<K extends keyof RouterObserver> = Parameters<NonNullable<RouterObserver[K]>>;
+
 export interface RouterOptions {
   config: RouterConfig;
   registry: WorkerRegistry;
@@ -120,7 +123,7 @@ export class Router {
     this.outliers = opts.outliers ?? new OutlierDetector(opts.clock, opts.config.outlier);
     this.self = opts.self ?? null;
     this.isolated = opts.isolated ?? (() => false);
-    this.loads = new LoadBook(opts.registry, (id, n) => this.notifyInFlight(id, n), () => opts.clock.now());
+    this.loads = new LoadBook(opts.registry, (id, n) => this.notify("inFlight", id, n), () => opts.clock.now());
     const loads = this.loads;
     const load = {
       prefilling: (id: string) => loads.prefillOf(id),
@@ -165,7 +168,7 @@ export class Router {
     // One request per client request: a P/D request's prefill leg is not another one.
     if (req.exclude.size === 0 && req.leg !== "prefill") this.retryBudget.recordRequest();
     const elapsedMs = this.clock.now() - t0;
-    this.notifyDecision(result.decision, elapsedMs);
+    this.notify("decision", result.decision, elapsedMs);
     this.log?.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
     return result;
   }
@@ -194,7 +197,7 @@ export class Router {
       lease.firstToken();
       const sample: LatencySample = { workerId: lease.workerId, predictedTtftMs, measuredTtftMs: this.clock.now() - bookedMs };
       policy.learn?.(sample);
-      this.notify((o) => o.latency?.(sample));
+      this.notify("latency", sample);
     };
     return {
       get workerId() { return lease.workerId; },
@@ -236,11 +239,11 @@ export class Router {
    */
   allowRetry(attempt: number, failure: Failure): boolean {
     if (!retryable(failure)) {
-      this.notify((o) => o.retry?.(false, "not_retryable"));
+      this.notify("retry", false, "not_retryable");
       return false;
     }
     const ok = this.retryBudget.tryAcquire(attempt, failure.dead === true && this.outliers.config.enabled);
-    this.notify((o) => o.retry?.(ok, ok ? "allowed" : "budget"));
+    this.notify("retry", ok, ok ? "allowed" : "budget");
     return ok;
   }
 
@@ -317,7 +320,7 @@ export class Router {
   private decide(req: RouteRequest, dryRun: boolean): RouteResult {
     const all = this.registry.ofModel(req.model);
     if (all.length === 0) {
-      if (!dryRun) this.notify((o) => o.rejected?.(req.model, "model_not_found"));
+      if (!dryRun) this.notify("rejected", req.model, "model_not_found");
       throw new HerdError(404, "invalid_request_error", `The model \`${req.model}\` does not exist.`, "model_not_found");
     }
     const filtered: FilteredOut[] = [];
@@ -337,7 +340,7 @@ export class Router {
     // empty the set — with every candidate ejected, trying one beats a certain 503.
     if (candidates.length > 0) candidates = evidenceFilters(candidates, filtered, { req, outliers: this.outliers, registry: this.registry, self: this.self, isolated: this.isolated() });
     if (candidates.length === 0) {
-      if (!dryRun) this.notify((o) => o.rejected?.(req.model, "no_worker_available"));
+      if (!dryRun) this.notify("rejected", req.model, "no_worker_available");
       const starting = all.some((w) => w.state === "starting");
       throw unavailable(`no worker ready for model \`${req.model}\` (${summarise(all, filtered)})`, "no_worker_available", starting ? 5 : 1);
     }
@@ -352,34 +355,13 @@ export class Router {
     return { worker, decision: { policy: policy.name, ...pick, filtered } };
   }
 
-  private notify(fn: (o: RouterObserver) => void): void {
+  /** Tell every observer of `event` (no closure per call: decision and inFlight run per request, bench/frontend-allocs.ts). */
+  private notify<K extends keyof RouterObserver>(event: K, a: ObserverArgs<K>[0], b?: ObserverArgs<K>[1]): void {
     const list = this.observerList;
     for (let i = 0; i < list.length; i++) {
+      const o = list[i]!;
       try {
-        fn(list[i]!);
-      } catch (e) {
-        this.log?.error("router observer threw", { err: errorMessage(e) });
-      }
-    }
-  }
-
-  // The per-request notifications, without a closure each (bench/frontend-allocs.ts).
-  private notifyDecision(decision: Decision, elapsedMs: number): void {
-    const list = this.observerList;
-    for (let i = 0; i < list.length; i++) {
-      try {
-        list[i]!.decision?.(decision, elapsedMs);
-      } catch (e) {
-        this.log?.error("router observer threw", { err: errorMessage(e) });
-      }
-    }
-  }
-
-  private notifyInFlight(workerId: string, n: number): void {
-    const list = this.observerList;
-    for (let i = 0; i < list.length; i++) {
-      try {
-        list[i]!.inFlight?.(workerId, n);
+        (o[event] as ((x: unknown, y: unknown) => void) | undefined)?.call(o, a, b);
       } catch (e) {
         this.log?.error("router observer threw", { err: errorMessage(e) });
       }
