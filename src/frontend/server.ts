@@ -85,14 +85,15 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
       const url = req.url; // (a getter that builds the string: read once)
       const post = req.method === "POST";
       if (post && url.includes("/v1/")) srv.timeout(req, 0);
-      if (post && URL.canParse(url)) {
+      const absolute = URL.canParse(url);
+      if (post && absolute) {
         // Chat and completions skip hono (its context, router and middleware chain) and the remote
         // address (only /metrics and the admin API read it); every other route goes through hono.
         const endpoint = direct(url);
         if (endpoint !== null) return frontend.inference(req, endpoint).catch((e: unknown) => frontend.unhandled(e));
       }
       const ip = srv.requestIP(req)?.address ?? null;
-      if (URL.canParse(url)) return app.fetch(req, { ip });
+      if (absolute) return app.fetch(req, { ip });
       const host = req.headers.get("host");
       if (host === null && url.startsWith("/")) return app.fetch(new Request(`${base()}${url}`, req), { ip });
       frontend.refused("malformed Host header", { host: JSON.stringify(host ?? "").slice(0, 80), remote: ip ?? "unknown" });
