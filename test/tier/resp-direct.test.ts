@@ -30,6 +30,32 @@ function server(cpuBytes = 32 * 1024 * KiB, extra: { sliceCommands?: number } = 
   return { tier, s, done: () => (s.stop(), tier.close()) };
 }
 
+describe("RespReader.push(chunk, lend) / release", () => {
+  test("a lent chunk is parsed in place; after release() the reader no longer reads it (its rest was copied)", () => {
+    const r = new RespReader(REDIS_LIMITS, () => false);
+    // Every split of two pipelined commands: lend the first part, release, scribble over it, then the rest.
+    const wire = Buffer.from("*3\r\n$3\r\nSET\r\n$2\r\nk1\r\n$5\r\nhello\r\n*2\r\n$3\r\nGET\r\n$2\r\nk1\r\n");
+    for (let cut = 0; cut <= wire.length; cut++) {
+      const got: string[] = [];
+      const take = () => {
+        for (let p = r.next(); p; p = r.next()) got.push("args" in p ? p.args.map((a) => Buffer.from(a).toString("latin1")).join(" ") : p.error);
+      };
+      const a = Buffer.from(wire.subarray(0, cut));
+      r.push(a, true);
+      take();
+      r.release();
+      a.fill(0x21); // the caller reuses or discards it
+      const b = Buffer.from(wire.subarray(cut));
+      r.push(b, true);
+      take();
+      r.release();
+      b.fill(0x21);
+      expect(got).toEqual(["SET k1 hello", "GET k1"]);
+      expect(r.bufferedBytes).toBe(0);
+    }
+  });
+});
+
 describe("RespReader.bulkGap / filled", () => {
   test("a gap only for a large bulk with nothing buffered ahead of it; filled() is bounded by it", () => {
     const r = new RespReader(REDIS_LIMITS, () => false);

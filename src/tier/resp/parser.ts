@@ -49,7 +49,9 @@ const CR = 13;
 const LF = 10;
 
 export class RespReader {
-  private buf: Uint8Array = Buffer.allocUnsafe(16 * 1024);
+  /** The reader's own input buffer (reused); `buf` is it, or a chunk lent by push(chunk, true). */
+  private own: Uint8Array = Buffer.allocUnsafe(16 * 1024);
+  private buf: Uint8Array = this.own;
   private start = 0;
   private end = 0;
   // Multibulk in progress.
@@ -84,7 +86,13 @@ export class RespReader {
     return this.end - this.start;
   }
 
-  push(chunk: Uint8Array): void {
+  /**
+   * Add input. With `lend`, the caller lets the reader parse `chunk` in place instead of copying it
+   * into its own buffer (when nothing is buffered ahead of it) and must call release() before it
+   * reuses or discards the chunk: the server lends each socket read (a fresh copy Bun made for it),
+   * so a large SET's first bytes are copied once, into its slot, instead of twice (issue 25).
+   */
+  push(chunk: Uint8Array, lend = false): void {
     let c = chunk;
     if (this.bulk && this.bulkFilled < this.bulk.length && this.end === this.start) {
       const n = Math.min(c.length, this.bulk.length - this.bulkFilled);
@@ -93,9 +101,20 @@ export class RespReader {
       c = c.subarray(n);
     }
     if (c.length === 0) return;
-    if (this.end + c.length > this.buf.length) this.grow(c.length);
+    if (lend && this.end === this.start && this.buf === this.own) {
+      this.buf = c;
+      this.start = 0;
+      this.end = c.length;
+      return;
+    }
+    if (this.buf !== this.own || this.end + c.length > this.buf.length) this.grow(c.length);
     this.buf.set(c, this.end);
     this.end += c.length;
+  }
+
+  /** Stop using a lent chunk (push(chunk, true)): its unparsed rest, if any, is copied into the reader's own buffer. */
+  release(): void {
+    if (this.buf !== this.own) this.grow(0);
   }
 
   /**
@@ -240,13 +259,15 @@ export class RespReader {
     return { args, inline: false };
   }
 
+  /** Make room for `extra` more bytes after the live ones, in the reader's own buffer (a lent chunk is left). */
   private grow(extra: number): void {
     const live = this.end - this.start;
     const need = live + extra;
-    const next = need <= this.buf.length / 2 ? this.buf : Buffer.allocUnsafe(Math.max(need, this.buf.length * 2));
-    if (next === this.buf) this.buf.copyWithin(0, this.start, this.end);
+    const own = this.own;
+    const next = this.buf === own ? (need <= own.length / 2 ? own : Buffer.allocUnsafe(Math.max(need, own.length * 2))) : need <= own.length ? own : Buffer.allocUnsafe(Math.max(need, own.length * 2));
+    if (next === this.buf) next.copyWithin(0, this.start, this.end);
     else next.set(this.buf.subarray(this.start, this.end), 0);
-    this.buf = next;
+    this.own = this.buf = next;
     this.start = 0;
     this.end = live;
   }
