@@ -11,6 +11,11 @@ export interface Logger {
   warn(msg: string, fields?: Record<string, unknown>): void;
   error(msg: string, fields?: Record<string, unknown>): void;
   child(component: string): Logger;
+  /**
+   * False when debug lines are dropped: a hot path may skip building a debug line's fields
+   * (the router's per-request "routed" line). Absent (a hand-made logger): assume they are kept.
+   */
+  readonly debugEnabled?: boolean;
 }
 
 export interface LogSink {
@@ -57,5 +62,6 @@ export function createLogger(
     warn: (m, f) => emit("warn", m, f),
     error: (m, f) => emit("error", m, f),
     child: (c) => createLogger(`${component}.${c}`, { level, sink, json, timestamps }),
+    debugEnabled: order.debug >= order[level],
   };
 }

@@ -72,6 +72,7 @@ export function parseListen(listen: string): { host: string; port: number } {
 export function listen(frontend: Frontend, host: string, port: number, maxBodyBytes: number, tls: ListenerTls | null = null): Listening {
   const app = frontend.app;
   const backstop = bodyBackstopBytes(maxBodyBytes);
+  const unhandled = (e: unknown): Response => frontend.unhandled(e); // (one closure, not one per request)
   const server = Bun.serve({
     hostname: host,
     port,
@@ -90,7 +91,7 @@ export function listen(frontend: Frontend, host: string, port: number, maxBodyBy
         // Chat and completions skip hono (its context, router and middleware chain) and the remote
         // address (only /metrics and the admin API read it); every other route goes through hono.
         const endpoint = direct(url);
-        if (endpoint !== null) return frontend.inference(req, endpoint).catch((e: unknown) => frontend.unhandled(e));
+        if (endpoint !== null) return frontend.inference(req, endpoint).catch(unhandled);
       }
       const ip = srv.requestIP(req)?.address ?? null;
       if (absolute) return app.fetch(req, { ip });

@@ -4,7 +4,7 @@
 // `x-herd-priority: <int>` (a request can never raise itself above its key's class).
 import type { TenantMetrics } from "../metrics/tenant-metrics.ts";
 import type { Ticket } from "../request/ticket.ts";
-import { TenantLimited, type Tenant, type Tenants } from "./tenants.ts";
+import { ADMITTED_ANONYMOUS, TenantLimited, type Tenant, type Tenants } from "./tenants.ts";
 
 export const PRIORITY_HEADER = "x-herd-priority";
 
@@ -30,8 +30,10 @@ export function admitTenant(a: TenantAdmission): Tenant {
     a.metrics.rateLimited(e.tenant.name, e.kind);
     throw e.error;
   }
-  a.ticket.onRelease(adm.release);
-  Object.assign(a.limitHeaders, adm.headers);
+  if (adm !== ADMITTED_ANONYMOUS) {
+    a.ticket.onRelease(adm.release);
+    Object.assign(a.limitHeaders, adm.headers);
+  }
   a.metrics.admitted(adm.tenant.name, a.tokens);
   const asked = Number.parseInt(a.headers.get(PRIORITY_HEADER) ?? "", 10);
   const priority = Number.isFinite(asked) ? Math.min(adm.tenant.priority, asked) : adm.tenant.priority;

@@ -98,6 +98,9 @@ interface State {
 /** Why a request was refused: the limit it hit (a metrics label). */
 export type LimitKind = "requests" | "tokens" | "concurrency";
 
+/** No keys, or a request without one: nothing to free, no headers (one shared object, not three per request). */
+export const ADMITTED_ANONYMOUS: Admitted = Object.freeze({ tenant: ANONYMOUS, headers: Object.freeze({}) as Record<string, string>, release: () => {} });
+
 export interface Admitted {
   tenant: Tenant;
   /** x-ratelimit-* headers for this answer (empty for a tenant without limits). */
@@ -169,7 +172,7 @@ export class Tenants {
    */
   admit(authorization: string | null | undefined, tokens: number): Admitted {
     const s = this.enabled ? this.find(authorization) : null;
-    if (!s) return { tenant: ANONYMOUS, headers: {}, release: () => {} };
+    if (!s) return ADMITTED_ANONYMOUS;
     const now = this.clock.now();
     const t = s.tenant;
     const refuse = (kind: LimitKind, message: string, waitMs: number): never => {

@@ -24,6 +24,8 @@ export class AbortCause {
   ) {}
 }
 
+const clientGone = () => new AbortCause("client", "client disconnected");
+
 export type ClientPhase = "upload" | "before_first_token" | "streaming";
 
 /** How a request ended. `status` is what the client was (or would have been) answered. */
@@ -196,7 +198,9 @@ export class Ticket {
    * Attempts under way, by their abort controller: one for a routed request; an orchestrated plan
    * may run two at once (SGLang's flow sends the prefill and the decode leg together).
    */
-  private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string; unlink: (() => void) | null }>();
+  private readonly attempts = new Map<AbortController, { lease: Lease; workerId: string }>();
+  /** The ticket is listening on clientSignal (handleEvent), from its first attempt to its release. */
+  private listening = false;
   /** Run once at release (the frontend's tenant slot and fair-queue grant). */
   private readonly onReleased: (() => void)[] = [];
 
@@ -227,18 +231,23 @@ export class Ticket {
     const ac = new AbortController();
     this.workerId = workerId;
     this.predictedCachedTokens = predictedCachedTokens;
-    let unlink: (() => void) | null = null;
     const client = this.clientSignal;
     if (client) {
-      const onAbort = () => ac.abort(new AbortCause("client", "client disconnected"));
-      if (client.aborted) onAbort();
-      else {
-        client.addEventListener("abort", onAbort);
-        unlink = () => client.removeEventListener("abort", onAbort);
+      if (client.aborted) ac.abort(clientGone());
+      else if (!this.listening) {
+        // One listener per ticket, the ticket itself (handleEvent), for all its attempts: was a
+        // closure and an unlink closure per attempt, added and removed each time.
+        client.addEventListener("abort", this);
+        this.listening = true;
       }
     }
-    this.attempts.set(ac, { lease, workerId, unlink });
+    this.attempts.set(ac, { lease, workerId });
     return ac;
+  }
+
+  /** @internal The client's signal aborted (EventListener): every attempt under way ends as the client's. */
+  handleEvent(): void {
+    for (const ac of this.attempts.keys()) if (!ac.signal.aborted) ac.abort(clientGone());
   }
 
   /** An attempt is over (failed before the commit point, or read whole): its lease ends. No argument: every attempt. */
@@ -247,14 +256,12 @@ export class Ticket {
       const a = this.attempts.get(ac);
       if (a === undefined) return;
       this.attempts.delete(ac);
-      a.unlink?.();
       return a.lease.release();
     }
     if (this.attempts.size === 0) return; // the usual case at release: no Map iterator, no entry arrays
     // (Deleting the entry being visited is safe in a Map's iteration.)
     for (const [k, a] of this.attempts) {
       this.attempts.delete(k);
-      a.unlink?.();
       a.lease.release();
     }
   }
@@ -303,6 +310,10 @@ export class Ticket {
     if (this.outcome !== null) return;
     this.outcome = outcome;
     this.endAttempt();
+    if (this.listening) {
+      this.clientSignal!.removeEventListener("abort", this);
+      this.listening = false;
+    }
     this.adm.free(this);
     this.adm.recorder.done(this, outcome);
     // Index loop, no splice copy: a callback registering another runs it at once (outcome is set).

@@ -33,7 +33,9 @@ export interface EvidenceFacts {
 
 /** Apply the evidence guards; removals are appended to `filtered` (decision.filtered, explain). */
 export function evidenceFilters(ws: readonly Readonly<Worker>[], filtered: FilteredOut[], f: EvidenceFacts): Readonly<Worker>[] {
-  let out = guard(ws, filtered, "ejected", (w) => f.outliers.blocked("node", w.node) ?? f.outliers.blocked("worker", w.id));
+  // The usual first attempt: nothing ejected, nothing failed, not isolated: no guard runs (no closure, no Set).
+  if (f.outliers.empty && f.req.exclude.size === 0 && !f.isolated) return ws as Readonly<Worker>[];
+  let out = f.outliers.empty ? (ws as Readonly<Worker>[]) : guard(ws, filtered, "ejected", (w) => f.outliers.blocked("node", w.node) ?? f.outliers.blocked("worker", w.id));
   const failedNodes = new Set<string>();
   for (const id of f.req.exclude) {
     const n = f.registry.get(id)?.node;

@@ -64,8 +64,56 @@ export const DEFAULT_BLOCK_SIZE = 16;
 const RATE_EWMA = 0.1;
 
 interface Prefilling {
-  atMs: number;
-  tokens: number;
+  /** When it was booked (ms, the book's clock; 0 without one). */
+  readonly atMs: number;
+  /** Its prefill tokens (prompt − predicted cached). */
+  readonly tokens: number;
+}
+
+const NO_TRACK: { tracked: readonly number[]; covered: number } = { tracked: [], covered: 0 };
+
+/**
+ * One booking. A class, not an object literal over closures: book() runs per request and the
+ * literal made three closures, their scope, two getters and the queue entry (bench/frontend-allocs.ts).
+ * It is its own entry in the worker's prefill queue.
+ */
+class BookedLease implements Lease, Prefilling {
+  private prefilling_ = true;
+  private released_ = false;
+  constructor(
+    private readonly book: LoadBook,
+    readonly workerId: string,
+    readonly promptTokens: number,
+    readonly promptBlocks: number,
+    /** Prefill tokens (Prefilling.tokens). */
+    readonly tokens: number,
+    readonly sampled: readonly number[],
+    readonly estimated: number,
+    readonly queue: Set<Prefilling>,
+    /** Booked with no other prompt of its worker before its first token (a clean rate sample). */
+    readonly alone: boolean,
+    readonly atMs: number,
+  ) {}
+  get prefilling(): boolean {
+    return this.prefilling_;
+  }
+  get released(): boolean {
+    return this.released_;
+  }
+  firstToken(): void {
+    if (!this.prefilling_) return;
+    this.prefilling_ = false;
+    this.book.endPrefill(this, true);
+  }
+  release(): void {
+    if (this.released_) return;
+    this.released_ = true;
+    if (this.prefilling_) {
+      this.prefilling_ = false;
+      this.book.endPrefill(this, false);
+    }
+    this.book.unbook(this);
+  }
 }
 
 export class LoadBook {
@@ -90,48 +138,34 @@ export class LoadBook {
     const prefillTokens = Math.max(0, tokens - Math.floor(prompt?.cachedTokens ?? 0));
     const blockSize = prompt?.blockSize ?? DEFAULT_BLOCK_SIZE;
     const blocks = Math.max(Math.ceil(tokens / blockSize), prompt?.blockHashes.length ?? 0);
-    const { tracked: sampled, covered } = prompt ? this.active.track(prompt.blockHashes) : { tracked: [], covered: 0 };
+    const { tracked: sampled, covered } = prompt ? this.active.track(prompt.blockHashes) : NO_TRACK;
     // Blocks not stood for by a tracked hash (the tail, the partial last block; all without hashes).
     const estimated = blocks - covered;
     this.onInFlight(workerId, this.registry.addInFlight(workerId, +1));
     this.addPrefill(workerId, 1, prefillTokens);
     this.active.add(workerId, sampled, estimated);
     this.addHeld(workerId, blocks);
-    const entry: Prefilling = { atMs: this.now?.() ?? 0, tokens: prefillTokens };
     let queue = this.queued.get(workerId);
     if (!queue) this.queued.set(workerId, (queue = new Set()));
-    const alone = queue.size === 0;
-    queue.add(entry);
-    let prefilling = true;
-    let released = false;
-    const endPrefill = (firstToken: boolean) => {
-      if (!prefilling) return;
-      prefilling = false;
-      queue.delete(entry);
-      if (queue.size === 0) this.queued.delete(workerId);
-      if (firstToken && alone && this.now && prefillTokens > 0) this.learnRate(workerId, prefillTokens / Math.max(1, this.now() - entry.atMs));
-      this.addPrefill(workerId, -1, -prefillTokens);
-    };
-    return {
-      workerId,
-      promptTokens: tokens,
-      promptBlocks: blocks,
-      get prefilling() {
-        return prefilling;
-      },
-      get released() {
-        return released;
-      },
-      firstToken: () => endPrefill(true),
-      release: () => {
-        if (released) return;
-        released = true;
-        endPrefill(false);
-        this.active.remove(workerId, sampled, estimated);
-        this.addHeld(workerId, -blocks);
-        this.onInFlight(workerId, this.registry.addInFlight(workerId, -1));
-      },
-    };
+    const lease = new BookedLease(this, workerId, tokens, blocks, prefillTokens, sampled, estimated, queue, queue.size === 0, this.now?.() ?? 0);
+    queue.add(lease);
+    return lease;
+  }
+
+  /** @internal BookedLease → book: its prompt is past prefill (first token or release). */
+  endPrefill(l: BookedLease, firstToken: boolean): void {
+    const queue = l.queue;
+    queue.delete(l);
+    if (queue.size === 0 && this.queued.get(l.workerId) === queue) this.queued.delete(l.workerId);
+    if (firstToken && l.alone && this.now && l.tokens > 0) this.learnRate(l.workerId, l.tokens / Math.max(1, this.now() - l.atMs));
+    this.addPrefill(l.workerId, -1, -l.tokens);
+  }
+
+  /** @internal BookedLease → book: the request finished (after endPrefill). */
+  unbook(l: BookedLease): void {
+    this.active.remove(l.workerId, l.sampled, l.estimated);
+    this.addHeld(l.workerId, -l.promptBlocks);
+    this.onInFlight(l.workerId, this.registry.addInFlight(l.workerId, -1));
   }
 
   inFlight(workerId: string): number {

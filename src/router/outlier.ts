@@ -80,8 +80,14 @@ export class OutlierDetector {
     e.untilMs = now + Math.min(this.config.max_ejection_ms, this.config.base_ejection_ms * 2 ** Math.min(20, e.ejections - 1));
   }
 
+  /** Nothing is ejected, probing or remembered healthy: every target is routable (a fast path per request). */
+  get empty(): boolean {
+    return this.entries.size === 0;
+  }
+
   /** The target answered (first token, or a complete answer): a probe succeeded. */
   succeeded(kind: TargetKind, target: string): void {
+    if (this.entries.size === 0) return; // the usual case: nothing ever failed (no key string, no clock read)
     const e = this.entries.get(keyOf(kind, target));
     if (!e || e.untilMs > this.clock.now()) return;
     e.probeUntilMs = 0;
@@ -93,6 +99,7 @@ export class OutlierDetector {
    * admitted while no probe is out (call `routed` when one is sent there).
    */
   blocked(kind: TargetKind, target: string): string | null {
+    if (this.entries.size === 0) return null;
     const e = this.entries.get(keyOf(kind, target));
     if (!e || e.healthySinceMs !== null) return null;
     const now = this.clock.now();
@@ -103,6 +110,7 @@ export class OutlierDetector {
 
   /** A request was routed to `target`: if it is probing, this request is its probe. */
   routed(kind: TargetKind, target: string): void {
+    if (this.entries.size === 0) return;
     const e = this.entries.get(keyOf(kind, target));
     const now = this.clock.now();
     if (!e || e.healthySinceMs !== null || e.untilMs > now) return;

@@ -73,6 +73,9 @@ export interface RouterOptions {
 /** Largest SLO a request header may ask for (1 h); larger values are cut to it. */
 export const SLO_HEADER_MAX_MS = 3_600_000;
 
+/** The SLO headers and the RouteRequest field each sets (hoisted: sloFrom runs per request). */
+const SLO_HEADERS = [["x-slo-ttft-ms", "sloTtftMs"], ["x-slo-itl-ms", "sloItlMs"]] as const;
+
 /** Longest session id honoured; longer header values are cut (bounded memory in ring lookups). */
 export const SESSION_ID_MAX_CHARS = 256;
 
@@ -169,7 +172,8 @@ export class Router {
     if (req.exclude.size === 0 && req.leg !== "prefill") this.retryBudget.recordRequest();
     const elapsedMs = this.clock.now() - t0;
     this.notify("decision", result.decision, elapsedMs);
-    this.log?.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
+    // (the fields object only when the line is kept: this runs per request)
+    if (this.log !== undefined && this.log.debugEnabled !== false) this.log.debug("routed", { model: req.model, policy: result.decision.policy, worker: result.worker.id, reason: result.decision.reason });
     return result;
   }
 
@@ -285,7 +289,7 @@ export class Router {
    */
   sloFrom(headers: Headers): Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> {
     const out: Pick<RouteRequest, "sloTtftMs" | "sloItlMs"> = {};
-    for (const [name, key] of [["x-slo-ttft-ms", "sloTtftMs"], ["x-slo-itl-ms", "sloItlMs"]] as const) {
+    for (const [name, key] of SLO_HEADERS) {
       const raw = headers.get(name);
       if (raw === null) continue;
       const v = Number(raw.trim().slice(0, 32));
@@ -329,12 +333,17 @@ export class Router {
     const facts = { req: req.leg && req.role === undefined ? { ...req, role: LEG_ROLES[req.leg] } : req };
     for (const f of this.filters) {
       const keep = f.accepts ? null : f.keep(candidates, facts);
-      const kept: Readonly<Worker>[] = [];
-      for (const w of candidates) {
-        if (keep ? keep.has(w.id) : f.accepts!(w, facts)) kept.push(w);
-        else filtered.push({ worker: w.id, node: w.node, filter: f.type });
+      // A filter that keeps every candidate (the usual case) leaves the array as it is: no copy per filter.
+      let kept: Readonly<Worker>[] | null = null;
+      for (let i = 0; i < candidates.length; i++) {
+        const w = candidates[i]!;
+        if (keep ? keep.has(w.id) : f.accepts!(w, facts)) kept?.push(w);
+        else {
+          kept ??= candidates.slice(0, i);
+          filtered.push({ worker: w.id, node: w.node, filter: f.type });
+        }
       }
-      candidates = kept;
+      if (kept !== null) candidates = kept;
     }
     // Evidence filters (ejected targets, the failed node on a retry, local first): guards that never
     // empty the set — with every candidate ejected, trying one beats a certain 503.

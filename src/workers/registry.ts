@@ -35,6 +35,8 @@ export class WorkerRegistry {
   /** Router-booked in-flight per worker id; survives remove() until it drains to zero. */
   private readonly inFlight = new Map<string, number>();
   private readonly listeners = new Set<RegistryListener>();
+  /** The listeners as an array, rebuilt on (un)subscribe: emit runs twice per request (in-flight) and walks it without a Set iterator. */
+  private listenerList: readonly RegistryListener[] = [];
   /** Operator-drained worker ids (kept across remove/re-add), with the producer's last reported state. */
   private readonly cordons = new Map<string, Worker["state"] | null>();
 
@@ -166,7 +168,11 @@ export class WorkerRegistry {
   /** Subscribe to changes; returns the unsubscribe function. A throwing listener is logged, not fatal. */
   onChange(listener: RegistryListener): () => void {
     this.listeners.add(listener);
-    return () => void this.listeners.delete(listener);
+    this.listenerList = [...this.listeners];
+    return () => {
+      this.listeners.delete(listener);
+      this.listenerList = [...this.listeners];
+    };
   }
 
   get size(): number {
@@ -174,7 +180,10 @@ export class WorkerRegistry {
   }
 
   private emit(change: RegistryChange): void {
-    for (const l of this.listeners) {
+    const list = this.listenerList;
+    for (let i = 0; i < list.length; i++) {
+      const l = list[i]!;
+      if (list !== this.listenerList && !this.listeners.has(l)) continue; // unsubscribed by an earlier listener of this change
       try {
         l(change);
       } catch (e) {

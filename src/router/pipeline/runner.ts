@@ -24,6 +24,7 @@ export const NO_LOAD: LoadView = {
 const DEFAULT_BLOCK_SIZE = 16;
 const NO_MAP: ReadonlyMap<string, never> = new Map<string, never>();
 const NO_HASHES: readonly bigint[] = [];
+const NO_STRINGS: string[] = []; // never pushed to: only a pipeline with filters pushes, and it gets its own
 
 export class PipelinePolicy implements Policy {
   readonly needs: Required<Needs>;
@@ -47,8 +48,9 @@ export class PipelinePolicy implements Policy {
     const facts = this.facts(req, ctx.nowMs);
     const t1 = timed ? performance.now() : 0;
 
-    const droppedBy = new Map<string, string>();
-    const skipped: string[] = [];
+    // (allocated only for a pipeline with filters: round-robin and random have none, and run per request)
+    const droppedBy = this.pipeline.filters.length > 0 ? new Map<string, string>() : NO_MAP;
+    const skipped: string[] = this.pipeline.filters.length > 0 ? [] : NO_STRINGS;
     let live = candidates;
     for (const f of this.pipeline.filters) {
       const keep = f.keep(live, facts);
@@ -59,7 +61,7 @@ export class PipelinePolicy implements Policy {
       const next: Readonly<Worker>[] = [];
       for (const w of live) {
         if (keep.has(w.id)) next.push(w);
-        else droppedBy.set(w.id, f.type);
+        else (droppedBy as Map<string, string>).set(w.id, f.type);
       }
       live = next;
     }
@@ -87,12 +89,8 @@ export class PipelinePolicy implements Policy {
 
     if (!ctx.dryRun) for (const s of this.commits) s.commit!(chosen, facts);
 
-    const termsOf = new Map(rows.map((r) => [r.worker.id, r.terms]));
-    const explained: CandidateExplain[] = candidates.map((w) => ({
-      worker: w.id,
-      node: w.node,
-      terms: termsOf.get(w.id) ?? { filtered_by: droppedBy.get(w.id) ?? "unknown", in_flight: w.load.in_flight, running: w.load.running, waiting: w.load.waiting },
-    }));
+    // Nothing dropped: rows are the candidates in order, so no id → terms Map is needed.
+    const explained: CandidateExplain[] = live === candidates ? rows.map((r) => ({ worker: r.worker.id, node: r.worker.node, terms: r.terms })) : explainAll(candidates, rows, droppedBy);
     const pick: Pick = { chosen: chosen.id, candidates: explained, reason: this.reason(why, rows[i]!.terms, facts, droppedBy.size, skipped) };
     if (this.pipeline.source) {
       pick.timings = { match_ms: t1 - t0, score_ms: t2 - t1 };
@@ -104,6 +102,7 @@ export class PipelinePolicy implements Policy {
 
   /** The picker's sentence, the scorers' clauses on the chosen row, then what the filters did. */
   private reason(why: string, chosen: Terms, facts: RequestFacts, dropped: number, skipped: readonly string[]): string {
+    if (this.pipeline.scorers.length === 0 && dropped === 0 && skipped.length === 0) return why;
     const clauses: string[] = [];
     for (const { scorer } of this.pipeline.scorers) if (scorer.explain) clauses.push(scorer.explain(chosen, facts));
     return (
@@ -125,6 +124,16 @@ export class PipelinePolicy implements Policy {
   close(): void {
     for (const s of this.stages) s.close?.();
   }
+}
+
+/** Every candidate's terms: a row's, or why a pipeline filter dropped it. */
+function explainAll(candidates: readonly Readonly<Worker>[], rows: readonly Row[], droppedBy: ReadonlyMap<string, string>): CandidateExplain[] {
+  const termsOf = new Map(rows.map((r) => [r.worker.id, r.terms]));
+  return candidates.map((w) => ({
+    worker: w.id,
+    node: w.node,
+    terms: termsOf.get(w.id) ?? { filtered_by: droppedBy.get(w.id) ?? "unknown", in_flight: w.load.in_flight, running: w.load.running, waiting: w.load.waiting },
+  }));
 }
 
 /**
